@@ -1,0 +1,5 @@
+"""``python -m roofline_opt`` runs the command-line tool."""
+
+from roofline_opt.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,476 @@
+"""The exact roofline evaluator: the only place the physics of model-notes.md is written (vectorised numpy).
+
+Every figure roofline_opt prints comes from here. ``step`` evaluates one decoding step for arrays of layouts,
+``evaluate`` adds speculative decoding, cost and memory, and ``collectives`` exposes the network term as a list
+of affine-in-batch pieces per NCCL protocol so the MIP tables can be derived from the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline_opt.specs import GpuSpec, ModelSpec, Preset
+
+ALLREDUCE = "allreduce"
+POINT_TO_POINT = "p2p"
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """Parameter and per-token sizes derived from a ModelSpec (model-notes section 2)."""
+
+    attn_params_per_layer: float
+    qkv_params_per_layer: float
+    out_params_per_layer: float
+    qkv_out_width: float
+    attn_out_in_width: float
+    ff_params_per_expert: float
+    dense_ff_params: float
+    n_dense_layers: int
+    n_moe_layers: int
+    embedding_params: float
+    total_params: float
+    active_params: float
+    kv_values_per_token_per_layer: float
+    kv_heads: float
+    attn_flop_per_ctx_token_per_layer: float
+
+
+def model_sizes(model: ModelSpec) -> ModelSizes:
+    """Parameter counts, KV-cache width and attention FLOP of ``model``."""
+    d, nq, dh = model.d_model, model.n_q_heads, model.d_head
+    if model.is_mla:
+        rope, v_dim = model.qk_rope_head_dim, model.v_head_dim or dh
+        if model.q_lora_rank:
+            q_params = d * model.q_lora_rank + model.q_lora_rank * nq * (dh + rope)
+        else:
+            q_params = d * nq * (dh + rope)
+        qkv_params = q_params + d * (model.kv_lora_rank + rope) + model.kv_lora_rank * nq * (dh + v_dim)
+        out_params = nq * v_dim * d
+        qkv_out_width = nq * (dh + rope) + model.kv_lora_rank + rope
+        out_in_width = nq * v_dim
+        kv_heads = 0.0
+        kv_values = model.kv_lora_rank + rope
+        attn_flop = 2.0 * nq * (model.kv_lora_rank + rope) + 2.0 * nq * model.kv_lora_rank
+    else:
+        kv_heads = 2.0 * nq / model.group_size
+        qkv_out_width = (nq + kv_heads) * dh
+        qkv_params = qkv_out_width * d
+        out_params = nq * dh * d
+        out_in_width = nq * dh
+        kv_values = kv_heads * dh
+        attn_flop = 4.0 * dh * nq
+    ff_expert = (model.m_in + model.m_out) * d * model.d_ff
+    n_dense = model.n_dense_layers if model.is_moe else 0
+    n_moe = model.n_layers - n_dense
+    dense_ff = (model.m_in + model.m_out) * d * (model.dense_layer_d_ff or model.d_ff)
+    embedding = (1 if model.tie_embeddings else 2) * model.vocab * d
+    attn = qkv_params + out_params
+    experts_held = model.n_experts + model.n_shared_experts
+    experts_used = model.n_active_experts + model.n_shared_experts
+    total = model.n_layers * attn + n_moe * experts_held * ff_expert + n_dense * dense_ff + embedding
+    active = model.n_layers * attn + n_moe * experts_used * ff_expert + n_dense * dense_ff + embedding
+    return ModelSizes(
+        attn_params_per_layer=attn,
+        qkv_params_per_layer=qkv_params,
+        out_params_per_layer=out_params,
+        qkv_out_width=qkv_out_width,
+        attn_out_in_width=out_in_width,
+        ff_params_per_expert=ff_expert,
+        dense_ff_params=dense_ff,
+        n_dense_layers=n_dense,
+        n_moe_layers=n_moe,
+        embedding_params=embedding,
+        total_params=total,
+        active_params=active,
+        kv_values_per_token_per_layer=kv_values,
+        kv_heads=kv_heads,
+        attn_flop_per_ctx_token_per_layer=attn_flop,
+    )
+
+
+def kv_bytes_per_token(model: ModelSpec, activation_bytes: float = 2.0) -> float:
+    """KV-cache bytes one context token occupies across all layers."""
+    return model_sizes(model).kv_values_per_token_per_layer * model.n_layers * activation_bytes
+
+
+def weight_bytes_per_param(weight_bits: int) -> float:
+    return weight_bits / 8.0
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One kind of collective in a step: ``count`` calls, each over ``ranks`` ranks on ``nodes`` nodes.
+
+    Its bytes are ``bytes_per_seq * batch``; latency_s[p] and s_per_seq[p] give, per NCCL protocol p, the time of
+    one call as latency_s[p] + s_per_seq[p] * batch. Arrays are shaped like the evaluated layouts.
+    """
+
+    count: np.ndarray
+    latency_s: np.ndarray
+    s_per_seq: np.ndarray
+
+    def time_s(self, batch: np.ndarray) -> np.ndarray:
+        per_protocol = self.latency_s + self.s_per_seq * np.asarray(batch, dtype=float)[..., None]
+        return self.count * np.min(per_protocol, axis=-1)
+
+
+def _collective(
+    preset: Preset,
+    gpu: GpuSpec,
+    count: np.ndarray,
+    ranks: np.ndarray,
+    nodes: np.ndarray,
+    bytes_per_seq: np.ndarray,
+    kind: str,
+) -> Collective:
+    """NCCL tuning model (model-notes section 4), affine in the batch for each protocol."""
+    ranks = np.asarray(ranks, dtype=float)
+    nodes = np.maximum(np.asarray(nodes, dtype=float), 1.0)
+    active = ranks > 1.0
+    m = 2.0 if kind == ALLREDUCE else 1.0
+    bw_scale = 1.0 if kind == ALLREDUCE else 0.5
+    per_node_ranks = ranks / nodes
+    lat, slope = [], []
+    safe_ranks = np.where(active, ranks, 1.0)
+    for p in preset.protocols:
+        latency = m * ((per_node_ranks - 1.0) * p.per_rank_s + p.per_log2_node_s * np.log2(nodes)) + p.base_s
+        per_byte = (
+            nodes * np.maximum(0.0, per_node_ranks - 1.0) / (safe_ranks * gpu.intra_bytes_per_s * p.bandwidth_factor)
+            + (nodes - 1.0) / (safe_ranks * gpu.inter_bytes_per_s * p.bandwidth_factor)
+        ) * bw_scale
+        lat.append(np.where(active, latency * preset.network_latency_factor, 0.0))
+        slope.append(np.where(active, per_byte * bytes_per_seq * preset.allreduce_time_factor, 0.0))
+    return Collective(
+        count=np.where(active, count, 0.0),
+        latency_s=np.stack(lat, axis=-1),
+        s_per_seq=np.stack(slope, axis=-1),
+    )
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Arrays (broadcast together) describing how an instance is split and what one step does."""
+
+    tp: np.ndarray
+    tp_2d: np.ndarray
+    pp: np.ndarray
+    ep: np.ndarray
+    context: np.ndarray
+    tokens_per_step: np.ndarray
+
+    @classmethod
+    def of(cls, tp, tp_2d, pp, context, tokens_per_step=1, ep=1) -> Layout:
+        arrays = np.broadcast_arrays(
+            np.asarray(tp, dtype=float),
+            np.asarray(tp_2d, dtype=bool),
+            np.asarray(pp, dtype=float),
+            np.asarray(ep, dtype=float),
+            np.asarray(context, dtype=float),
+            np.asarray(tokens_per_step, dtype=float),
+        )
+        return cls(*arrays)
+
+    @property
+    def n_gpus(self) -> np.ndarray:
+        return self.tp * self.pp
+
+
+def _tp_factors(preset: Preset, tp: np.ndarray, tp_2d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Slicing factors (t1, t2): 1-D is (T, 1); 2-D is sqrt(T) twice (paper) or an integer factoring."""
+    if preset.integer_tp_2d:
+        t1 = np.ones_like(tp)
+        for f in range(2, int(np.sqrt(tp.max(initial=1.0))) + 1):
+            t1 = np.where((np.mod(tp, f) == 0) & (f * f <= tp), f, t1)
+        t2d = (t1, tp / t1)
+    else:
+        t2d = (np.sqrt(tp), np.sqrt(tp))
+    return np.where(tp_2d, t2d[0], tp), np.where(tp_2d, t2d[1], 1.0)
+
+
+def collectives(
+    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout
+) -> list[Collective]:
+    """The network work of one step as collectives whose time is affine in the batch per protocol."""
+    sz = model_sizes(model)
+    a = preset.activation_bytes
+    tp, pp, ep, s_tok = layout.tp, layout.pp, layout.ep, layout.tokens_per_step
+    node = float(gpu.scaleup_gpus)
+    nodes_all = np.ceil(tp / node)
+    seq_bytes = s_tok / pp * a
+    k_used = model.n_active_experts + model.n_shared_experts
+    ff_width = model.d_ff
+    layer_kinds = [(sz.n_moe_layers, k_used, ff_width, ep)]
+    if sz.n_dense_layers:
+        layer_kinds.append((sz.n_dense_layers, 1, model.dense_layer_d_ff or model.d_ff, np.ones_like(ep)))
+    out: list[Collective] = []
+    t1, t2 = _tp_factors(preset, tp, layout.tp_2d)
+    for n_layers, k, dff, e in layer_kinds:
+        if n_layers == 0:
+            continue
+        ff_tp = tp / e
+        if preset.integer_tp_2d:
+            groups = [
+                (sz.qkv_out_width, t1, np.minimum(t1, nodes_all), tp),
+                (model.d_model, t2, np.ceil(t2 / node), tp),
+                (k * model.m_in * dff, t1, np.minimum(t1, nodes_all), ff_tp),
+                (k * model.m_out * model.d_model, t2, np.ceil(t2 / node), ff_tp),
+            ]
+        else:
+            r_attn = np.sqrt(tp)
+            m_attn = np.sqrt(nodes_all)
+            r_ff = np.sqrt(ff_tp)
+            m_ff = np.sqrt(np.ceil(ff_tp / node))
+            groups = [
+                (sz.qkv_out_width, r_attn, m_attn, tp),
+                (model.d_model, r_attn, m_attn, tp),
+                (k * model.m_in * dff, r_ff, m_ff, ff_tp),
+                (k * model.m_out * model.d_model, r_ff, m_ff, ff_tp),
+            ]
+        for words, ranks, nodes, group_tp in groups:
+            words_2d = words / (group_tp / ranks)
+            out.append(
+                _collective(preset, gpu, np.where(layout.tp_2d, n_layers, 0.0), ranks, nodes, words_2d * seq_bytes, ALLREDUCE)
+            )
+        attn_layers = 1.0 if (model.parallel_attention and preset.integer_tp_2d) else 2.0
+        one_d = [(model.d_model, tp, nodes_all, attn_layers - 1.0), (k * model.m_out * model.d_model, ff_tp, np.ceil(ff_tp / node), 1.0)]
+        for words, ranks, nodes, per_layer in one_d:
+            count = np.where(layout.tp_2d, 0.0, n_layers * per_layer)
+            out.append(_collective(preset, gpu, count, ranks, nodes, words * seq_bytes, ALLREDUCE))
+        if model.is_moe and n_layers == sz.n_moe_layers:
+            dispatch_bytes = model.n_active_experts * model.d_model * seq_bytes
+            e_nodes = np.ceil(e / node)
+            out.append(_collective(preset, gpu, 2.0 * n_layers * (e > 1), e, e_nodes, dispatch_bytes, POINT_TO_POINT))
+    send_bytes = model.d_model * seq_bytes / tp
+    two = np.full_like(tp, 2.0)
+    out.append(_collective(preset, gpu, pp - 1.0, np.where(pp > 1, two, 1.0), two, send_bytes, POINT_TO_POINT))
+    return out
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    """Seconds of one decoding step and its parts, plus FLOP and bytes moved."""
+
+    kernel_launch_s: np.ndarray
+    network_s: np.ndarray
+    memory_s: np.ndarray
+    compute_s: np.ndarray
+    flop: np.ndarray
+    hbm_bytes: np.ndarray
+
+    @property
+    def step_time_s(self) -> np.ndarray:
+        return self.kernel_launch_s + self.network_s + np.maximum(self.memory_s, self.compute_s)
+
+
+def flop_rate(gpu: GpuSpec, weight_bits: int) -> float:
+    rate = gpu.flop_per_s_by_bits.get(weight_bits)
+    if rate is None:
+        msg = f"{gpu.name} has no FLOP rate for {weight_bits}-bit weights"
+        raise ValueError(msg)
+    return rate
+
+
+def step(
+    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch
+) -> StepFigures:
+    """One decoding step of ``batch`` sequences (model-notes section 3)."""
+    sz = model_sizes(model)
+    a = preset.activation_bytes
+    w = weight_bytes_per_param(weight_bits)
+    batch = np.asarray(batch, dtype=float)
+    tp, pp, ep, ctx, s_tok = layout.tp, layout.pp, layout.ep, layout.context, layout.tokens_per_step
+    n = tp * pp
+    tok = batch * s_tok / pp
+    t1, t2 = _tp_factors(preset, tp, layout.tp_2d)
+    ff_t1, ff_t2 = _tp_factors(preset, tp / ep, layout.tp_2d)
+
+    c_mean = ctx + (s_tok - 1.0) / 2.0
+    flop = (
+        2.0 * sz.active_params * batch * s_tok
+        + sz.attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * batch * s_tok
+    )
+
+    qkv_act = sz.qkv_out_width * tok * (1.0 if preset.paper_qkv_quirk else a)
+    qkv = w * sz.qkv_params_per_layer + t2 * a * model.d_model * tok + t1 * qkv_act
+    proj = w * sz.out_params_per_layer + a * (t2 * model.d_model * tok + t1 * sz.attn_out_in_width * tok)
+    ff_moe = 0.0
+    if sz.n_moe_layers:
+        s = model.n_experts / model.n_active_experts
+        touched = 1.0 - (1.0 - 1.0 / s) ** tok if model.is_moe else np.ones_like(tok)
+        per_expert_w = w * sz.ff_params_per_expert
+        per_expert_act = (model.m_in + model.m_out) * a * (ff_t2 * model.d_model + ff_t1 * model.d_ff)
+        routed = touched * model.n_experts * (per_expert_w + per_expert_act * tok / s)
+        shared = model.n_shared_experts * (per_expert_w + per_expert_act * tok)
+        ff_moe = sz.n_moe_layers * (routed + shared)
+    ff_dense = 0.0
+    if sz.n_dense_layers:
+        dff = model.dense_layer_d_ff or model.d_ff
+        ff_dense = sz.n_dense_layers * (
+            w * sz.dense_ff_params + (model.m_in + model.m_out) * a * tok * (t2 * model.d_model + t1 * dff)
+        )
+    kv_read = sz.kv_values_per_token_per_layer * model.n_layers * a * ctx * batch
+    per_micro = model.n_layers * (qkv + proj) + ff_moe + ff_dense + w * model.vocab * model.d_model
+    traffic = kv_read + pp * per_micro
+
+    rate = flop_rate(gpu, weight_bits) * preset.flop_efficiency
+    compute_s = flop / (n * rate)
+    memory_s = traffic / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
+    network_s = sum(c.time_s(batch) for c in collectives(model, gpu, preset, weight_bits, layout))
+    launch = np.full_like(compute_s, model.n_layers * 4.0 * gpu.kernel_launch_s * preset.kernel_launch_factor)
+    return StepFigures(launch, network_s + np.zeros_like(compute_s), memory_s, compute_s, flop, traffic)
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """Bytes per device (per_device check) or per instance (aggregate check) and whether they fit."""
+
+    weights_bytes: np.ndarray
+    kv_cache_bytes: np.ndarray
+    activations_bytes: np.ndarray
+    capacity_bytes: np.ndarray
+    fits: np.ndarray
+
+
+def memory(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: Layout,
+    batch,
+    draft: ModelSpec | None = None,
+) -> DeviceMemory:
+    """Memory check: the notebook's aggregate one (paper) or per device with KV heads split or replicated."""
+    a = preset.activation_bytes
+    w = weight_bytes_per_param(weight_bits)
+    batch = np.asarray(batch, dtype=float)
+    models = [model] if draft is None else [model, draft]
+    n = layout.n_gpus
+    if preset.memory_check == "aggregate":
+        weights = sum(w * model_sizes(m).total_params for m in models) + 0.0 * n
+        kv = sum(kv_bytes_per_token(m, a) for m in models) * layout.context * batch
+        act = np.zeros_like(kv)
+        cap = n * gpu.hbm_bytes
+        return DeviceMemory(weights, kv, act, cap, weights + kv <= cap)
+    weights = sum(w * model_sizes(m).total_params for m in models) / n
+    kv = np.zeros_like(n * batch)
+    act = np.zeros_like(kv)
+    for m in models:
+        sz = model_sizes(m)
+        kv_ways = np.minimum(layout.tp, sz.kv_heads / 2.0) if (preset.kv_split_by_kv_heads and not m.is_mla) else 1.0
+        if m.is_mla and preset.kv_split_by_kv_heads:
+            kv_ways = 1.0
+        kv_ways = np.maximum(kv_ways, 1.0)
+        kv = kv + kv_bytes_per_token(m, a) * (layout.context + layout.tokens_per_step) * batch / (layout.pp * kv_ways)
+        widest = max(sz.qkv_out_width, m.m_in * max(m.d_ff, m.dense_layer_d_ff), m.d_model)
+        act = act + a * batch * layout.tokens_per_step * (2.0 * m.d_model + widest / layout.tp)
+    cap = np.full_like(kv, gpu.hbm_bytes * preset.usable_hbm_fraction)
+    return DeviceMemory(weights + 0.0 * kv, kv, act, cap, weights + kv + act <= cap)
+
+
+def expected_tokens_per_round(acceptance: float, gamma) -> np.ndarray:
+    """(1 - alpha^(gamma+1)) / (1 - alpha): expected tokens one draft-and-verify round yields."""
+    gamma = np.asarray(gamma, dtype=float)
+    if acceptance >= 1.0:
+        return gamma + 1.0
+    return (1.0 - acceptance ** (gamma + 1.0)) / (1.0 - acceptance)
+
+
+def time_per_token_with_gamma(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: Layout,
+    batch,
+    gamma,
+    draft: ModelSpec | None,
+    acceptance: float,
+    draft_weight_bits: int = 16,
+) -> np.ndarray:
+    """Seconds per generated token at a fixed draft length gamma (0 = no speculative decoding)."""
+    gamma = np.asarray(gamma, dtype=float)
+    verify = Layout(layout.tp, layout.tp_2d, layout.pp, layout.ep, layout.context, layout.tokens_per_step * (gamma + 1.0))
+    target = step(model, gpu, preset, weight_bits, verify, batch).step_time_s
+    if draft is None:
+        return target / layout.tokens_per_step
+    draft_layout = Layout(layout.tp, layout.tp_2d, layout.pp, np.ones_like(layout.ep), layout.context, layout.tokens_per_step)
+    draft_s = step(draft, gpu, preset, draft_weight_bits, draft_layout, batch).step_time_s
+    rounds = (target + gamma * draft_s) / expected_tokens_per_round(acceptance, gamma)
+    return np.where(gamma > 0, rounds, target)
+
+
+def evaluate(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: Layout,
+    batch,
+    draft: ModelSpec | None = None,
+    acceptance: float = 0.8,
+    gamma_max: int = 0,
+    gamma=None,
+    draft_weight_bits: int = 16,
+) -> dict[str, np.ndarray]:
+    """All figures of fully specified setups; best gamma in 0..gamma_max unless ``gamma`` fixes it."""
+    batch = np.asarray(batch, dtype=float)
+    base = step(model, gpu, preset, weight_bits, layout, batch)
+    shape = np.broadcast_shapes(base.step_time_s.shape, batch.shape)
+    no_spec = np.broadcast_to(base.step_time_s / layout.tokens_per_step, shape)
+    per_token = no_spec
+    best_gamma = np.zeros(shape)
+    draft_step_s = np.full(shape, np.nan)
+    use_draft = draft is not None and (gamma_max > 0 or (gamma is not None and np.any(np.asarray(gamma) > 0)))
+    if use_draft:
+        draft_layout = Layout(layout.tp, layout.tp_2d, layout.pp, np.ones_like(layout.ep), layout.context, layout.tokens_per_step)
+        draft_step_s = np.broadcast_to(step(draft, gpu, preset, draft_weight_bits, draft_layout, batch).step_time_s, shape)
+        gammas = np.arange(1, gamma_max + 1) if gamma is None else None
+        if gammas is not None:
+            best = no_spec
+            for g in gammas:
+                t = time_per_token_with_gamma(model, gpu, preset, weight_bits, layout, batch, g, draft, acceptance, draft_weight_bits)
+                better = t < best
+                best_gamma = np.where(better, g, best_gamma)
+                best = np.minimum(best, t)
+            per_token = best
+        else:
+            best_gamma = np.broadcast_to(np.asarray(gamma, dtype=float), shape)
+            per_token = time_per_token_with_gamma(model, gpu, preset, weight_bits, layout, batch, best_gamma, draft, acceptance, draft_weight_bits)
+    mem = memory(model, gpu, preset, weight_bits, layout, batch, draft if use_draft else None)
+    n = np.broadcast_to(layout.n_gpus, shape)
+    throughput = batch / per_token
+    usd_per_mtok = 1e6 * n * gpu.usd_per_s * per_token / batch
+    useful_flop = 2.0 * model_sizes(model).active_params * batch
+    peak = flop_rate(gpu, weight_bits)
+    mfu = useful_flop / (per_token * n * peak)
+    binding = np.select(
+        [base.network_s >= np.maximum(base.memory_s, base.compute_s), base.memory_s >= base.compute_s],
+        ["network", "memory"],
+        "compute",
+    )
+    return {
+        "n_gpus": n.astype(float),
+        "step_time_s": np.broadcast_to(base.step_time_s, shape),
+        "kernel_launch_s": np.broadcast_to(base.kernel_launch_s, shape),
+        "network_s": np.broadcast_to(base.network_s, shape),
+        "memory_s": np.broadcast_to(base.memory_s, shape),
+        "compute_s": np.broadcast_to(base.compute_s, shape),
+        "no_spec_time_per_token_s": no_spec,
+        "draft_step_time_s": draft_step_s,
+        "time_per_token_s": per_token,
+        "tok_s_per_request": 1.0 / per_token,
+        "usd_per_mtok": usd_per_mtok,
+        "throughput_tok_s": throughput,
+        "mfu": mfu,
+        "weights_bytes_per_device": np.broadcast_to(mem.weights_bytes, shape),
+        "kv_cache_bytes_per_device": np.broadcast_to(mem.kv_cache_bytes, shape),
+        "activations_bytes_per_device": np.broadcast_to(mem.activations_bytes, shape),
+        "memory_capacity_bytes": np.broadcast_to(mem.capacity_bytes, shape),
+        "fits_in_memory": np.broadcast_to(mem.fits, shape),
+        "bottleneck": np.broadcast_to(binding, shape),
+        "best_gamma": best_gamma,
+    }

@@ -1,0 +1,138 @@
+"""Frozen input types: model architectures, accelerators and physics presets, with unit-named fields.
+
+Naming conventions used across the package: T = tensor-parallel degree, P = pipeline degree, E = expert-parallel
+degree (``ep``), B = batch (sequences decoded together by one instance), S = tokens per sequence per step,
+C = context length already in the KV cache, gamma = speculative draft length. Bytes are bytes, times seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+WEIGHT_BITS = (16, 8, 4)
+"""Weight precisions the tool knows; an accelerator lists a FLOP rate for those it runs."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder-only transformer as the roofline model sees it (model-notes section 2).
+
+    ``d_ff`` is the width of one expert's feed-forward block (of the whole block for dense models);
+    ``dense_layer_d_ff`` is the width of the first ``n_dense_layers`` layers of a MoE model (DeepSeek style).
+    ``kv_lora_rank > 0`` marks multi-head latent attention (MLA): the KV cache keeps ``kv_lora_rank +
+    qk_rope_head_dim`` values per token per layer.
+    """
+
+    name: str
+    d_model: int
+    d_ff: int
+    n_layers: int
+    n_q_heads: int
+    group_size: int
+    d_head: int
+    vocab: int
+    n_experts: int = 1
+    n_active_experts: int = 1
+    m_in: int = 2
+    m_out: int = 1
+    parallel_attention: bool = False
+    tie_embeddings: bool = False
+    n_shared_experts: int = 0
+    n_dense_layers: int = 0
+    dense_layer_d_ff: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    q_lora_rank: int = 0
+    v_head_dim: int = 0
+    source: str = ""
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 1
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One accelerator: dense FLOP/s per weight precision, HBM, scale-up domain and network, rental price."""
+
+    name: str
+    flop_per_s_by_bits: dict[int, float]
+    hbm_bytes: float
+    hbm_bytes_per_s: float
+    scaleup_gpus: int
+    intra_bytes_per_s: float
+    inter_bytes_per_s: float
+    usd_per_hour: float
+    kernel_launch_s: float = 4e-6
+    display_name: str = ""
+    source: str = ""
+
+    def supports(self, weight_bits: int) -> bool:
+        return self.flop_per_s_by_bits.get(weight_bits) is not None
+
+    @property
+    def usd_per_s(self) -> float:
+        return self.usd_per_hour / 3600.0
+
+
+@dataclass(frozen=True)
+class NcclProtocol:
+    """NCCL tuning-model constants of one protocol (model-notes section 4)."""
+
+    name: str
+    bandwidth_factor: float
+    per_rank_s: float
+    per_log2_node_s: float
+    base_s: float
+
+
+NCCL_PROTOCOLS = (
+    NcclProtocol("LL", 0.5, 0.6e-6, 5e-6, 6.8e-6),
+    NcclProtocol("LL128", 0.95, 1.25e-6, 8.5e-6, 14e-6),
+    NcclProtocol("Simple", 1.0, 28e-6, 28e-6, 0.0),
+)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Physics settings. ``paper`` reproduces the reference notebook; ``default`` is the realistic one.
+
+    flop_efficiency / hbm_efficiency: fraction of peak sustained. memory_check: "aggregate" (the notebook's
+    N x HBM >= weights + KV) or "per_device" (each device's shard of weights, KV cache and activations within
+    ``usable_hbm_fraction`` of its HBM). paper_qkv_quirk: omit the activation-byte factor on the QKV output term as
+    the notebook does. integer_tp_2d: 2-D TP factors T = t1 x t2 into integers instead of sqrt(T) x sqrt(T).
+    kv_split_by_kv_heads: per-device KV cache is split across at most kv_heads TP ranks (replicated beyond).
+    network_latency_factor / allreduce_bandwidth_factor: sensitivity knobs on collective latency and bandwidth time.
+    """
+
+    name: str
+    flop_efficiency: float = 1.0
+    hbm_efficiency: float = 1.0
+    memory_check: str = "aggregate"
+    usable_hbm_fraction: float = 1.0
+    paper_qkv_quirk: bool = True
+    integer_tp_2d: bool = False
+    kv_split_by_kv_heads: bool = False
+    network_latency_factor: float = 1.0
+    allreduce_time_factor: float = 1.0
+    kernel_launch_factor: float = 1.0
+    activation_bytes: float = 2.0
+    protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
+
+
+PAPER = Preset(name="paper")
+DEFAULT = Preset(
+    name="default",
+    flop_efficiency=0.70,
+    hbm_efficiency=0.75,
+    memory_check="per_device",
+    usable_hbm_fraction=0.90,
+    paper_qkv_quirk=False,
+    integer_tp_2d=True,
+    kv_split_by_kv_heads=True,
+)
+PRESETS = {p.name: p for p in (PAPER, DEFAULT)}
