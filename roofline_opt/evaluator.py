@@ -137,6 +137,7 @@ def _collective(
     safe_ranks = np.where(active, ranks, 1.0)
     for p in preset.protocols:
         latency = m * ((per_node_ranks - 1.0) * p.per_rank_s + p.per_log2_node_s * np.log2(nodes)) + p.base_s
+        latency = latency + m * np.where(nodes > 1.0, gpu.inter_hop_latency_s, gpu.intra_hop_latency_s)
         per_byte = (
             nodes * np.maximum(0.0, per_node_ranks - 1.0) / (safe_ranks * gpu.intra_bytes_per_s * p.bandwidth_factor)
             + (nodes - 1.0) / (safe_ranks * gpu.inter_bytes_per_s * p.bandwidth_factor)

@@ -57,7 +57,12 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """One accelerator: dense FLOP/s per weight precision, HBM, scale-up domain and network, rental price."""
+    """One accelerator: dense FLOP/s per weight precision, HBM, scale-up domain and network, rental price.
+
+    intra/inter_bytes_per_s are the all-reduce bandwidths the NCCL model uses inside and across scale-up domains
+    (the notebook's 9e11/4 and 5e10/2 for H100: half the per-direction link bandwidth). The hop latencies are
+    extra seconds a collective pays per call for the path its ranks take (0 in the catalog; set from a cluster graph).
+    """
 
     name: str
     flop_per_s_by_bits: dict[int, float]
@@ -68,6 +73,8 @@ class GpuSpec:
     inter_bytes_per_s: float
     usd_per_hour: float
     kernel_launch_s: float = 4e-6
+    intra_hop_latency_s: float = 0.0
+    inter_hop_latency_s: float = 0.0
     display_name: str = ""
     source: str = ""
 
