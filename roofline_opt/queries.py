@@ -1,0 +1,242 @@
+"""The one place the query pipeline is wired: tables -> formulation -> HiGHS -> decode -> exact re-evaluation.
+
+After every solve the chosen setup is re-evaluated by the evaluator. Where the MIP used a chord below a concave term
+(MoE memory) and the exact time differs, the chosen batch interval is split so the point becomes exact and the
+question is solved again: the loop ends when the MIP's value and the exact value agree, which proves optimality
+(the MIP was a relaxation). Dense models agree on the first solve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyomo.environ as pyo
+
+from roofline_opt.enumerate import enumerate_best
+from roofline_opt.errors import Infeasible, InvalidInput
+from roofline_opt.formulation import CHEAPEST, FASTEST, build_model, set_batch_bounds, target_batch_bounds
+from roofline_opt.results import Answer, Setup, reevaluate
+from roofline_opt.solve import PersistentHighs, SolveReport
+from roofline_opt.space import Question
+from roofline_opt.tables import Tables, build_tables, split_choice
+
+EXACT_RTOL = 1e-7
+TARGET_RTOL = 1e-9
+MAX_REPAIRS = 60
+MAX_DINKELBACH_STEPS = 40
+METHODS = ("mip", "enumerate")
+
+
+@dataclass
+class SolverOptions:
+    """HiGHS options every query accepts."""
+
+    time_limit_s: float | None = None
+    mip_gap: float = 1e-6
+
+
+@dataclass
+class Prepared:
+    """A question's tables and its built, loaded models (one per query kind), reused across a sweep."""
+
+    question: Question
+    tables: Tables
+    options: SolverOptions
+    _solvers: dict[str, PersistentHighs] = field(default_factory=dict)
+    repairs: int = 0
+
+    def solver(self, kind: str) -> PersistentHighs:
+        if kind not in self._solvers:
+            model = build_model(self.tables, kind)
+            self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
+        return self._solvers[kind]
+
+    def split(self, choice: int, batch: int) -> None:
+        """Make ``batch`` exact in ``choice``'s interval and drop the built models (they are rebuilt lazily)."""
+        self.tables = split_choice(self.tables, self.question, choice, batch)
+        self._solvers.clear()
+        self.repairs += 1
+
+    @property
+    def max_cost_usd_per_mtok(self) -> float:
+        """A budget no choice reaches (an inactive budget constraint with sane coefficients)."""
+        t = self.tables
+        worst = (t.pieces_a0_ms + t.pieces_a1_ms * t.batch_hi[:, None]).max(axis=1)
+        return float(np.max(t.usd_per_mtok_coef * worst / t.batch_lo) * 2.0 + 1.0)
+
+    @property
+    def max_ms_per_token(self) -> float:
+        t = self.tables
+        return float((t.pieces_a0_ms + t.pieces_a1_ms * t.batch_hi[:, None]).max() * 2.0 + 1.0)
+
+
+def prepare(question: Question, options: SolverOptions | None = None) -> Prepared:
+    """Tables for the question; raises Infeasible (with the reason) when no layout can run at all."""
+    tables = build_tables(question)
+    if len(tables) == 0:
+        raise _no_layout(question, tables)
+    return Prepared(question, tables, options or SolverOptions())
+
+
+def _no_layout(question: Question, tables: Tables) -> Infeasible:
+    counts = {k: v for k, v in tables.exclusions.items() if v}
+    if not counts:
+        return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
+    reason = max(counts, key=counts.get)
+    parts = ", ".join(f"{v} by {k.replace('_', ' ')}" for k, v in counts.items())
+    hints = {
+        "memory": "the model does not fit in memory on any layout offered: allow larger --tp-degrees/--pp-degrees, "
+        "fewer weight bits or a shorter --context",
+        "demand": "no instance can be filled by that demand: raise --demand-tok-s",
+        "topology": "the cluster cannot place any layout offered: offer smaller degrees",
+        "gpu_limit": "no layout fits within --max-gpus: raise it",
+    }
+    return Infeasible(f"no setup can serve this question (layouts excluded: {parts})", reason=reason, nearest=hints[reason])
+
+
+def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float]:
+    """The picked choice, its setup and the MIP's own time per token (ms)."""
+    t = prep.tables
+    picks = np.array([pyo.value(model.pick[c]) for c in model.C])
+    c = int(np.argmax(picks))
+    j = int(t.layout_of[c])
+    lay = t.layouts
+    setup = Setup(
+        gpu=prep.question.gpus[int(lay.gpu_index[j])].name,
+        weight_bits=int(lay.weight_bits[j]),
+        tp=int(lay.tp[j]),
+        tp_2d=bool(lay.tp_2d[j]),
+        pp=int(lay.pp[j]),
+        ep=int(lay.ep[j]),
+        batch=int(round(pyo.value(model.batch[c]))),
+        gamma=int(lay.gamma[j]),
+    )
+    return c, setup, float(pyo.value(model.tau[c]))
+
+
+def _exact(prep: Prepared, c: int, setup: Setup, tau_ms: float, report: SolveReport) -> Answer | None:
+    """The re-evaluated answer if the MIP's figure is exact at this point; otherwise split there and return None."""
+    answer = reevaluate(prep.question, setup, "mip", report)
+    exact_ms = answer.figures["time_per_token_s"] * 1e3
+    if exact_ms <= tau_ms * (1.0 + EXACT_RTOL) + 1e-12:
+        return answer
+    if prep.repairs >= MAX_REPAIRS:
+        return answer
+    prep.split(c, setup.batch)
+    return None
+
+
+def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | None:
+    """Most tok/s per request within the budget (None when nothing meets it)."""
+    while True:
+        solver = prep.solver(FASTEST)
+        budget = prep.max_cost_usd_per_mtok if max_usd_per_mtok is None else max_usd_per_mtok
+        solver.model.budget_usd_per_mtok.set_value(budget)
+        set_batch_bounds(solver.model, *target_batch_bounds(prep.tables, max_usd_per_mtok=max_usd_per_mtok))
+        report = solver.solve()
+        if not report.has_solution:
+            return None
+        c, setup, tau_ms = _decode(prep, solver.model)
+        answer = _exact(prep, c, setup, tau_ms, report)
+        if answer is None:
+            continue
+        if max_usd_per_mtok is not None and answer.usd_per_mtok > max_usd_per_mtok * (1 + TARGET_RTOL):
+            prep.split(c, setup.batch)
+            continue
+        return answer
+
+
+def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
+    """Least $/Mtok at or above the speed, by Dinkelbach iterations on the ratio (None when unreachable)."""
+    while True:
+        solver = prep.solver(CHEAPEST)
+        m = solver.model
+        max_ms = None if min_tok_s is None else 1e3 / min_tok_s
+        m.max_ms_per_token.set_value(prep.max_ms_per_token if max_ms is None else max_ms)
+        set_batch_bounds(m, *target_batch_bounds(prep.tables, max_ms_per_token=max_ms))
+        lam: float | None = None
+        for _ in range(MAX_DINKELBACH_STEPS):
+            m.dinkelbach_lambda.set_value(0.0 if lam is None else lam)
+            report = solver.solve()
+            if not report.has_solution:
+                return None
+            c, setup, tau_ms = _decode(prep, m)
+            numerator = float(prep.tables.usd_per_mtok_coef[c]) * tau_ms
+            denominator = float(setup.batch)
+            if lam is not None and numerator - lam * denominator >= -1e-9 * max(numerator, 1e-12):
+                break
+            lam = numerator / denominator
+        answer = _exact(prep, c, setup, tau_ms, report)
+        if answer is None:
+            continue
+        if min_tok_s is not None and answer.tok_s_per_request < min_tok_s * (1 - TARGET_RTOL):
+            prep.split(c, setup.batch)
+            continue
+        return answer
+
+
+def _check_method(method: str) -> None:
+    if method not in METHODS:
+        raise InvalidInput("--method", f"must be one of {', '.join(METHODS)}. Got {method!r} instead")
+
+
+def fastest(
+    question: Question,
+    max_usd_per_mtok: float | None = None,
+    method: str = "mip",
+    options: SolverOptions | None = None,
+) -> Answer:
+    """The fastest setup (tok/s per request) whose cost is at most ``max_usd_per_mtok`` dollars per million tokens."""
+    _check_method(method)
+    if method == "enumerate":
+        answer = enumerate_best(question, "fastest", max_usd_per_mtok)
+        if answer is None:
+            cheapest_answer = enumerate_best(question, "cheapest", None)
+            raise _unreachable_budget(question, max_usd_per_mtok, cheapest_answer)
+        return answer
+    prep = prepare(question, options)
+    answer = solve_fastest(prep, max_usd_per_mtok)
+    if answer is None:
+        raise _unreachable_budget(question, max_usd_per_mtok, solve_cheapest(prep, None))
+    return answer
+
+
+def cheapest(
+    question: Question,
+    min_tok_s: float | None = None,
+    method: str = "mip",
+    options: SolverOptions | None = None,
+) -> Answer:
+    """The cheapest setup ($/Mtok) that serves each request at ``min_tok_s`` tokens per second or faster."""
+    _check_method(method)
+    if method == "enumerate":
+        answer = enumerate_best(question, "cheapest", min_tok_s)
+        if answer is None:
+            raise _unreachable_speed(question, min_tok_s, enumerate_best(question, "fastest", None))
+        return answer
+    prep = prepare(question, options)
+    answer = solve_cheapest(prep, min_tok_s)
+    if answer is None:
+        raise _unreachable_speed(question, min_tok_s, solve_fastest(prep, None))
+    return answer
+
+
+def _unreachable_budget(question: Question, budget: float | None, nearest: Answer | None) -> Infeasible:
+    if nearest is None:
+        return Infeasible("no setup can serve this question", reason="memory")
+    return Infeasible(
+        f"no setup costs at most ${budget:.4g}/Mtok",
+        reason="target",
+        nearest=f"the cheapest setup costs ${nearest.usd_per_mtok:.4g}/Mtok at {nearest.tok_s_per_request:.4g} tok/s",
+    )
+
+
+def _unreachable_speed(question: Question, speed: float | None, nearest: Answer | None) -> Infeasible:
+    if nearest is None:
+        return Infeasible("no setup can serve this question", reason="memory")
+    return Infeasible(
+        f"no setup reaches {speed:.4g} tok/s per request",
+        reason="target",
+        nearest=f"the fastest setup reaches {nearest.tok_s_per_request:.4g} tok/s at ${nearest.usd_per_mtok:.4g}/Mtok",
+    )

@@ -1,0 +1,102 @@
+"""HiGHS through Pyomo's persistent interface: options, re-solves without rebuilding, and status normalisation.
+
+Knows nothing of what the variables mean. Two status layers, after linopy and Pyomo: ``termination`` says why
+HiGHS stopped, ``has_solution`` whether we hold a usable incumbent; every Pyomo termination condition is mapped
+explicitly and an unknown one becomes ``unknown``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+import pyomo.environ as pyo
+from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
+from pyomo.contrib.solver.solvers.highs import Highs
+
+from roofline_opt.errors import SolverFailure
+
+TERMINATION_NAMES = {
+    TerminationCondition.convergenceCriteriaSatisfied: "optimal",
+    TerminationCondition.maxTimeLimit: "time_limit",
+    TerminationCondition.iterationLimit: "iteration_limit",
+    TerminationCondition.objectiveLimit: "objective_limit",
+    TerminationCondition.minStepLength: "numerical",
+    TerminationCondition.unbounded: "unbounded",
+    TerminationCondition.provenInfeasible: "infeasible",
+    TerminationCondition.locallyInfeasible: "infeasible",
+    TerminationCondition.infeasibleOrUnbounded: "infeasible",
+    TerminationCondition.error: "error",
+    TerminationCondition.interrupted: "interrupted",
+    TerminationCondition.licensingProblems: "error",
+    TerminationCondition.emptyModel: "empty",
+    TerminationCondition.unknown: "unknown",
+}
+
+
+@dataclass(frozen=True)
+class SolveReport:
+    """What HiGHS said about one solve: why it stopped, whether we hold a solution, objective, bound, gap, seconds."""
+
+    termination: str
+    has_solution: bool
+    objective: float | None
+    bound: float | None
+    mip_gap: float | None
+    seconds: float
+
+    @property
+    def infeasible(self) -> bool:
+        return self.termination == "infeasible"
+
+
+class PersistentHighs:
+    """One model loaded into HiGHS once; parameters change between solves and only they are pushed."""
+
+    def __init__(self, model: pyo.ConcreteModel, time_limit_s: float | None = None, mip_gap: float = 1e-6) -> None:
+        self.model = model
+        self._solver = Highs()
+        cfg = self._solver.config
+        cfg.load_solutions = False
+        cfg.raise_exception_on_nonoptimal_result = False
+        cfg.tee = False
+        if time_limit_s is not None:
+            cfg.time_limit = time_limit_s
+        cfg.rel_gap = mip_gap
+        cfg.solver_options["threads"] = 1
+        cfg.solver_options["output_flag"] = False
+        updates = cfg.auto_updates
+        for name in (
+            "check_for_new_or_removed_constraints",
+            "check_for_new_or_removed_vars",
+            "check_for_new_or_removed_params",
+            "check_for_new_objective",
+            "update_constraints",
+            "update_vars",
+            "update_named_expressions",
+        ):
+            setattr(updates, name, False)
+
+    def solve(self) -> SolveReport:
+        """Solve (or re-solve after parameter changes) and load the incumbent if there is one."""
+        start = time.perf_counter()
+        try:
+            res = self._solver.solve(self.model)
+        except Exception as exc:  # HiGHS or Pyomo failure: one clear message, never a traceback
+            msg = f"HiGHS failed: {exc}"
+            raise SolverFailure(msg) from exc
+        seconds = time.perf_counter() - start
+        term = TERMINATION_NAMES.get(res.termination_condition)
+        if term is None:
+            warnings.warn(f"unrecognised HiGHS termination {res.termination_condition}", stacklevel=2)
+            term = "unknown"
+        has_solution = res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible)
+        if has_solution:
+            res.solution_loader.load_vars()
+        objective = res.incumbent_objective if has_solution else None
+        bound = res.objective_bound
+        gap = None
+        if objective is not None and bound is not None and abs(objective) > 0:
+            gap = abs(objective - bound) / abs(objective)
+        return SolveReport(term, has_solution, objective, bound, gap, seconds)

@@ -1,0 +1,335 @@
+"""MIP coefficient tables computed by the exact evaluator: the only bridge from physics to the formulation.
+
+For each layout the batch range [pp, max_batch] is cut into *intervals* on which every collective keeps one NCCL
+protocol, so network time is affine in the batch there; compute time is linear and, for dense models, memory time is
+affine. On an interval the evaluator is sampled at both ends and each term becomes the chord between them, which is
+exact for affine terms. For a MoE model the memory term is concave in the batch (expert-touched fraction); its chord
+lies below it, so the MIP is optimistic there by at most the chord gap. Intervals are split until that gap is below
+``MOE_CHORD_TOLERANCE`` of the term and queries re-evaluate the answer and split again where it still differs
+(see queries.py), so answers are exact.
+
+Units in the tables: milliseconds per generated token, memory in GB (1e9 B), dollars.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline_opt import evaluator as ev
+from roofline_opt.space import Layouts, Question, layouts, max_replicas
+
+MOE_CHORD_TOLERANCE = 1e-5
+MAX_REFINE_ROUNDS = 24
+S_TO_MS = 1e3
+
+
+@dataclass(frozen=True)
+class Tables:
+    """One row per (layout, batch interval): a *choice* of the MIP.
+
+    pieces_a0_ms / pieces_a1_ms: time per generated token >= a0 + a1 * batch for every piece (convex on the
+    interval). mem_a0_gb / mem_a1_gb / mem_cap_gb: per-device memory = a0 + a1 * batch <= cap.
+    usd_per_mtok_coef: usd_per_mtok = usd_per_mtok_coef * tau_ms / batch (instance GPUs x $/s x 1e6 / 1e3).
+    replicas_cap: how many instances of the row's shape the GPU limit and the cluster allow.
+    """
+
+    layouts: Layouts
+    layout_of: np.ndarray
+    batch_lo: np.ndarray
+    batch_hi: np.ndarray
+    pieces_a0_ms: np.ndarray
+    pieces_a1_ms: np.ndarray
+    mem_a0_gb: np.ndarray
+    mem_a1_gb: np.ndarray
+    mem_cap_gb: np.ndarray
+    n_gpus: np.ndarray
+    usd_per_mtok_coef: np.ndarray
+    replicas_cap: np.ndarray
+    exclusions: dict[str, int]
+
+    def __len__(self) -> int:
+        return len(self.layout_of)
+
+
+def _group_layout(lay: Layouts, idx: np.ndarray, question: Question, tokens: np.ndarray) -> ev.Layout:
+    return ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, tokens, lay.ep[idx])
+
+
+def _step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch: np.ndarray):
+    """Per-token milliseconds of the target (and draft) step terms at the given batches, for layouts idx."""
+    gpu = question.gpus[gpu_index]
+    gamma = lay.gamma[idx].astype(float)
+    target = ev.step(question.model, gpu, question.preset, bits, _group_layout(lay, idx, question, gamma + 1.0), batch)
+    terms = [target]
+    if question.draft is not None:
+        draft_lay = ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, 1.0, 1.0)
+        terms.append(ev.step(question.draft, gpu, question.preset, 16, draft_lay, batch))
+    return terms
+
+
+def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray) -> list[np.ndarray]:
+    """Batches at which some collective changes its fastest protocol, per layout of idx."""
+    gpu = question.gpus[gpu_index]
+    gamma = lay.gamma[idx].astype(float)
+    groups = [(question.model, bits, _group_layout(lay, idx, question, gamma + 1.0))]
+    if question.draft is not None:
+        groups.append((question.draft, 16, ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, 1.0)))
+    points = []
+    for model, b, layout in groups:
+        for coll in ev.collectives(model, gpu, question.preset, b, layout):
+            lat, slope = coll.latency_s, coll.s_per_seq
+            n_proto = lat.shape[-1]
+            for p in range(n_proto):
+                for q in range(p + 1, n_proto):
+                    ds = slope[..., p] - slope[..., q]
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        x = (lat[..., q] - lat[..., p]) / ds
+                    points.append(np.where((coll.count > 0) & (ds != 0) & np.isfinite(x), x, np.nan))
+    stacked = np.stack(np.broadcast_arrays(*points), axis=-1) if points else np.full((len(idx), 0), np.nan)
+    return [row[np.isfinite(row)] for row in stacked]
+
+
+def _memory_line(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray):
+    """Per-device (or aggregate) memory as a0 + a1 * batch in GB, and capacity in GB (memory is affine in batch)."""
+    gpu = question.gpus[gpu_index]
+    layout = _group_layout(lay, idx, question, 1.0)
+    with_draft = question.draft is not None
+    lines = []
+    for b in (0.0, 1.0):
+        mems = ev.memory(question.model, gpu, question.preset, bits, layout, b, question.draft if with_draft else None)
+        if with_draft:
+            plain = ev.memory(question.model, gpu, question.preset, bits, layout, b)
+            total = np.where(lay.gamma[idx] > 0, _used(mems), _used(plain))
+        else:
+            total = _used(mems)
+        lines.append(total)
+        cap = mems.capacity_bytes
+    a0 = lines[0]
+    a1 = lines[1] - lines[0]
+    return a0 / 1e9, a1 / 1e9, np.broadcast_to(cap, a0.shape) / 1e9
+
+
+def _confirm_fit(question, gi, bits, lay, idx, fit_hi):
+    """Step the memory-limited batch down where the evaluator's own check disagrees by rounding."""
+    layout = _group_layout(lay, idx, question, 1.0)
+    draft = question.draft if question.draft is not None else None
+    fits = ev.memory(question.model, question.gpus[gi], question.preset, bits, layout, np.maximum(fit_hi, 0.0)).fits
+    if draft is not None:
+        with_draft = ev.memory(question.model, question.gpus[gi], question.preset, bits, layout, np.maximum(fit_hi, 0.0), draft)
+        fits = np.where(lay.gamma[idx] > 0, with_draft.fits, fits)
+    return np.where(fits | (fit_hi < 0), fit_hi, fit_hi - 1.0)
+
+
+def _used(mem: ev.DeviceMemory) -> np.ndarray:
+    return mem.weights_bytes + mem.kv_cache_bytes + mem.activations_bytes
+
+
+def _per_token_ms(question: Question, terms, gamma: np.ndarray, which: tuple[str, ...]) -> np.ndarray:
+    """Time per generated token (ms) using memory_s or compute_s for the max() of target and draft steps."""
+    e_tokens = ev.expected_tokens_per_round(question.acceptance, gamma) if question.draft is not None else 1.0
+    total = 0.0
+    for term, pick, weight in zip(terms, which, (1.0, gamma), strict=False):
+        total = total + weight * (term.kernel_launch_s + term.network_s + getattr(term, pick))
+    return np.where(gamma > 0, total / e_tokens, total) * S_TO_MS
+
+
+PIECE_PICKS = (("memory_s", "memory_s"), ("memory_s", "compute_s"), ("compute_s", "memory_s"), ("compute_s", "compute_s"))
+
+
+def _pieces(question, gpu_index, bits, lay, idx, lo, hi):
+    """a0, a1 of every convex piece on [lo, hi] (chords of the evaluator between the interval ends)."""
+    gamma = lay.gamma[idx].astype(float)
+    at_lo = _step_terms(question, gpu_index, bits, lay, idx, lo)
+    at_hi = _step_terms(question, gpu_index, bits, lay, idx, hi)
+    picks = PIECE_PICKS if question.draft is not None else PIECE_PICKS[::3]
+    a0s, a1s = [], []
+    width = np.maximum(hi - lo, 1.0)
+    for pick in picks:
+        y_lo = _per_token_ms(question, at_lo, gamma, pick)
+        y_hi = _per_token_ms(question, at_hi, gamma, pick)
+        slope = np.where(hi > lo, (y_hi - y_lo) / width, 0.0)
+        a1s.append(slope)
+        a0s.append(y_lo - slope * lo)
+    return np.stack(a0s, axis=-1), np.stack(a1s, axis=-1)
+
+
+def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
+    """Relative gap between the memory term and its chord at the interval middle (0 for affine terms)."""
+    mid = np.floor((lo + hi) / 2.0)
+    vals = [
+        np.asarray(_step_terms(question, gpu_index, bits, lay, idx, b)[0].memory_s, dtype=float) for b in (lo, mid, hi)
+    ]
+    width = np.maximum(hi - lo, 1.0)
+    chord = vals[0] + (vals[2] - vals[0]) * (mid - lo) / width
+    return np.abs(vals[1] - chord) / np.maximum(vals[1], 1e-300)
+
+
+def _intervals(lo: float, hi: float, breaks: np.ndarray) -> list[tuple[float, float]]:
+    """Split the integer range [lo, hi] at the given real breakpoints."""
+    cuts = sorted({float(np.floor(x)) for x in breaks if lo <= x < hi})
+    out, start = [], lo
+    for c in cuts:
+        if c >= start:
+            out.append((start, c))
+            start = c + 1.0
+    if start <= hi:
+        out.append((start, hi))
+    return out
+
+
+def split_choice(tables: Tables, question: Question, choice: int, batch: int) -> Tables:
+    """Tables with choice's interval split so that ``batch`` becomes an interval of its own (exact there)."""
+    lo, hi = tables.batch_lo[choice], tables.batch_hi[choice]
+    parts = [(lo, batch - 1.0), (float(batch), float(batch)), (batch + 1.0, hi)]
+    parts = [(a, b) for a, b in parts if a <= b]
+    return _assemble(question, tables.layouts, _replace_rows(tables, choice, parts), tables.exclusions)
+
+
+def _replace_rows(tables: Tables, choice: int, parts):
+    rows = [(int(tables.layout_of[i]), tables.batch_lo[i], tables.batch_hi[i]) for i in range(len(tables)) if i != choice]
+    rows += [(int(tables.layout_of[choice]), a, b) for a, b in parts]
+    return rows
+
+
+def build_tables(question: Question) -> Tables:
+    """Evaluate the question's layouts into MIP choices, dropping those that cannot fit or be placed."""
+    lay = layouts(question)
+    exclusions = {"memory": 0, "demand": 0, "topology": 0, "gpu_limit": 0}
+    keep = np.ones(len(lay), dtype=bool)
+    batch_hi = np.zeros(len(lay))
+    batch_lo = np.zeros(len(lay))
+    for gi, bits in sorted({(int(g), int(b)) for g, b in zip(lay.gpu_index, lay.weight_bits, strict=True)}):
+        idx = np.flatnonzero((lay.gpu_index == gi) & (lay.weight_bits == bits))
+        a0, a1, cap = _memory_line(question, gi, bits, lay, idx)
+        with np.errstate(divide="ignore"):
+            fit_hi = np.where(a1 > 0, np.floor((cap - a0) / np.where(a1 > 0, a1, 1.0)), question.max_batch)
+        fit_hi = np.where(a0 > cap, -1.0, np.minimum(fit_hi, question.max_batch))
+        fit_hi = _confirm_fit(question, gi, bits, lay, idx, fit_hi)
+        batch_hi[idx] = np.minimum(fit_hi, question.max_batch)
+        batch_lo[idx] = lay.pp[idx]
+        if question.demand_tok_s is not None:
+            _demand_range(question, gi, bits, lay, idx, batch_lo, batch_hi)
+        for j in idx:
+            gpu = question.gpus[gi]
+            if fit_hi[np.searchsorted(idx, j)] < lay.pp[j]:
+                keep[j] = False
+                exclusions["memory"] += 1
+            elif batch_hi[j] < batch_lo[j]:
+                keep[j] = False
+                exclusions["demand"] += 1
+            elif max_replicas(question, gpu, int(lay.tp[j]), int(lay.pp[j])) < 1:
+                keep[j] = False
+                reason = "topology" if question.instance_limit is not None else "gpu_limit"
+                exclusions[reason] += 1
+    rows = []
+    for gi, bits in sorted({(int(g), int(b)) for g, b in zip(lay.gpu_index, lay.weight_bits, strict=True)}):
+        idx = np.flatnonzero((lay.gpu_index == gi) & (lay.weight_bits == bits) & keep)
+        if not len(idx):
+            continue
+        breaks = _breakpoints(question, gi, bits, lay, idx)
+        for j, br in zip(idx, breaks, strict=True):
+            rows += [(int(j), a, b) for a, b in _intervals(float(batch_lo[j]), float(batch_hi[j]), br)]
+    if question.model.is_moe:
+        rows = _refine_concave(question, lay, rows)
+    return _assemble(question, lay, rows, exclusions)
+
+
+def _throughput(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch) -> np.ndarray:
+    """Exact tokens/s of one instance of each layout at the given batches."""
+    layout = _group_layout(lay, idx, question, 1.0)
+    tau = ev.time_per_token_with_gamma(
+        question.model, question.gpus[gpu_index], question.preset, bits, layout, batch,
+        lay.gamma[idx].astype(float), question.draft, question.acceptance,
+    )
+    return batch / tau
+
+
+def _first_batch(question, gi, bits, lay, idx, lo, hi, predicate) -> np.ndarray:
+    """Smallest batch in [lo, hi] where a predicate monotone in the batch holds (hi + 1 where it never does)."""
+    lo, hi = lo.copy(), hi + 1.0
+    while np.any(lo < hi):
+        mid = np.floor((lo + hi) / 2.0)
+        ok = predicate(_throughput(question, gi, bits, lay, idx, np.maximum(mid, 1.0)))
+        hi = np.where(ok & (lo < hi), mid, hi)
+        lo = np.where(~ok & (lo < hi), mid + 1.0, lo)
+    return lo
+
+
+def _demand_range(question, gi, bits, lay, idx, batch_lo, batch_hi) -> None:
+    """Batch range meeting the demand exactly: instance throughput <= demand (the paper's cap: a batch must be
+    filled) and ceil(demand / throughput) replicas within the GPU limit and cluster. Throughput rises with the batch,
+    so both are thresholds found by bisection on the evaluator."""
+    demand = question.demand_tok_s
+    lo, hi = batch_lo[idx].astype(float), batch_hi[idx].astype(float)
+    above = _first_batch(question, gi, bits, lay, idx, lo, hi, lambda thr: thr > demand * (1 + 1e-12))
+    caps = np.array([max_replicas(question, question.gpus[gi], int(lay.tp[j]), int(lay.pp[j])) for j in idx], float)
+    enough = _first_batch(question, gi, bits, lay, idx, lo, hi, lambda thr: np.ceil(demand / thr - 1e-9) <= caps)
+    batch_hi[idx] = np.minimum(hi, above - 1.0)
+    batch_lo[idx] = np.maximum(lo, enough)
+
+
+def _refine_concave(question: Question, lay: Layouts, rows):
+    """Split intervals until the MoE memory chord is within MOE_CHORD_TOLERANCE of the term."""
+    for _ in range(MAX_REFINE_ROUNDS):
+        if not rows:
+            return rows
+        arr = np.array(rows, dtype=float)
+        gap = np.zeros(len(rows))
+        for gi, bits in sorted({(int(lay.gpu_index[int(j)]), int(lay.weight_bits[int(j)])) for j, _, _ in rows}):
+            sel = np.flatnonzero((lay.gpu_index[arr[:, 0].astype(int)] == gi) & (lay.weight_bits[arr[:, 0].astype(int)] == bits))
+            idx = arr[sel, 0].astype(int)
+            gap[sel] = _concave_gap(question, gi, bits, lay, idx, arr[sel, 1], arr[sel, 2])
+        wide = (gap > MOE_CHORD_TOLERANCE) & (arr[:, 2] - arr[:, 1] >= 2)
+        if not wide.any():
+            return rows
+        new_rows = []
+        for (j, a, b), split in zip(rows, wide, strict=True):
+            if split:
+                mid = float(np.floor((a + b) / 2.0))
+                new_rows += [(j, a, mid), (j, mid + 1.0, b)]
+            else:
+                new_rows.append((j, a, b))
+        rows = new_rows
+    return rows
+
+
+def _assemble(question: Question, lay: Layouts, rows, exclusions) -> Tables:
+    """Compute the coefficients of every (layout, interval) row, vectorised per (accelerator, precision)."""
+    if not rows:
+        empty = np.zeros(0)
+        return Tables(lay, empty.astype(int), empty, empty, np.zeros((0, 1)), np.zeros((0, 1)), empty, empty, empty,
+                      empty, empty, empty.astype(int), exclusions)
+    arr = np.array(rows, dtype=float)
+    layout_of = arr[:, 0].astype(int)
+    lo, hi = arr[:, 1], arr[:, 2]
+    n_pieces = 4 if question.draft is not None else 2
+    a0 = np.zeros((len(rows), n_pieces))
+    a1 = np.zeros((len(rows), n_pieces))
+    m0, m1, mcap = np.zeros(len(rows)), np.zeros(len(rows)), np.zeros(len(rows))
+    for gi, bits in sorted({(int(lay.gpu_index[j]), int(lay.weight_bits[j])) for j in layout_of}):
+        sel = np.flatnonzero((lay.gpu_index[layout_of] == gi) & (lay.weight_bits[layout_of] == bits))
+        idx = layout_of[sel]
+        a0[sel], a1[sel] = _pieces(question, gi, bits, lay, idx, lo[sel], hi[sel])
+        m0[sel], m1[sel], mcap[sel] = _memory_line(question, gi, bits, lay, idx)
+    n_gpus = lay.n_gpus[layout_of].astype(float)
+    usd_per_s = np.array([question.gpus[g].usd_per_s for g in lay.gpu_index[layout_of]])
+    replicas = np.array(
+        [max_replicas(question, question.gpus[lay.gpu_index[j]], int(lay.tp[j]), int(lay.pp[j])) for j in layout_of]
+    )
+    return Tables(
+        layouts=lay,
+        layout_of=layout_of,
+        batch_lo=lo,
+        batch_hi=hi,
+        pieces_a0_ms=a0,
+        pieces_a1_ms=a1,
+        mem_a0_gb=m0,
+        mem_a1_gb=m1,
+        mem_cap_gb=mcap,
+        n_gpus=n_gpus,
+        usd_per_mtok_coef=n_gpus * usd_per_s * 1e6 / S_TO_MS,
+        replicas_cap=replicas,
+        exclusions=exclusions,
+    )
