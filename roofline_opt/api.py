@@ -1,0 +1,184 @@
+"""Public Python API: validated questions from names, and fastest / cheapest / frontier as pandas objects.
+
+Shared parameters (documented once here):
+
+model : catalog name (``llama-3-70b``, ``llama-3-70b-int8``), YAML card path, HF config.json, or a ModelSpec.
+gpu : one name, a comma-separated string or a sequence of names/GpuSpecs; the solver chooses among them.
+weight_bits : one precision or several (16, 8, 4); default the model name's suffix or 16.
+tp_degrees, pp_degrees, ep_degrees : degrees offered; tp_modes : subset of ("1d", "2d").
+max_batch : largest batch (sequences per instance); context : tokens already in the KV cache (default 8000).
+draft, acceptance, gamma_max : speculative decoding with a draft model on the same GPUs (gamma 0..gamma_max).
+preset : "default" (realistic) or "paper" (the reference notebook). max_gpus : GPUs available in all.
+demand_tok_s : total tokens/s to serve; an instance may not out-serve it and replicas meet it.
+cluster : a cluster file (GraphML, node-link JSON or YAML): accelerators and placement come from its graph.
+method : "mip" (HiGHS) or "enumerate" (brute force). time_limit_s, mip_gap : HiGHS options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from roofline_opt import catalog, checks
+from roofline_opt.errors import InvalidInput
+from roofline_opt.queries import SolverOptions
+from roofline_opt.queries import cheapest as _cheapest
+from roofline_opt.queries import fastest as _fastest
+from roofline_opt.results import Answer
+from roofline_opt.space import DEFAULT_ACCEPTANCE, DEFAULT_CONTEXT, DEFAULT_MAX_BATCH, DEFAULT_PP_DEGREES, Question
+from roofline_opt.space import DEFAULT_TP_DEGREES as _TP
+from roofline_opt.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
+from roofline_opt.sweep import frontier_answers, is_monotone, preferred_index
+
+MAX_GAMMA = 64
+MAX_BATCH_LIMIT = 1 << 20
+
+
+def _model(model: str | ModelSpec, field: str = "model") -> tuple[ModelSpec, int | None]:
+    if isinstance(model, ModelSpec):
+        return model, None
+    return catalog.resolve_model(model, field)
+
+
+def _gpus(gpu: str | GpuSpec | Sequence[str | GpuSpec]) -> tuple[GpuSpec, ...]:
+    if isinstance(gpu, GpuSpec):
+        return (gpu,)
+    names = checks.parse_name_list("gpu", gpu) if isinstance(gpu, str) else tuple(gpu)
+    specs = tuple(g if isinstance(g, GpuSpec) else catalog.load_gpu(g) for g in names)
+    if len({g.name for g in specs}) != len(specs):
+        raise InvalidInput("gpu", f"must name each accelerator once. Got {', '.join(g.name for g in specs)} instead.")
+    return specs
+
+
+def _bits(weight_bits, suffix_bits: int | None) -> tuple[int, ...]:
+    if weight_bits is None:
+        return (suffix_bits or 16,)
+    raw = checks.parse_int_list("weight_bits", weight_bits) if isinstance(weight_bits, str) else weight_bits
+    values = (raw,) if isinstance(raw, int) else tuple(raw)
+    return tuple(checks.choice("weight_bits", b, WEIGHT_BITS) for b in values)
+
+
+def _degrees(field: str, values) -> tuple[int, ...]:
+    raw = checks.parse_int_list(field, values) if isinstance(values, str) else values
+    out = tuple(sorted({checks.positive_int(field, v) for v in raw}))
+    if not out:
+        raise InvalidInput(field, "must list at least one degree. Got none instead.")
+    return out
+
+
+def _modes(tp_modes) -> tuple[bool, ...]:
+    raw = checks.parse_name_list("tp_modes", tp_modes) if isinstance(tp_modes, str) else tuple(tp_modes)
+    return tuple(sorted({checks.choice("tp_modes", m, ("1d", "2d")) == "2d" for m in raw}))
+
+
+def question(
+    model: str | ModelSpec,
+    gpu: str | GpuSpec | Sequence[str | GpuSpec] | None = None,
+    *,
+    weight_bits=None,
+    tp_degrees=_TP,
+    pp_degrees=DEFAULT_PP_DEGREES,
+    tp_modes=("1d", "2d"),
+    ep_degrees=(1,),
+    max_batch: int = DEFAULT_MAX_BATCH,
+    context: int = DEFAULT_CONTEXT,
+    draft: str | ModelSpec | None = None,
+    acceptance: float = DEFAULT_ACCEPTANCE,
+    gamma_max: int = 0,
+    preset: str = "default",
+    max_gpus: int | None = None,
+    demand_tok_s: float | None = None,
+    cluster: str | None = None,
+) -> Question:
+    """A validated Question (see the module docstring for every parameter)."""
+    spec, suffix_bits = _model(model)
+    draft_spec = None if draft is None else _model(draft, "draft")[0]
+    gamma_max = checks.positive_int("gamma_max", gamma_max, minimum=0)
+    if gamma_max > MAX_GAMMA:
+        raise InvalidInput("gamma_max", f"must be at most {MAX_GAMMA}. Got {gamma_max} instead.")
+    if gamma_max > 0 and draft_spec is None:
+        raise InvalidInput("gamma_max", "needs a draft model (--draft). Got no draft instead.")
+    max_batch = checks.positive_int("max_batch", max_batch)
+    if max_batch > MAX_BATCH_LIMIT:
+        raise InvalidInput("max_batch", f"must be at most {MAX_BATCH_LIMIT}. Got {max_batch} instead.")
+    instance_limit, cluster_name = None, None
+    if cluster is not None:
+        from roofline_opt import topology_link
+
+        gpus, instance_limit, cluster_name = topology_link.cluster_gpus(cluster, gpu)
+    elif gpu is None:
+        raise InvalidInput("gpu", "must name at least one accelerator (or give --cluster). Got none instead.")
+    else:
+        gpus = _gpus(gpu)
+    return Question(
+        model=spec,
+        gpus=gpus,
+        weight_bits=_bits(weight_bits, suffix_bits),
+        tp_degrees=_degrees("tp_degrees", tp_degrees),
+        tp_modes=_modes(tp_modes),
+        pp_degrees=_degrees("pp_degrees", pp_degrees),
+        ep_degrees=_degrees("ep_degrees", ep_degrees),
+        max_batch=max_batch,
+        context=checks.positive_int("context", context, minimum=0),
+        draft=draft_spec,
+        acceptance=checks.probability("acceptance", acceptance),
+        gamma_max=gamma_max,
+        preset=PRESETS[checks.choice("preset", preset, PRESETS)],
+        max_gpus=None if max_gpus is None else checks.positive_int("max_gpus", max_gpus),
+        demand_tok_s=None if demand_tok_s is None else checks.positive_float("demand_tok_s", demand_tok_s),
+        instance_limit=instance_limit,
+        cluster_name=cluster_name,
+    )
+
+
+def _options(time_limit_s: float | None, mip_gap: float) -> SolverOptions:
+    limit = None if time_limit_s is None else checks.positive_float("time_limit", time_limit_s)
+    return SolverOptions(limit, checks.positive_float("mip_gap", mip_gap, allow_zero=True))
+
+
+def fastest_answer(q: Question, max_usd_per_mtok: float | None = None, method: str = "mip",
+                   time_limit_s: float | None = None, mip_gap: float = 1e-6) -> Answer:
+    """The fastest setup within the budget as an Answer (exact figures, solve report)."""
+    budget = None if max_usd_per_mtok is None else checks.positive_float("max_usd_per_mtok", max_usd_per_mtok)
+    return _fastest(q, budget, method, _options(time_limit_s, mip_gap))
+
+
+def cheapest_answer(q: Question, min_tok_s: float | None = None, method: str = "mip",
+                    time_limit_s: float | None = None, mip_gap: float = 1e-6) -> Answer:
+    """The cheapest setup at or above the speed as an Answer."""
+    speed = None if min_tok_s is None else checks.positive_float("min_tok_s", min_tok_s)
+    return _cheapest(q, speed, method, _options(time_limit_s, mip_gap))
+
+
+def fastest(model, gpu=None, max_usd_per_mtok: float | None = None, *, method: str = "mip",
+            time_limit_s: float | None = None, mip_gap: float = 1e-6, **space) -> pd.Series:
+    """Most tok/s per request for at most ``max_usd_per_mtok`` $/Mtok, as a Series of unit-named fields."""
+    return pd.Series(fastest_answer(question(model, gpu, **space), max_usd_per_mtok, method, time_limit_s,
+                                    mip_gap).to_record())
+
+
+def cheapest(model, gpu=None, min_tok_s: float | None = None, *, method: str = "mip",
+             time_limit_s: float | None = None, mip_gap: float = 1e-6, **space) -> pd.Series:
+    """Least $/Mtok at ``min_tok_s`` tok/s per request or faster, as a Series of unit-named fields."""
+    return pd.Series(cheapest_answer(question(model, gpu, **space), min_tok_s, method, time_limit_s,
+                                     mip_gap).to_record())
+
+
+def frontier_frame(q: Question, points: int = 50, utility_exponent: float = 4.0, time_limit_s: float | None = None,
+                   mip_gap: float = 1e-6, progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """The frontier of a Question as a DataFrame, cheapest first, with a boolean ``preferred`` column."""
+    points = checks.positive_int("points", points, minimum=2)
+    exponent = checks.positive_float("utility_exponent", utility_exponent)
+    answers = frontier_answers(q, points, _options(time_limit_s, mip_gap), progress)
+    frame = pd.DataFrame([a.to_record() for a in answers])
+    frame["preferred"] = False
+    frame.loc[preferred_index(frame, exponent), "preferred"] = True
+    frame.attrs["monotone"] = is_monotone(frame)
+    return frame
+
+
+def frontier(model, gpu=None, points: int = 50, *, utility_exponent: float = 4.0, time_limit_s: float | None = None,
+             mip_gap: float = 1e-6, progress: Callable[[int, int], None] | None = None, **space) -> pd.DataFrame:
+    """Speed-vs-cost frontier: one row per distinct optimal setup from the cheapest to the fastest."""
+    return frontier_frame(question(model, gpu, **space), points, utility_exponent, time_limit_s, mip_gap, progress)

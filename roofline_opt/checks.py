@@ -1,0 +1,100 @@
+"""Reusable field validators: each converts one value or raises InvalidInput with "must be ... Got ... instead"."""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable
+from numbers import Integral, Real
+from typing import Any
+
+from roofline_opt.errors import InvalidInput
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float if it is a real number or a string spelling one, else None (bools are not numbers)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, Real):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _integer(value: Any) -> int | None:
+    """``value`` as an int if it is an integer, an integral finite float, or a string spelling one, else None."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return int(value)
+    number = _number(value)
+    if number is not None and math.isfinite(number) and number.is_integer():
+        return int(number)
+    return None
+
+
+def positive_int(field: str, value: Any, *, minimum: int = 1) -> int:
+    """``value`` as an int >= ``minimum`` (1 by default); integral floats and strings like "8" are accepted."""
+    converted = _integer(value)
+    if converted is None or converted < minimum:
+        wanted = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        msg = f"must be {wanted}. Got {value!r} instead."
+        raise InvalidInput(field, msg)
+    return converted
+
+
+def positive_float(field: str, value: Any, *, allow_zero: bool = False) -> float:
+    """``value`` as a finite float > 0 (>= 0 with ``allow_zero``); NaN and infinity are rejected."""
+    number = _number(value)
+    if number is None or not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
+        wanted = "a finite number >= 0" if allow_zero else "a finite number > 0"
+        msg = f"must be {wanted}. Got {value!r} instead."
+        raise InvalidInput(field, msg)
+    return number
+
+
+def probability(field: str, value: Any, *, include_zero: bool = False, include_one: bool = False) -> float:
+    """``value`` as a float in the interval (0, 1), each end closed on request."""
+    number = _number(value)
+    low_ok = number is not None and (number > 0 or (include_zero and number == 0))
+    high_ok = number is not None and (number < 1 or (include_one and number == 1))
+    if not (low_ok and high_ok):
+        interval = ("[" if include_zero else "(") + "0, 1" + ("]" if include_one else ")")
+        msg = f"must be a number in {interval}. Got {value!r} instead."
+        raise InvalidInput(field, msg)
+    return number
+
+
+def choice(field: str, value: Any, options: Iterable[Any]) -> Any:
+    """``value`` if it is one of ``options`` (compared as text), else an error suggesting the closest options."""
+    by_text = {str(option): option for option in options}
+    text = str(value).strip()
+    if text in by_text:
+        return by_text[text]
+    msg = f"must be one of {', '.join(by_text)}. Got {value!r} instead."
+    extending = [option for option in by_text if text and option.startswith(text)]
+    close = list(dict.fromkeys(extending + difflib.get_close_matches(text, list(by_text), n=3)))[:3]
+    if close:
+        msg += f" Did you mean {' or '.join(repr(c) for c in close)}?"
+    raise InvalidInput(field, msg)
+
+
+def _split(field: str, text: Any) -> list[str]:
+    """Comma-separated items of ``text``, stripped; empty items are an error."""
+    items = [item.strip() for item in str(text).split(",")]
+    if not isinstance(text, str) or not all(items):
+        msg = f"must be a comma-separated list without empty items, like '1,2,4'. Got {text!r} instead."
+        raise InvalidInput(field, msg)
+    return items
+
+
+def parse_int_list(field: str, text: Any) -> tuple[int, ...]:
+    """Text like ``"1,2,4"`` as ``(1, 2, 4)``; every item must be a positive integer."""
+    return tuple(positive_int(field, item) for item in _split(field, text))
+
+
+def parse_name_list(field: str, text: Any) -> tuple[str, ...]:
+    """Text like ``"h100-sxm, h200"`` as ``("h100-sxm", "h200")``."""
+    return tuple(_split(field, text))

@@ -1,0 +1,84 @@
+"""``roofline-opt models`` and ``roofline-opt gpus``: the catalogs with their key figures and sources."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import pandas as pd
+
+from roofline_opt import catalog, evaluator, report
+from roofline_opt.specs import DEFAULT, WEIGHT_BITS, GpuSpec, ModelSpec
+
+SOURCE_WIDTH = 60
+"""Characters of a card's source the terminal table shows (--json gives it whole)."""
+
+
+def _attention(model: ModelSpec) -> str:
+    if model.is_mla:
+        return "MLA"
+    if model.group_size == 1:
+        return "MHA"
+    return "MQA" if model.group_size == model.n_q_heads else f"GQA/{model.group_size}"
+
+
+def model_figures(model: ModelSpec) -> dict[str, Any]:
+    """Key figures of a model card: parameters in billions, KV-cache bytes per token, layers, experts."""
+    sizes = evaluator.model_sizes(model)
+    return {
+        "name": model.name,
+        "params_total_b": sizes.total_params / 1e9,
+        "params_active_b": sizes.active_params / 1e9,
+        "kv_bytes_per_token": evaluator.kv_bytes_per_token(model, DEFAULT.activation_bytes),
+        "n_layers": model.n_layers,
+        "experts": f"{model.n_experts}/{model.n_active_experts}" if model.is_moe else "-",
+        "attention": _attention(model),
+        "source": model.source,
+    }
+
+
+def gpu_figures(gpu: GpuSpec) -> dict[str, Any]:
+    """Key figures of an accelerator card: dense TFLOP/s per precision, HBM, scale-up domain, price."""
+    tflops = {f"tflops_{bits}bit": gpu.flop_per_s_by_bits.get(bits, float("nan")) / 1e12 for bits in WEIGHT_BITS}
+    return {
+        "name": gpu.name,
+        **tflops,
+        "hbm_gb": gpu.hbm_bytes / 1e9,
+        "hbm_tb_s": gpu.hbm_bytes_per_s / 1e12,
+        "scaleup_gpus": gpu.scaleup_gpus,
+        "usd_per_hour": gpu.usd_per_hour,
+        "source": gpu.source,
+    }
+
+
+def _show(specs: list[Any], figures: Callable[[Any], dict[str, Any]], as_json: bool) -> int:
+    """Print every card field plus its figures as JSON, or its figures as a table with sources shortened."""
+    if as_json:
+        print(report.to_json([asdict(spec) | figures(spec) for spec in specs]))
+        return 0
+    frame = pd.DataFrame([figures(spec) for spec in specs])
+    frame["source"] = [textwrap.shorten(s, SOURCE_WIDTH, placeholder="...") for s in frame["source"]]
+    print(report.frame_to_table(frame))
+    return 0
+
+
+def run_models(args: argparse.Namespace) -> int:
+    return _show(catalog.list_models(), model_figures, args.json)
+
+
+def run_gpus(args: argparse.Namespace) -> int:
+    return _show(catalog.list_gpus(), gpu_figures, args.json)
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``models`` and ``gpus``."""
+    for name, func, what in (
+        ("models", run_models, "model cards: parameters (billions), KV bytes per token, layers, experts, source"),
+        ("gpus", run_gpus, "accelerator cards: dense TFLOP/s per precision, HBM GB and TB/s, scale-up size, $/h"),
+    ):
+        p = subparsers.add_parser(name, help=f"list the {what}", description=f"List the {what}.")
+        p.add_argument("--json", action="store_true", help="print a JSON list with every card field")
+        p.set_defaults(func=func)

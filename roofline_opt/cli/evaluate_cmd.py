@@ -1,0 +1,317 @@
+"""``roofline-opt evaluate``: every figure of fully specified setups, given by flags or as rows of a CSV file."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from roofline_opt import catalog, checks, evaluator, report
+from roofline_opt.errors import InvalidInput
+from roofline_opt.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
+
+REQUIRED_COLUMNS = ("model", "gpu", "tp", "pp", "batch")
+OPTIONAL_DEFAULTS = {
+    "weight_bits": None,
+    "tp_2d": False,
+    "ep": 1,
+    "context": 0,
+    "tokens_per_step": 1,
+    "draft": None,
+    "acceptance": 0.8,
+    "gamma_max": 0,
+    "preset": "default",
+}
+"""Optional inputs and their defaults; a CSV without such a column takes the flag's value instead."""
+TABLE_COLUMNS = (
+    "model", "weight_bits", "gpu", "tp", "tp_2d", "pp", "ep", "batch", "context", "draft", "n_gpus", "step_time_s",
+    "time_per_token_s", "tok_s_per_request", "usd_per_mtok", "mfu", "fits_in_memory", "bottleneck", "best_gamma",
+)  # fmt: skip
+"""Columns of the terminal table for several setups (one setup shows every field; --json and --csv carry all)."""
+_TRUE_FALSE = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+DRAFT_DEFAULT_BITS = 16
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One checked setup; ``model``, ``gpu`` and ``draft`` are names or paths as given (draft "" = none)."""
+
+    model: str
+    weight_bits: int
+    gpu: str
+    tp: int
+    tp_2d: bool
+    pp: int
+    ep: int
+    batch: int
+    context: int
+    tokens_per_step: int
+    draft: str
+    draft_weight_bits: int
+    acceptance: float
+    gamma_max: int
+    preset: str
+
+    @property
+    def group_key(self) -> tuple[Any, ...]:
+        """Setups sharing this key are evaluated in one vectorised call."""
+        return (self.model, self.weight_bits, self.gpu, self.draft, self.draft_weight_bits, self.acceptance,
+                self.gamma_max, self.preset)  # fmt: skip
+
+
+class _Specs:
+    """Specs loaded once per run, keyed by the name or path the user gave."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, tuple[ModelSpec, int | None]] = {}
+        self._gpus: dict[str, GpuSpec] = {}
+
+    def model(self, text: str, field: str) -> tuple[ModelSpec, int | None]:
+        if text not in self._models:
+            self._models[text] = catalog.resolve_model(text, field)
+        return self._models[text]
+
+    def gpu(self, text: str, field: str) -> GpuSpec:
+        if text not in self._gpus:
+            self._gpus[text] = catalog.load_gpu(text, field)
+        return self._gpus[text]
+
+
+# ----------------------------------------------------------------------------------------------- parsing
+
+
+def _flag(column: str) -> str:
+    return "--" + column.replace("_", "-")
+
+
+def _text(field: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field, f"must be a name or a path. Got {value!r} instead.")
+    return value.strip()
+
+
+def _bool(field: str, value: Any) -> bool:
+    return value if isinstance(value, bool) else _TRUE_FALSE[checks.choice(field, str(value).lower(), _TRUE_FALSE)]
+
+
+def _weight_bits(field: str, value: Any, suffix_bits: int | None, model_text: str) -> int:
+    """Explicit weight bits, else the model name's -int8/-int4 suffix, else 16; the two must agree."""
+    if value is None:
+        return suffix_bits or 16
+    bits = checks.choice(field, value, WEIGHT_BITS)
+    if suffix_bits is not None and bits != suffix_bits:
+        msg = f"must match the precision suffix of {model_text!r} ({suffix_bits}). Got {bits} instead."
+        raise InvalidInput(field, msg)
+    return bits
+
+
+def _check_runs(field: str, gpu: GpuSpec, bits: int) -> None:
+    if not gpu.supports(bits):
+        runs = ", ".join(str(b) for b in WEIGHT_BITS if gpu.supports(b))
+        msg = f"must be a precision {gpu.name} has a FLOP rate for ({runs}). Got {bits} instead."
+        raise InvalidInput(field, msg)
+
+
+def _check_expert_parallel(field: str, model: ModelSpec, ep: int, tp: int) -> None:
+    if ep == 1:
+        return
+    if not model.is_moe or model.n_experts % ep or tp % ep:
+        experts = f"a MoE model's expert count ({model.n_experts})" if model.is_moe else "the experts of a MoE model"
+        msg = f"must be 1 or divide both tp ({tp}) and {experts}. Got {ep} instead."
+        raise InvalidInput(field, msg)
+
+
+def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _Specs) -> Setup:
+    """Check one setup's raw values (text or numbers); ``label`` turns a column into the field errors name."""
+    model_text = _text(label("model"), values["model"])
+    gpu_text = _text(label("gpu"), values["gpu"])
+    model, suffix_bits = specs.model(model_text, label("model"))
+    gpu = specs.gpu(gpu_text, label("gpu"))
+    bits = _weight_bits(label("weight_bits"), values["weight_bits"], suffix_bits, model_text)
+    _check_runs(label("weight_bits"), gpu, bits)
+    tp = checks.positive_int(label("tp"), values["tp"])
+    ep = checks.positive_int(label("ep"), values["ep"])
+    _check_expert_parallel(label("ep"), model, ep, tp)
+    draft_text = "" if values["draft"] is None else _text(label("draft"), values["draft"])
+    draft_bits = DRAFT_DEFAULT_BITS
+    if draft_text:
+        draft_bits = specs.model(draft_text, label("draft"))[1] or DRAFT_DEFAULT_BITS
+        _check_runs(label("draft"), gpu, draft_bits)
+    gamma_max = checks.positive_int(label("gamma_max"), values["gamma_max"], minimum=0)
+    if bool(gamma_max) != bool(draft_text):
+        wanted = "at least 1 with a draft model (0 leaves it unused)" if draft_text else "0 without a draft model"
+        raise InvalidInput(label("gamma_max"), f"must be {wanted}. Got {gamma_max} instead.")
+    return Setup(
+        model=model_text,
+        weight_bits=bits,
+        gpu=gpu_text,
+        tp=tp,
+        tp_2d=_bool(label("tp_2d"), values["tp_2d"]),
+        pp=checks.positive_int(label("pp"), values["pp"]),
+        ep=ep,
+        batch=checks.positive_int(label("batch"), values["batch"]),
+        context=checks.positive_int(label("context"), values["context"], minimum=0),
+        tokens_per_step=checks.positive_int(label("tokens_per_step"), values["tokens_per_step"]),
+        draft=draft_text,
+        draft_weight_bits=draft_bits,
+        acceptance=checks.probability(label("acceptance"), values["acceptance"]),
+        gamma_max=gamma_max,
+        preset=checks.choice(label("preset"), values["preset"], PRESETS),
+    )
+
+
+def _flag_defaults(args: argparse.Namespace) -> dict[str, Any]:
+    return {column: getattr(args, column) for column in OPTIONAL_DEFAULTS}
+
+
+def setups_from_flags(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
+    """The single setup the flags describe."""
+    for column in REQUIRED_COLUMNS:
+        if getattr(args, column) is None:
+            raise InvalidInput(_flag(column), "is required (or give --from-csv FILE)")
+    values = {column: getattr(args, column) for column in REQUIRED_COLUMNS} | _flag_defaults(args)
+    return [parse_setup(values, _flag, specs)]
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """The CSV as text cells (blank = absent); unreadable, empty or column-less files are InvalidInput."""
+    if not path.is_file():
+        raise InvalidInput("--from-csv", f"must be an existing CSV file. Got {str(path)!r} instead (no such file).")
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except pd.errors.EmptyDataError as exc:
+        raise InvalidInput("--from-csv", f"{path} is empty: it needs a header line and one row per setup") from exc
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        raise InvalidInput("--from-csv", f"{path} cannot be read as CSV: {' '.join(str(exc).split())}") from exc
+    frame.columns = [str(c).strip() for c in frame.columns]
+    for column in REQUIRED_COLUMNS:
+        if column not in frame.columns:
+            msg = f"column is missing: --from-csv needs columns {', '.join(REQUIRED_COLUMNS)}"
+            raise InvalidInput(f"{path}: {column}", msg)
+    if frame.empty:
+        raise InvalidInput("--from-csv", f"{path} has a header but no rows")
+    return frame
+
+
+def setups_from_csv(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
+    """One setup per CSV row; blank or absent optional cells take the flags' values."""
+    given = [_flag(c) for c in REQUIRED_COLUMNS if getattr(args, c) is not None]
+    if given:
+        raise InvalidInput("--from-csv", f"takes {', '.join(REQUIRED_COLUMNS)} from the file: drop {', '.join(given)}")
+    path = Path(args.from_csv)
+    frame = _read_csv(path)
+    defaults = _flag_defaults(args)
+    setups = []
+    for line, row in enumerate(frame.to_dict("records"), start=2):
+        cells = {k: v.strip() for k, v in row.items() if k in defaults or k in REQUIRED_COLUMNS}
+        values = defaults | {k: v for k, v in cells.items() if v or k in REQUIRED_COLUMNS}
+        setups.append(parse_setup(values, lambda column, line=line: f"{path} line {line}: {column}", specs))
+    return setups
+
+
+# ----------------------------------------------------------------------------------------------- evaluation
+
+
+def _evaluate_group(setups: list[Setup], specs: _Specs) -> dict[str, np.ndarray]:
+    """evaluator.evaluate over arrays of setups that share model, accelerator, precision, draft and preset."""
+    first = setups[0]
+    model = specs.model(first.model, "model")[0]
+    draft = specs.model(first.draft, "draft")[0] if first.draft else None
+
+    def column(name: str) -> np.ndarray:
+        return np.array([getattr(s, name) for s in setups])
+
+    layout = evaluator.Layout.of(
+        column("tp"), column("tp_2d"), column("pp"), column("context"), column("tokens_per_step"), column("ep")
+    )
+    return evaluator.evaluate(
+        model,
+        specs.gpu(first.gpu, "gpu"),
+        PRESETS[first.preset],
+        first.weight_bits,
+        layout,
+        column("batch"),
+        draft=draft,
+        acceptance=first.acceptance,
+        gamma_max=first.gamma_max,
+        draft_weight_bits=first.draft_weight_bits,
+    )
+
+
+def evaluate_setups(setups: list[Setup], specs: _Specs) -> pd.DataFrame:
+    """One row per setup, in input order: its inputs (spec names) and every output of evaluator.evaluate."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, setup in enumerate(setups):
+        groups.setdefault(setup.group_key, []).append(i)
+    rows: list[dict[str, Any]] = [{} for _ in setups]
+    for indices in groups.values():
+        figures = _evaluate_group([setups[i] for i in indices], specs)
+        for position, i in enumerate(indices):
+            rows[i] = _inputs(setups[i], specs) | {k: v[position].item() for k, v in figures.items()}
+    return pd.DataFrame(rows)
+
+
+def _inputs(setup: Setup, specs: _Specs) -> dict[str, Any]:
+    inputs = asdict(setup)
+    inputs["model"] = specs.model(setup.model, "model")[0].name
+    inputs["gpu"] = specs.gpu(setup.gpu, "gpu").name
+    inputs["draft"] = specs.model(setup.draft, "draft")[0].name if setup.draft else None
+    return inputs
+
+
+# ----------------------------------------------------------------------------------------------- command
+
+
+def _table(frame: pd.DataFrame) -> str:
+    """Every field of a single setup as a two-column table; the headline columns of several setups."""
+    if len(frame) == 1:
+        record = frame.iloc[0]
+        fields = pd.DataFrame({"field": frame.columns, "value": [report.format_number(v) for v in record]})
+        return report.frame_to_table(fields)
+    return report.frame_to_table(frame[list(TABLE_COLUMNS)])
+
+
+def run(args: argparse.Namespace) -> int:
+    specs = _Specs()
+    setups = setups_from_csv(args, specs) if args.from_csv else setups_from_flags(args, specs)
+    frame = evaluate_setups(setups, specs)
+    if args.csv:
+        report.write_text_atomic(args.csv, frame.to_csv(index=False), field="--csv")
+    print(report.to_json(frame.to_dict("records")) if args.json else _table(frame))
+    return 0
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``evaluate``."""
+    p = subparsers.add_parser(
+        "evaluate",
+        help="figures of fully specified setups (flags, or --from-csv FILE)",
+        description="Every figure of one setup given by flags, or of each row of --from-csv FILE (columns "
+        "model, gpu, tp, pp, batch required; weight_bits, tp_2d, ep, context, tokens_per_step, draft, acceptance, "
+        "gamma_max, preset optional: a blank or absent cell takes the flag's value).",
+    )
+    p.add_argument("--model", help="catalog name (a -int8/-int4 suffix sets the weight bits), YAML card or config.json")
+    p.add_argument("--weight-bits", dest="weight_bits", help="16, 8 or 4 (default: the name's suffix, else 16)")
+    p.add_argument("--gpu", help="catalog name or YAML card of the accelerator")
+    p.add_argument("--tp", help="tensor-parallel degree T")
+    p.add_argument("--tp-2d", dest="tp_2d", action="store_true", help="2-D tensor parallelism (default 1-D)")
+    p.add_argument("--pp", help="pipeline degree P")
+    p.add_argument("--ep", default=OPTIONAL_DEFAULTS["ep"], help="expert-parallel degree inside TP (default 1)")
+    p.add_argument("--batch", help="sequences decoded together by one instance, B")
+    p.add_argument("--context", default=OPTIONAL_DEFAULTS["context"], help="tokens already in the KV cache (0)")
+    p.add_argument("--tokens-per-step", dest="tokens_per_step", default=OPTIONAL_DEFAULTS["tokens_per_step"],
+                   help="tokens per sequence per step, S (default 1)")  # fmt: skip
+    p.add_argument("--draft", help="draft model for speculative decoding (runs at 16-bit unless its name says)")
+    p.add_argument("--acceptance", default=OPTIONAL_DEFAULTS["acceptance"], help="draft acceptance in (0, 1) (0.8)")
+    p.add_argument("--gamma-max", dest="gamma_max", default=OPTIONAL_DEFAULTS["gamma_max"],
+                   help="longest draft tried; the best of 0..gamma-max is reported (default 0)")  # fmt: skip
+    p.add_argument("--preset", default=OPTIONAL_DEFAULTS["preset"], help="physics: paper or default (default)")
+    p.add_argument("--from-csv", dest="from_csv", metavar="FILE", help="evaluate every row of this CSV")
+    p.add_argument("--json", action="store_true", help="print a JSON list of row objects instead of a table")
+    p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")
+    p.set_defaults(func=run)

@@ -1,0 +1,66 @@
+"""Frontier: re-solve the persistent fastest-under-budget model over budgets from the cheapest to the fastest setup.
+
+Budgets are spaced geometrically between the cheapest setup's cost and the fastest setup's cost; each point is a
+proven optimum re-evaluated exactly. Points that repeat a setup are kept once. Progress goes to a callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from roofline_opt.errors import InvalidInput
+from roofline_opt.queries import Prepared, SolverOptions, prepare, solve_cheapest, solve_fastest
+from roofline_opt.results import Answer
+from roofline_opt.space import Question
+
+Progress = Callable[[int, int], None]
+
+
+def budgets(cheapest_usd: float, fastest_usd: float, points: int) -> np.ndarray:
+    """Geometric budgets from the cheapest cost to the fastest setup's cost, both ends included."""
+    if points < 2:
+        raise InvalidInput("--points", f"must be an integer >= 2. Got {points} instead")
+    if fastest_usd <= cheapest_usd:
+        return np.array([cheapest_usd])
+    return np.geomspace(cheapest_usd, fastest_usd, points)
+
+
+def frontier_answers(
+    question: Question,
+    points: int = 50,
+    options: SolverOptions | None = None,
+    progress: Progress | None = None,
+    prep: Prepared | None = None,
+) -> list[Answer]:
+    """The speed-vs-cost frontier as answers, one per distinct optimal setup, cheapest first."""
+    prep = prep or prepare(question, options)
+    cheapest = solve_cheapest(prep, None)
+    fastest = solve_fastest(prep, None)
+    assert cheapest is not None and fastest is not None  # prepare() guarantees a feasible layout
+    grid = budgets(cheapest.usd_per_mtok, fastest.usd_per_mtok, points)
+    answers: list[Answer] = []
+    for i, budget in enumerate(grid):
+        answer = solve_fastest(prep, float(budget) * (1 + 1e-9)) if i else cheapest
+        if answer is not None and (not answers or answer.setup != answers[-1].setup):
+            answers.append(answer)
+        if progress is not None:
+            progress(i + 1, len(grid))
+    if answers[-1].setup != fastest.setup:
+        answers.append(fastest)
+    return answers
+
+
+def preferred_index(frame: pd.DataFrame, utility_exponent: float = 4.0) -> int:
+    """Row maximising speed^a / price (the notebook's choice of one frontier point; a = 4 there)."""
+    score = utility_exponent * np.log(frame["tok_s_per_request"]) - np.log(frame["usd_per_mtok"])
+    return int(np.argmax(score.to_numpy()))
+
+
+def is_monotone(frame: pd.DataFrame) -> bool:
+    """More budget never buys less speed: speed and cost rise together along the frontier."""
+    speed = frame["tok_s_per_request"].to_numpy()
+    cost = frame["usd_per_mtok"].to_numpy()
+    return bool(np.all(np.diff(speed) >= -1e-9 * speed[:-1]) and np.all(np.diff(cost) >= -1e-9 * cost[:-1]))
