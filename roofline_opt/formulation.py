@@ -102,6 +102,20 @@ def target_batch_bounds(
     return lo, hi
 
 
+def choice_bounds(t: Tables, kind: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Each choice's best objective within its target batch range (inf when the range is empty).
+
+    Time per token rises with the batch and cost per token falls, so a choice's fastest point is its smallest
+    allowed batch and its cheapest point its largest: these values are the MIP restricted to that choice.
+    """
+    ok = (hi >= lo) & np.isfinite(lo)
+    b = np.where(kind == FASTEST, lo, hi)
+    b = np.where(ok, b, 1.0)
+    tau = (t.pieces_a0_ms + t.pieces_a1_ms * b[:, None]).max(axis=1)
+    value = tau if kind == FASTEST else t.usd_per_mtok_coef * tau / b
+    return np.where(ok, value, np.inf)
+
+
 def set_batch_bounds(m: pyo.ConcreteModel, lo: np.ndarray, hi: np.ndarray) -> None:
     """Load a query's batch range into the model; an empty range excludes the choice."""
     for c in m.C:

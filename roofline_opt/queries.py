@@ -15,12 +15,21 @@ import pyomo.environ as pyo
 
 from roofline_opt.enumerate import enumerate_best
 from roofline_opt.errors import Infeasible, InvalidInput
-from roofline_opt.formulation import CHEAPEST, FASTEST, build_model, set_batch_bounds, target_batch_bounds
+from roofline_opt.formulation import (
+    CHEAPEST,
+    FASTEST,
+    build_model,
+    choice_bounds,
+    set_batch_bounds,
+    target_batch_bounds,
+)
 from roofline_opt.results import Answer, Setup, reevaluate
 from roofline_opt.solve import PersistentHighs, SolveReport
 from roofline_opt.space import Question
 from roofline_opt.tables import Tables, build_tables, split_choice
 
+SCREEN_ABOVE_CHOICES = 600
+SCREEN_KEEP = 48
 EXACT_RTOL = 1e-7
 TARGET_RTOL = 1e-9
 MAX_REPAIRS = 60
@@ -38,23 +47,49 @@ class SolverOptions:
 
 @dataclass
 class Prepared:
-    """A question's tables and its built, loaded models (one per query kind), reused across a sweep."""
+    """A question's tables and its built, loaded models, reused across a sweep.
+
+    Small spaces keep one persistent model per query kind and only push the target between solves. Spaces of more
+    than SCREEN_ABOVE_CHOICES choices are first screened: each choice's best value under the target is computed
+    from the tables (formulation.choice_bounds: exactly the MIP restricted to that choice), and the model is built
+    over the SCREEN_KEEP best, which contain the optimum.
+    """
 
     question: Question
     tables: Tables
     options: SolverOptions
     _solvers: dict[str, PersistentHighs] = field(default_factory=dict)
     repairs: int = 0
+    rows: np.ndarray | None = None
+    last_cheapest_bound: float | None = None
 
-    def solver(self, kind: str) -> PersistentHighs:
+    def solver(self, kind: str, lo: np.ndarray, hi: np.ndarray) -> PersistentHighs:
+        """A loaded model for the target's batch ranges (screened when the space is large)."""
+        t = self.tables
+        bound = choice_bounds(t, kind, lo, hi)
+        if kind == CHEAPEST:
+            best = float(bound.min())
+            self.last_cheapest_bound = best if np.isfinite(best) else None
+        if len(t) > SCREEN_ABOVE_CHOICES:
+            keep = np.argsort(bound, kind="stable")[:SCREEN_KEEP]
+            self.rows = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
+            sub = t.take(self.rows)
+            solver = PersistentHighs(build_model(sub, kind), self.options.time_limit_s, self.options.mip_gap)
+            set_batch_bounds(solver.model, lo[self.rows], hi[self.rows])
+            return solver
+        self.rows = None
         if kind not in self._solvers:
-            model = build_model(self.tables, kind)
-            self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
+            self._solvers[kind] = PersistentHighs(build_model(t, kind), self.options.time_limit_s, self.options.mip_gap)
+        set_batch_bounds(self._solvers[kind].model, lo, hi)
         return self._solvers[kind]
 
-    def split(self, choice: int, batch: int) -> None:
-        """Make ``batch`` exact in ``choice``'s interval and drop the built models (they are rebuilt lazily)."""
-        self.tables = split_choice(self.tables, self.question, choice, batch)
+    def choice_row(self, c: int) -> int:
+        """Row of the full tables behind choice c of the loaded model."""
+        return c if self.rows is None else int(self.rows[c])
+
+    def split(self, row: int, batch: int) -> None:
+        """Make ``batch`` exact in the row's interval and drop the built models (they are rebuilt lazily)."""
+        self.tables = split_choice(self.tables, self.question, row, batch)
         self._solvers.clear()
         self.repairs += 1
 
@@ -99,7 +134,8 @@ def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float
     """The picked choice, its setup and the MIP's own time per token (ms)."""
     t = prep.tables
     picks = np.array([pyo.value(model.pick[c]) for c in model.C])
-    c = int(np.argmax(picks))
+    local = int(np.argmax(picks))
+    c = prep.choice_row(local)
     j = int(t.layout_of[c])
     lay = t.layouts
     setup = Setup(
@@ -109,10 +145,10 @@ def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float
         tp_2d=bool(lay.tp_2d[j]),
         pp=int(lay.pp[j]),
         ep=int(lay.ep[j]),
-        batch=int(round(pyo.value(model.batch[c]))),
+        batch=int(round(pyo.value(model.batch[local]))),
         gamma=int(lay.gamma[j]),
     )
-    return c, setup, float(pyo.value(model.tau[c]))
+    return c, setup, float(pyo.value(model.tau[local]))
 
 
 def _exact(prep: Prepared, c: int, setup: Setup, tau_ms: float, report: SolveReport) -> Answer | None:
@@ -130,10 +166,9 @@ def _exact(prep: Prepared, c: int, setup: Setup, tau_ms: float, report: SolveRep
 def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | None:
     """Most tok/s per request within the budget (None when nothing meets it)."""
     while True:
-        solver = prep.solver(FASTEST)
+        solver = prep.solver(FASTEST, *target_batch_bounds(prep.tables, max_usd_per_mtok=max_usd_per_mtok))
         budget = prep.max_cost_usd_per_mtok if max_usd_per_mtok is None else max_usd_per_mtok
         solver.model.budget_usd_per_mtok.set_value(budget)
-        set_batch_bounds(solver.model, *target_batch_bounds(prep.tables, max_usd_per_mtok=max_usd_per_mtok))
         report = solver.solve()
         if not report.has_solution:
             return None
@@ -150,12 +185,11 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
 def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
     """Least $/Mtok at or above the speed, by Dinkelbach iterations on the ratio (None when unreachable)."""
     while True:
-        solver = prep.solver(CHEAPEST)
-        m = solver.model
         max_ms = None if min_tok_s is None else 1e3 / min_tok_s
+        solver = prep.solver(CHEAPEST, *target_batch_bounds(prep.tables, max_ms_per_token=max_ms))
+        m = solver.model
         m.max_ms_per_token.set_value(prep.max_ms_per_token if max_ms is None else max_ms)
-        set_batch_bounds(m, *target_batch_bounds(prep.tables, max_ms_per_token=max_ms))
-        lam: float | None = None
+        lam: float | None = prep.last_cheapest_bound
         for _ in range(MAX_DINKELBACH_STEPS):
             m.dinkelbach_lambda.set_value(0.0 if lam is None else lam)
             report = solver.solve()

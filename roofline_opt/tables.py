@@ -52,6 +52,11 @@ class Tables:
     def __len__(self) -> int:
         return len(self.layout_of)
 
+    def take(self, rows: np.ndarray) -> Tables:
+        """The tables restricted to the given rows (choices)."""
+        per_row = {f: getattr(self, f)[rows] for f in self.__dataclass_fields__ if f not in ("layouts", "exclusions")}
+        return Tables(layouts=self.layouts, exclusions=self.exclusions, **per_row)
+
 
 def _group_layout(lay: Layouts, idx: np.ndarray, question: Question, tokens: np.ndarray) -> ev.Layout:
     return ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, tokens, lay.ep[idx])
