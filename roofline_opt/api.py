@@ -16,6 +16,8 @@ method : "mip" (HiGHS) or "enumerate" (brute force). time_limit_s, mip_gap : HiG
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 
 import pandas as pd
@@ -49,6 +51,39 @@ def _gpus(gpu: str | GpuSpec | Sequence[str | GpuSpec]) -> tuple[GpuSpec, ...]:
     if len({g.name for g in specs}) != len(specs):
         raise InvalidInput("gpu", f"must name each accelerator once. Got {', '.join(g.name for g in specs)} instead.")
     return specs
+
+
+def _cluster(path: str, gpu) -> tuple[object, tuple[GpuSpec, ...], Callable[[GpuSpec, int, int], int]]:
+    """A cluster graph, its accelerator types as effective specs (bandwidths from the graph) and its placement limit."""
+    from roofline_opt import topology
+
+    graph = topology.load_cluster(path, known_gpus={g.name for g in catalog.list_gpus()})
+    types = sorted(topology.gpu_counts(graph))
+    if gpu is not None:
+        wanted = {g.name if isinstance(g, GpuSpec) else g for g in _gpus(gpu)}
+        missing = wanted - set(types)
+        if missing:
+            msg = f"must name accelerators the cluster has ({', '.join(types)}). Got {', '.join(sorted(missing))} instead."
+            raise InvalidInput("gpu", msg)
+        types = [t for t in types if t in wanted]
+    gpus = tuple(topology.effective_gpu(graph, t, catalog.load_gpu(t)) for t in types)
+
+    @functools.cache
+    def limit(name: str, tp: int, pp: int) -> int:
+        return topology.max_instances(graph, name, tp, pp)
+
+    return graph, gpus, lambda g, tp, pp: limit(g.name, tp, pp)
+
+
+def _with_placement(q: Question, answer: Answer) -> Answer:
+    """Attach the GPU ids of every TP group and PP stage when the question runs on a cluster graph."""
+    if q.cluster is None:
+        return answer
+    from roofline_opt import topology
+
+    s = answer.setup
+    placement = topology.place(q.cluster, s.gpu, s.tp, s.pp, s.replicas)
+    return dataclasses.replace(answer, placement=placement.to_dict())
 
 
 def _bits(weight_bits, suffix_bits: int | None) -> tuple[int, ...]:
@@ -102,11 +137,9 @@ def question(
     max_batch = checks.positive_int("max_batch", max_batch)
     if max_batch > MAX_BATCH_LIMIT:
         raise InvalidInput("max_batch", f"must be at most {MAX_BATCH_LIMIT}. Got {max_batch} instead.")
-    instance_limit, cluster_name = None, None
+    instance_limit, graph = None, None
     if cluster is not None:
-        from roofline_opt import topology_link
-
-        gpus, instance_limit, cluster_name = topology_link.cluster_gpus(cluster, gpu)
+        graph, gpus, instance_limit = _cluster(cluster, gpu)
     elif gpu is None:
         raise InvalidInput("gpu", "must name at least one accelerator (or give --cluster). Got none instead.")
     else:
@@ -128,7 +161,8 @@ def question(
         max_gpus=None if max_gpus is None else checks.positive_int("max_gpus", max_gpus),
         demand_tok_s=None if demand_tok_s is None else checks.positive_float("demand_tok_s", demand_tok_s),
         instance_limit=instance_limit,
-        cluster_name=cluster_name,
+        cluster_name=None if cluster is None else str(cluster),
+        cluster=graph,
     )
 
 
@@ -141,14 +175,14 @@ def fastest_answer(q: Question, max_usd_per_mtok: float | None = None, method: s
                    time_limit_s: float | None = None, mip_gap: float = 1e-6) -> Answer:
     """The fastest setup within the budget as an Answer (exact figures, solve report)."""
     budget = None if max_usd_per_mtok is None else checks.positive_float("max_usd_per_mtok", max_usd_per_mtok)
-    return _fastest(q, budget, method, _options(time_limit_s, mip_gap))
+    return _with_placement(q, _fastest(q, budget, method, _options(time_limit_s, mip_gap)))
 
 
 def cheapest_answer(q: Question, min_tok_s: float | None = None, method: str = "mip",
                     time_limit_s: float | None = None, mip_gap: float = 1e-6) -> Answer:
     """The cheapest setup at or above the speed as an Answer."""
     speed = None if min_tok_s is None else checks.positive_float("min_tok_s", min_tok_s)
-    return _cheapest(q, speed, method, _options(time_limit_s, mip_gap))
+    return _with_placement(q, _cheapest(q, speed, method, _options(time_limit_s, mip_gap)))
 
 
 def fastest(model, gpu=None, max_usd_per_mtok: float | None = None, *, method: str = "mip",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline_opt.errors import InvalidInput
 from roofline_opt.specs import GpuSpec, ModelSpec, Preset
 
 ALLREDUCE = "allreduce"
@@ -235,8 +236,10 @@ def collectives(
             out.append(
                 _collective(preset, gpu, np.where(layout.tp_2d, n_layers, 0.0), ranks, nodes, words_2d * seq_bytes, ALLREDUCE)
             )
-        attn_layers = 1.0 if (model.parallel_attention and preset.integer_tp_2d) else 2.0
-        one_d = [(model.d_model, tp, nodes_all, attn_layers - 1.0), (k * model.m_out * model.d_model, ff_tp, np.ceil(ff_tp / node), 1.0)]
+        merged = model.parallel_attention and preset.merge_parallel_attention_allreduce
+        attn_out_per_layer = 0.0 if merged else 1.0
+        ff_nodes = np.ceil(ff_tp / node)
+        one_d = [(model.d_model, tp, nodes_all, attn_out_per_layer), (k * model.m_out * model.d_model, ff_tp, ff_nodes, 1.0)]
         for words, ranks, nodes, per_layer in one_d:
             count = np.where(layout.tp_2d, 0.0, n_layers * per_layer)
             out.append(_collective(preset, gpu, count, ranks, nodes, words * seq_bytes, ALLREDUCE))
@@ -269,8 +272,9 @@ class StepFigures:
 def flop_rate(gpu: GpuSpec, weight_bits: int) -> float:
     rate = gpu.flop_per_s_by_bits.get(weight_bits)
     if rate is None:
-        msg = f"{gpu.name} has no FLOP rate for {weight_bits}-bit weights"
-        raise ValueError(msg)
+        valid = ", ".join(str(b) for b, r in sorted(gpu.flop_per_s_by_bits.items()) if r is not None)
+        msg = f"must be a precision {gpu.name} has a FLOP rate for ({valid}). Got {weight_bits} instead."
+        raise InvalidInput("weight_bits", msg)
     return rate
 
 
@@ -361,10 +365,8 @@ def memory(
     act = np.zeros_like(kv)
     for m in models:
         sz = model_sizes(m)
-        kv_ways = np.minimum(layout.tp, sz.kv_heads / 2.0) if (preset.kv_split_by_kv_heads and not m.is_mla) else 1.0
-        if m.is_mla and preset.kv_split_by_kv_heads:
-            kv_ways = 1.0
-        kv_ways = np.maximum(kv_ways, 1.0)
+        split = preset.kv_split_by_kv_heads and not m.is_mla
+        kv_ways = np.maximum(np.minimum(layout.tp, sz.kv_heads / 2.0), 1.0) if split else 1.0
         kv = kv + kv_bytes_per_token(m, a) * (layout.context + layout.tokens_per_step) * batch / (layout.pp * kv_ways)
         widest = max(sz.qkv_out_width, m.m_in * max(m.d_ff, m.dense_layer_d_ff), m.d_model)
         act = act + a * batch * layout.tokens_per_step * (2.0 * m.d_model + widest / layout.tp)

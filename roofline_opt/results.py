@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from roofline_opt import evaluator as ev
-from roofline_opt.solve import SolveReport
 from roofline_opt.space import Question
+
+if TYPE_CHECKING:
+    from roofline_opt.solve import SolveReport
 
 FIGURES = (
     "tok_s_per_request",

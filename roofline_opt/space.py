@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,7 @@ class Question:
     demand_tok_s: float | None = None
     instance_limit: InstanceLimit | None = field(default=None, compare=False)
     cluster_name: str | None = None
+    cluster: Any = field(default=None, compare=False, repr=False)
 
     @property
     def gammas(self) -> tuple[int, ...]:

@@ -65,7 +65,7 @@ class GpuSpec:
     """
 
     name: str
-    flop_per_s_by_bits: dict[int, float]
+    flop_per_s_by_bits: dict[int, float] = field(hash=False)
     hbm_bytes: float
     hbm_bytes_per_s: float
     scaleup_gpus: int
@@ -113,7 +113,9 @@ class Preset:
     ``usable_hbm_fraction`` of its HBM). paper_qkv_quirk: omit the activation-byte factor on the QKV output term as
     the notebook does. integer_tp_2d: 2-D TP factors T = t1 x t2 into integers instead of sqrt(T) x sqrt(T).
     kv_split_by_kv_heads: per-device KV cache is split across at most kv_heads TP ranks (replicated beyond).
-    network_latency_factor / allreduce_bandwidth_factor: sensitivity knobs on collective latency and bandwidth time.
+    network_latency_factor / allreduce_time_factor: sensitivity knobs on collective latency and bandwidth time.
+    merge_parallel_attention_allreduce: models with parallel attention (PaLM, Falcon, GPT-J) reduce attention and
+    feed-forward outputs in one 1-D all-reduce per layer instead of two (the notebook does not model this).
     """
 
     name: str
@@ -127,6 +129,7 @@ class Preset:
     network_latency_factor: float = 1.0
     allreduce_time_factor: float = 1.0
     kernel_launch_factor: float = 1.0
+    merge_parallel_attention_allreduce: bool = False
     activation_bytes: float = 2.0
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
@@ -141,5 +144,6 @@ DEFAULT = Preset(
     paper_qkv_quirk=False,
     integer_tp_2d=True,
     kv_split_by_kv_heads=True,
+    merge_parallel_attention_allreduce=True,
 )
 PRESETS = {p.name: p for p in (PAPER, DEFAULT)}

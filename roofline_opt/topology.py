@@ -249,31 +249,30 @@ def pod(
 ) -> nx.Graph:
     """Servers of one or several types joined by a scale-out fabric (rail-optimised leaf/spine by default)."""
     graph = nx.Graph()
-    rails: list[list[tuple[str, float]]] = []
+    nics: list[tuple[int, str, float]] = []  # (GPU's index in its server, GPU id, NIC GB/s per direction)
     server = 0
     for group in groups:
         node_type = NODE_TYPES[group.node_type]
         nic_gb_s = node_type.nic_gb_s if group.nic_gb_s is None else group.nic_gb_s
         for _ in range(group.nodes):
-            for rank, g in enumerate(add_server(graph, node_type, f"n{server}", group.gpu)):
-                rails.extend([] for _ in range(rank + 1 - len(rails)))
-                rails[rank].append((g, nic_gb_s))
+            gpus = add_server(graph, node_type, f"n{server}", group.gpu)
+            nics += [(rank, g, nic_gb_s) for rank, g in enumerate(gpus)]
             server += 1
     fabric = fabric or ("rail-optimised" if server > 1 else "none")
     if fabric == "single-switch":
         graph.add_node("switch0", kind="switch")
-        for g, nic_gb_s in itertools.chain.from_iterable(rails):
+        for _, g, nic_gb_s in nics:
             _link(graph, g, "switch0", nic_kind, nic_gb_s)
     elif fabric == "rail-optimised":
-        for r, members in enumerate(rails):
-            graph.add_node(f"rail{r}", kind="switch")
-            for g, nic_gb_s in members:
-                _link(graph, g, f"rail{r}", nic_kind, nic_gb_s)
-        if len(rails) > 1:
-            for s in range(spines):
-                graph.add_node(f"spine{s}", kind="switch")
-                for r, members in enumerate(rails):
-                    _link(graph, f"rail{r}", f"spine{s}", nic_kind, sum(bw for _, bw in members) / spines)
+        rails = sorted({rank for rank, _, _ in nics})
+        for rank, g, nic_gb_s in nics:
+            graph.add_node(f"rail{rank}", kind="switch")
+            _link(graph, g, f"rail{rank}", nic_kind, nic_gb_s)
+        for s in range(spines if len(rails) > 1 else 0):
+            graph.add_node(f"spine{s}", kind="switch")
+            for r in rails:
+                uplink_gb_s = sum(bw for rank, _, bw in nics if rank == r) / spines
+                _link(graph, f"rail{r}", f"spine{s}", nic_kind, uplink_gb_s)
     graph.graph["name"] = name or "+".join(f"{g.nodes}x-{g.node_type}" for g in groups)
     return graph
 

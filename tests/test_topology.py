@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from importlib.util import find_spec
 from pathlib import Path
@@ -173,6 +174,12 @@ def test_group_inside_one_server_has_no_inter_domain_figures():
     spanning = topology.collective_figures(cluster, [f"n{s}.gpu{i}" for s in range(2) for i in range(8)])
     assert (inside.domain_sizes, inside.inter_link_bytes_per_s) == ((4,), None)
     assert (spanning.domain_sizes, spanning.inter_link_bytes_per_s) == ((8, 8), 50e9)
+
+
+def test_effective_gpus_resolves_a_base_for_every_type():
+    cluster = topology.load_cluster(EXAMPLES / "mixed-h100-a100.yaml")
+    gpus = topology.effective_gpus(cluster, lambda name: dataclasses.replace(H100, name=name))
+    assert {name: gpu.inter_bytes_per_s for name, gpu in gpus.items()} == {"h100-sxm": 25e9, "a100-80gb": 12.5e9}
 
 
 def test_effective_gpu_of_a_missing_type_is_infeasible():

@@ -19,7 +19,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise InvalidInput(self.prog, message)
+        raise InvalidInput(self.prog.removeprefix("roofline-opt").strip() or "arguments", message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     for optional in ("query_cmds", "cluster_cmds", "fidelity_cmds"):
         try:
             module = __import__(f"roofline_opt.cli.{optional}", fromlist=["add_parsers"])
-        except ModuleNotFoundError as exc:
+        except ModuleNotFoundError as exc:  # a command module still being written is simply absent
             if exc.name != f"roofline_opt.cli.{optional}":
                 raise
             continue
@@ -54,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SolverFailure as exc:
         print(f"roofline-opt: solver failure: {exc}", file=sys.stderr)
         return EXIT_SOLVER
+    except BrokenPipeError:
+        sys.stderr.close()
+        return EXIT_OK
     except KeyboardInterrupt:
         print("roofline-opt: interrupted", file=sys.stderr)
         return 130

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import math
-import os
-import tempfile
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -121,7 +118,7 @@ def _summary_text(summary: dict[str, Any]) -> str:
 def run_show(args: argparse.Namespace) -> int:
     cluster = topology.load_cluster(args.file, known_gpu_names())
     summary = cluster_summary(cluster, args.file)
-    print(json.dumps(summary, indent=2) if args.json else _summary_text(summary))
+    print(report.to_json_object(summary) if args.json else _summary_text(summary))
     return 0
 
 
@@ -147,15 +144,14 @@ def _figure(cluster: nx.Graph) -> Any:
     for u, v, attrs in cluster.edges(data=True):
         by_kind.setdefault(attrs["kind"], []).append(((pos[u], pos[v]), attrs[topology.BANDWIDTH]))
     for kind, edges in by_kind.items():
-        widths = [0.4 + 0.4 * math.log2(max(bw, 1.0) / 10.0 + 1.0) for _, bw in edges]
+        widths = [0.5 + 0.4 * math.log2(1.0 + bw / 10.0) for _, bw in edges]
         label = f"{kind} link"
         ax.add_collection(
             LineCollection([seg for seg, _ in edges], colors=EDGE_COLORS[kind], linewidths=widths, label=label)
         )
-    gpu_colors = iter([f"C{i}" for i in range(10)] * (1 + len(topology.gpu_counts(cluster)) // 10))
-    for name in topology.gpu_counts(cluster):
+    for i, name in enumerate(topology.gpu_counts(cluster)):
         xy = [pos[g] for g in topology.gpu_ids(cluster, name)]
-        ax.scatter(*zip(*xy, strict=True), s=60, c=next(gpu_colors), marker="o", zorder=3, label=f"GPU {name}")
+        ax.scatter(*zip(*xy, strict=True), s=60, c=f"C{i % 10}", marker="o", zorder=3, label=f"GPU {name}")
     for kind, (marker, color) in NODE_STYLES.items():
         xy = [pos[n] for n, k in cluster.nodes(data="kind") if k == kind]
         if xy:
@@ -167,28 +163,10 @@ def _figure(cluster: nx.Graph) -> Any:
     return fig
 
 
-def _save_figure(fig: Any, out: Path) -> None:
-    """Write ``fig`` to ``out`` through a temporary file in the same folder, so no partial file is ever left."""
-    fmt = out.suffix.lower().lstrip(".")
-    if fmt not in fig.canvas.get_supported_filetypes():
-        msg = f"must end in an image extension such as .png, .svg or .pdf. Got {str(out)!r} instead."
-        raise InvalidInput("--out", msg)
-    tmp_name = None
-    try:
-        fd, tmp_name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=out.suffix)
-        os.close(fd)
-        fig.savefig(tmp_name, format=fmt, dpi=120)
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, out)
-    except OSError as exc:
-        if tmp_name is not None and os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-        raise InvalidInput("--out", f"cannot write {str(out)!r}: {exc.strerror or exc}") from exc
-
-
 def run_draw(args: argparse.Namespace) -> int:
     cluster = topology.load_cluster(args.file, known_gpu_names())
-    _save_figure(_figure(cluster), Path(args.out))
+    report.check_destination(args.out, "--out", report.plot_formats())
+    report.save_figure_atomic(_figure(cluster), args.out, field="--out")
     return 0
 
 
@@ -203,9 +181,10 @@ def run_build(args: argparse.Namespace) -> int:
             raise InvalidInput("SPEC", f"is not a valid inline YAML mapping: {' '.join(str(exc).split())}") from exc
         cluster = topology.validate_cluster(topology.from_spec(data, "SPEC"), known_gpu_names(), "SPEC")
     else:
-        raise InvalidInput(
-            "SPEC", f"must be a cluster file or an inline YAML mapping like '{{nodes: 2}}'. Got {spec!r}."
+        msg = (
+            f"must be a cluster file or an inline YAML mapping like '{{nodes: 2, node_type: hgx-h100}}'. Got {spec!r}."
         )
+        raise InvalidInput("SPEC", msg)
     topology.save_cluster(cluster, args.out, field="--out")
     counts = ", ".join(f"{n} x {name}" for name, n in topology.gpu_counts(cluster).items())
     print(f"wrote {args.out}: {cluster.number_of_nodes()} nodes ({counts}), {cluster.number_of_edges()} links")
@@ -219,7 +198,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help="inspect, draw and build cluster topology graphs",
         description="Cluster topologies: GraphML, node-link JSON or compact YAML (README section Clusters).",
     )
-    sub = cluster.add_subparsers(dest="cluster_command", required=True, parser_class=OneLineParser)
+    sub = cluster.add_subparsers(
+        dest="cluster_command", metavar="{show,draw,build}", required=True, parser_class=OneLineParser
+    )
     show = sub.add_parser("show", help="domains, GPU counts, link tiers and derived collective figures per GPU type")
     show.add_argument("file", help="cluster file: .graphml, .json (node-link) or .yaml/.yml (compact form)")
     show.add_argument("--json", action="store_true", help="print the summary as JSON")
