@@ -1,0 +1,322 @@
+"""``roofline-opt fastest``, ``cheapest`` and ``frontier``: proven-optimal serving setups for a budget or a speed.
+
+Flags map 1:1 onto ``api.question`` and the query functions, which validate them; this module only formats.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from roofline_opt import api, checks, report
+from roofline_opt.errors import InvalidInput
+from roofline_opt.space import Question
+
+SPACE_FIELDS = (
+    "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "max_batch", "context", "draft", "acceptance",
+    "gamma_max", "preset", "max_gpus", "demand_tok_s", "cluster",
+)  # fmt: skip
+"""Flags passed unchanged to api.question as keyword arguments of the same name."""
+OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
+"""Required columns of --observed FILE (``label`` is optional)."""
+FRONTIER_METHODS = ("mip",)
+"""The frontier re-solves one persistent MIP; enumeration is offered by fastest and cheapest only."""
+
+
+# ----------------------------------------------------------------------------------------------- flags
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+@contextmanager
+def _flag_names(fields: tuple[str, ...]) -> Iterator[None]:
+    """Re-raise InvalidInput about an API parameter under the name of the flag that gave it."""
+    try:
+        yield
+    except InvalidInput as exc:
+        if exc.field not in fields:
+            raise
+        raise InvalidInput(_flag(exc.field), str(exc).removeprefix(f"{exc.field}: ")) from exc
+
+
+API_FIELDS = (
+    "model", "gpu", *SPACE_FIELDS, "time_limit", "mip_gap", "max_usd_per_mtok", "min_tok_s", "points",
+    "utility_exponent",
+)  # fmt: skip
+"""API parameter names whose errors are reported under their flag (``time_limit`` is ``--time-limit``)."""
+
+
+def _question(args: argparse.Namespace) -> Question:
+    return api.question(args.model, args.gpu, **{name: getattr(args, name) for name in SPACE_FIELDS})
+
+
+# ----------------------------------------------------------------------------------------------- formatting
+
+
+def _tp(record: Mapping[str, Any]) -> str:
+    return f"{record['tp']} (2d)" if record["tp_2d"] else str(record["tp"])
+
+
+def summary_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
+    """The headline columns of answer records, in the units people read: ms/token, MFU in percent."""
+    return pd.DataFrame(
+        {
+            "gpu": [r["gpu"] for r in records],
+            "n_gpus": [r["n_gpus"] for r in records],
+            "tp": [_tp(r) for r in records],
+            "pp": [r["pp"] for r in records],
+            "ep": [r["ep"] for r in records],
+            "replicas": [r["replicas"] for r in records],
+            "batch": [r["batch"] for r in records],
+            "gamma": [r["gamma"] for r in records],
+            "weight_bits": [r["weight_bits"] for r in records],
+            "tok/s per request": [r["tok_s_per_request"] for r in records],
+            "$/Mtok": [r["usd_per_mtok"] for r in records],
+            "ms/token": [r["time_per_token_s"] * 1e3 for r in records],
+            "throughput tok/s": [r["throughput_tok_s"] for r in records],
+            "MFU %": [r["mfu"] * 100 for r in records],
+            "bottleneck": [r["bottleneck"] for r in records],
+        }
+    )
+
+
+def _solver_line(records: list[Mapping[str, Any]]) -> str:
+    """Solver status and the largest relative MIP gap over the records."""
+    statuses = sorted({str(r["solver_status"]) for r in records})
+    gaps = [r["mip_gap"] for r in records if r["mip_gap"] is not None]
+    gap = report.format_number(max(gaps)) if gaps else report.MISSING_CELL
+    where = "" if len(records) == 1 else " (every point)" if len(statuses) == 1 else " (by point)"
+    return f"solver: {records[0]['method']}, {'/'.join(statuses)}{where}, gap {gap}"
+
+
+def describe(record: Mapping[str, Any], sep: str = ": ") -> str:
+    """A setup and its two headline figures, joined by ``sep``."""
+    setup = f"{record['n_gpus']} x {record['gpu']}, tp {_tp(record)} x pp {record['pp']}, batch {record['batch']}"
+    speed = report.format_number(record["tok_s_per_request"])
+    return f"{setup}{sep}{speed} tok/s per request at ${report.format_number(record['usd_per_mtok'])}/Mtok"
+
+
+def _emit(args: argparse.Namespace, records: list[dict[str, Any]], text: str, as_list: bool) -> None:
+    """Write --csv (atomically) and print JSON (--json) or the human text."""
+    if args.csv:
+        report.write_text_atomic(args.csv, pd.DataFrame(records).to_csv(index=False), field="--csv")
+    if args.json:
+        print(report.to_json(records) if as_list else report.to_json_object(records[0]))
+    else:
+        print(text)
+
+
+def _answer_text(headline: str, record: Mapping[str, Any]) -> str:
+    return "\n".join([headline, report.frame_to_table(summary_frame([record])), _solver_line([record])])
+
+
+# ----------------------------------------------------------------------------------------------- commands
+
+
+def run_fastest(args: argparse.Namespace) -> int:
+    with _flag_names(API_FIELDS):
+        question = _question(args)
+        _check_outputs(args)
+        answer = api.fastest_answer(question, args.max_usd_per_mtok, args.method, args.time_limit, args.mip_gap)
+    limit = "at any price" if args.max_usd_per_mtok is None else f"within ${args.max_usd_per_mtok}/Mtok"
+    record = answer.to_record()
+    _emit(args, [record], _answer_text(f"fastest setup of {question.model.name} {limit}", record), as_list=False)
+    return 0
+
+
+def run_cheapest(args: argparse.Namespace) -> int:
+    with _flag_names(API_FIELDS):
+        question = _question(args)
+        _check_outputs(args)
+        answer = api.cheapest_answer(question, args.min_tok_s, args.method, args.time_limit, args.mip_gap)
+    limit = "at any speed" if args.min_tok_s is None else f"at {args.min_tok_s} tok/s per request or faster"
+    record = answer.to_record()
+    _emit(args, [record], _answer_text(f"cheapest setup of {question.model.name} {limit}", record), as_list=False)
+    return 0
+
+
+def run_frontier(args: argparse.Namespace) -> int:
+    with _flag_names(API_FIELDS):
+        question = _question(args)
+        _check_frontier_method(args.method)
+        observed = read_observed(Path(args.observed)) if args.observed else None
+        _check_outputs(args)
+        with report.ProgressBar() as progress:
+            frame = api.frontier_frame(
+                question, args.points, args.utility_exponent, args.time_limit, args.mip_gap, progress
+            )
+    records = frame.to_dict("records")
+    if args.plot:
+        label = "preferred: " + describe(next(r for r in records if r["preferred"]), sep="\n")
+        report.plot_frontier(frame, args.plot, title=_plot_title(question), preferred_label=label, observed=observed)
+    _emit(args, records, _frontier_text(question, frame, args.utility_exponent), as_list=True)
+    return 0
+
+
+def _check_frontier_method(method: str) -> None:
+    if method not in FRONTIER_METHODS:
+        msg = f"must be {' or '.join(FRONTIER_METHODS)} for frontier (fastest and cheapest also enumerate)"
+        raise InvalidInput("--method", f"{msg}. Got {method!r} instead.")
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse unwritable --csv / --plot destinations before solving, so a failed run leaves no file behind."""
+    if args.csv:
+        report.check_destination(args.csv, "--csv")
+    if getattr(args, "plot", None):
+        report.check_destination(args.plot, "--plot", report.plot_formats())
+
+
+def _plot_title(question: Question) -> str:
+    gpus = ", ".join(g.name for g in question.gpus)
+    return f"{question.model.name} on {gpus} ({question.preset.name} preset, context {question.context} tokens)"
+
+
+def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> str:
+    table = summary_frame(frame.to_dict("records"))
+    table.insert(0, "pref", ["*" if p else "" for p in frame["preferred"]])
+    monotone = "monotone" if frame.attrs.get("monotone") else "NOT monotone"
+    return "\n".join(
+        [
+            f"frontier of {question.model.name}: {len(frame)} optimal setups from the cheapest to the fastest "
+            f"({monotone}); * = preferred (max speed^{report.format_number(float(exponent))} / price)",
+            report.frame_to_table(table),
+            _solver_line(frame.to_dict("records")),
+        ]
+    )
+
+
+# ----------------------------------------------------------------------------------------------- observed points
+
+
+def read_observed(path: Path) -> pd.DataFrame:
+    """Observed (speed, price) points from a CSV: columns tok_s_per_request, usd_per_mtok (> 0), optional label."""
+    if not path.is_file():
+        raise InvalidInput("--observed", f"must be an existing CSV file. Got {str(path)!r} instead (no such file).")
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except pd.errors.EmptyDataError as exc:
+        raise InvalidInput("--observed", f"{path} is empty: it needs a header line and one row per point") from exc
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        raise InvalidInput("--observed", f"{path} cannot be read as CSV: {' '.join(str(exc).split())}") from exc
+    frame.columns = [str(c).strip() for c in frame.columns]
+    for column in OBSERVED_COLUMNS:
+        if column not in frame.columns:
+            msg = f"column is missing: --observed needs columns {', '.join(OBSERVED_COLUMNS)} (and optionally label)"
+            raise InvalidInput(f"{path}: {column}", msg)
+    if frame.empty:
+        raise InvalidInput("--observed", f"{path} has a header but no rows")
+    return _observed_values(path, frame)
+
+
+def _observed_values(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
+    """The numeric columns checked cell by cell (finite and > 0: the price axis is logarithmic)."""
+    out = pd.DataFrame({"label": frame["label"].str.strip()}) if "label" in frame.columns else pd.DataFrame()
+    for column in OBSERVED_COLUMNS:
+        out[column] = [
+            checks.positive_float(f"{path} line {line}: {column}", value)
+            for line, value in enumerate(frame[column], start=2)
+        ]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- parsers
+
+
+SHARED_HELP = {
+    "--model": "catalog name (a -int8/-int4 suffix sets the weight bits), YAML card or config.json",
+    "--gpu": "accelerator(s): one name, or several comma-separated for the solver to choose among "
+    "(h100-sxm,h200,a100-80gb)",
+    "--cluster": "cluster file (GraphML, node-link JSON or YAML): accelerators and placement come from its graph",
+    "--tp-degrees": "tensor-parallel degrees offered (default 1,2,4,8,16,32,64)",
+    "--pp-degrees": "pipeline degrees offered (default 1,2,4,8)",
+    "--tp-modes": "tensor-parallel modes offered: 1d, 2d or 1d,2d (default 1d,2d)",
+    "--ep-degrees": "expert-parallel degrees offered, each dividing tp and the expert count (default 1)",
+    "--max-batch": "largest batch, sequences per instance (default 4096)",
+    "--weight-bits": "weight precision(s) offered: 16, 8, 4 or a list like 16,8 (default: the model name's "
+    "-int8/-int4 suffix, else 16)",
+    "--context": "tokens already in each sequence's KV cache: the assumed mid-generation context (default 8000)",
+    "--draft": "draft model for speculative decoding on the same GPUs (with --gamma-max)",
+    "--acceptance": "draft token acceptance probability in (0, 1) (default 0.8)",
+    "--gamma-max": "longest draft the solver may choose, 0..G (default 0: no speculative decoding)",
+    "--preset": "physics of the reference notebook or the realistic one (default default)",
+    "--max-gpus": "GPUs available in all, over every replica (default unlimited)",
+    "--demand-tok-s": "total tokens/s to serve: replicas meet it and an instance may not out-serve it",
+    "--time-limit": "HiGHS time limit per solve, in seconds (default none)",
+    "--mip-gap": "HiGHS relative MIP gap (default 1e-6)",
+    "--method": "HiGHS MIP or brute-force enumeration (default mip)",
+    "--json": "print JSON (an object; a list for frontier) with every field instead of the summary",
+    "--csv": "also write every field to this CSV file (atomically)",
+}
+SHARED_DEFAULTS = {
+    "--tp-degrees": "1,2,4,8,16,32,64",
+    "--pp-degrees": "1,2,4,8",
+    "--tp-modes": "1d,2d",
+    "--ep-degrees": "1",
+    "--max-batch": 4096,
+    "--context": 8000,
+    "--acceptance": 0.8,
+    "--gamma-max": 0,
+    "--preset": "default",
+    "--mip-gap": 1e-6,
+    "--method": "mip",
+}
+METAVARS = {"--time-limit": "SECONDS", "--csv": "OUT", "--cluster": "FILE", "--preset": "{paper,default}",
+            "--method": "{mip,enumerate}"}  # fmt: skip
+
+
+def _add_shared(p: argparse.ArgumentParser) -> None:
+    for flag, text in SHARED_HELP.items():
+        if flag == "--json":
+            p.add_argument(flag, action="store_true", help=text)
+            continue
+        kwargs: dict[str, Any] = {"help": text, "default": SHARED_DEFAULTS.get(flag), "metavar": METAVARS.get(flag)}
+        p.add_argument(flag, dest=flag[2:].replace("-", "_"), required=flag == "--model", **kwargs)
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``fastest``, ``cheapest`` and ``frontier``."""
+    p = subparsers.add_parser(
+        "fastest",
+        help="the most tok/s per request within a budget in $/Mtok",
+        description="The fastest setup (tokens/s per request) whose cost is at most --max-usd-per-mtok, "
+        "proven optimal over the layouts offered. Costs assume a decode context of --context tokens (8000).",
+    )
+    p.add_argument("--max-usd-per-mtok", dest="max_usd_per_mtok", metavar="X",
+                   help="budget in $ per million output tokens (default: the fastest setup at any price)")  # fmt: skip
+    _add_shared(p)
+    p.set_defaults(func=run_fastest)
+
+    p = subparsers.add_parser(
+        "cheapest",
+        help="the least $/Mtok at a speed in tok/s per request",
+        description="The cheapest setup ($ per million tokens) that serves each request at --min-tok-s tokens/s or "
+        "faster, proven optimal over the layouts offered. Assumes a decode context of --context tokens (8000).",
+    )
+    p.add_argument("--min-tok-s", dest="min_tok_s", metavar="Y",
+                   help="speed target in tokens/s per request (default: the cheapest setup at any speed)")  # fmt: skip
+    _add_shared(p)
+    p.set_defaults(func=run_cheapest)
+
+    p = subparsers.add_parser(
+        "frontier",
+        help="the speed-vs-cost frontier from the cheapest to the fastest setup",
+        description="Optimal setups for budgets spaced geometrically from the cheapest setup's cost to the fastest "
+        "setup's, one row per distinct setup, and the preferred point (max speed^a / price). A progress bar is drawn "
+        "on stderr when it is a terminal. Assumes a decode context of --context tokens (8000).",
+    )
+    p.add_argument("--points", default=50, help="budgets swept (default 50; repeated setups are kept once)")
+    p.add_argument("--utility-exponent", dest="utility_exponent", default=4.0, metavar="A",
+                   help="the preferred point maximises speed^A / price (default 4, as in the paper)")  # fmt: skip
+    p.add_argument("--plot", metavar="FILE.png", help="draw the frontier (x tok/s per request, y $/Mtok, log) here")
+    observed_help = "overlay points from a CSV with columns tok_s_per_request, usd_per_mtok and optional label"
+    p.add_argument("--observed", metavar="FILE.csv", help=observed_help)
+    _add_shared(p)
+    p.set_defaults(func=run_frontier)
