@@ -171,36 +171,70 @@ def _options(time_limit_s: float | None, mip_gap: float) -> SolverOptions:
     return SolverOptions(limit, checks.positive_float("mip_gap", mip_gap, allow_zero=True))
 
 
-def fastest_answer(q: Question, max_usd_per_mtok: float | None = None, method: str = "mip",
-                   time_limit_s: float | None = None, mip_gap: float = 1e-6) -> Answer:
+def fastest_answer(
+    q: Question,
+    max_usd_per_mtok: float | None = None,
+    method: str = "mip",
+    time_limit_s: float | None = None,
+    mip_gap: float = 1e-6,
+) -> Answer:
     """The fastest setup within the budget as an Answer (exact figures, solve report)."""
     budget = None if max_usd_per_mtok is None else checks.positive_float("max_usd_per_mtok", max_usd_per_mtok)
     return _with_placement(q, _fastest(q, budget, method, _options(time_limit_s, mip_gap)))
 
 
-def cheapest_answer(q: Question, min_tok_s: float | None = None, method: str = "mip",
-                    time_limit_s: float | None = None, mip_gap: float = 1e-6) -> Answer:
+def cheapest_answer(
+    q: Question,
+    min_tok_s: float | None = None,
+    method: str = "mip",
+    time_limit_s: float | None = None,
+    mip_gap: float = 1e-6,
+) -> Answer:
     """The cheapest setup at or above the speed as an Answer."""
     speed = None if min_tok_s is None else checks.positive_float("min_tok_s", min_tok_s)
     return _with_placement(q, _cheapest(q, speed, method, _options(time_limit_s, mip_gap)))
 
 
-def fastest(model, gpu=None, max_usd_per_mtok: float | None = None, *, method: str = "mip",
-            time_limit_s: float | None = None, mip_gap: float = 1e-6, **space) -> pd.Series:
+def fastest(
+    model,
+    gpu=None,
+    max_usd_per_mtok: float | None = None,
+    *,
+    method: str = "mip",
+    time_limit_s: float | None = None,
+    mip_gap: float = 1e-6,
+    **space,
+) -> pd.Series:
     """Most tok/s per request for at most ``max_usd_per_mtok`` $/Mtok, as a Series of unit-named fields."""
-    return pd.Series(fastest_answer(question(model, gpu, **space), max_usd_per_mtok, method, time_limit_s,
-                                    mip_gap).to_record())
+    return pd.Series(
+        fastest_answer(question(model, gpu, **space), max_usd_per_mtok, method, time_limit_s, mip_gap).to_record()
+    )
 
 
-def cheapest(model, gpu=None, min_tok_s: float | None = None, *, method: str = "mip",
-             time_limit_s: float | None = None, mip_gap: float = 1e-6, **space) -> pd.Series:
+def cheapest(
+    model,
+    gpu=None,
+    min_tok_s: float | None = None,
+    *,
+    method: str = "mip",
+    time_limit_s: float | None = None,
+    mip_gap: float = 1e-6,
+    **space,
+) -> pd.Series:
     """Least $/Mtok at ``min_tok_s`` tok/s per request or faster, as a Series of unit-named fields."""
-    return pd.Series(cheapest_answer(question(model, gpu, **space), min_tok_s, method, time_limit_s,
-                                     mip_gap).to_record())
+    return pd.Series(
+        cheapest_answer(question(model, gpu, **space), min_tok_s, method, time_limit_s, mip_gap).to_record()
+    )
 
 
-def frontier_frame(q: Question, points: int = 50, utility_exponent: float = 4.0, time_limit_s: float | None = None,
-                   mip_gap: float = 1e-6, progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+def frontier_frame(
+    q: Question,
+    points: int = 50,
+    utility_exponent: float = 4.0,
+    time_limit_s: float | None = None,
+    mip_gap: float = 1e-6,
+    progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
     """The frontier of a Question as a DataFrame, cheapest first, with a boolean ``preferred`` column."""
     points = checks.positive_int("points", points, minimum=2)
     exponent = checks.positive_float("utility_exponent", utility_exponent)
@@ -212,7 +246,16 @@ def frontier_frame(q: Question, points: int = 50, utility_exponent: float = 4.0,
     return frame
 
 
-def frontier(model, gpu=None, points: int = 50, *, utility_exponent: float = 4.0, time_limit_s: float | None = None,
-             mip_gap: float = 1e-6, progress: Callable[[int, int], None] | None = None, **space) -> pd.DataFrame:
+def frontier(
+    model,
+    gpu=None,
+    points: int = 50,
+    *,
+    utility_exponent: float = 4.0,
+    time_limit_s: float | None = None,
+    mip_gap: float = 1e-6,
+    progress: Callable[[int, int], None] | None = None,
+    **space,
+) -> pd.DataFrame:
     """Speed-vs-cost frontier: one row per distinct optimal setup from the cheapest to the fastest."""
     return frontier_frame(question(model, gpu, **space), points, utility_exponent, time_limit_s, mip_gap, progress)

@@ -34,7 +34,10 @@ def feasible_points(question: Question) -> Points:
     batches = np.arange(1, question.max_batch + 1, dtype=float)
     keep_j, keep_b, keep_t, keep_c = [], [], [], []
     caps = np.array(
-        [max_replicas(question, question.gpus[g], int(t), int(p)) for g, t, p in zip(lay.gpu_index, lay.tp, lay.pp, strict=True)]
+        [
+            max_replicas(question, question.gpus[g], int(t), int(p))
+            for g, t, p in zip(lay.gpu_index, lay.tp, lay.pp, strict=True)
+        ]
     )
     for gi, bits in sorted({(int(g), int(b)) for g, b in zip(lay.gpu_index, lay.weight_bits, strict=True)}):
         gpu = question.gpus[gi]
@@ -46,13 +49,22 @@ def feasible_points(question: Question) -> Points:
             layout = ev.Layout.of(lay.tp[col], lay.tp_2d[col], lay.pp[col], question.context, 1.0, lay.ep[col])
             gamma = lay.gamma[col].astype(float)
             tau = ev.time_per_token_with_gamma(
-                question.model, gpu, question.preset, bits, layout, batches[None, :], gamma, question.draft,
+                question.model,
+                gpu,
+                question.preset,
+                bits,
+                layout,
+                batches[None, :],
+                gamma,
+                question.draft,
                 question.acceptance,
             )
             tau = np.broadcast_to(tau, (len(idx), len(batches)))
             fits = ev.memory(question.model, gpu, question.preset, bits, layout, batches[None, :]).fits
             if question.draft is not None:
-                with_draft = ev.memory(question.model, gpu, question.preset, bits, layout, batches[None, :], question.draft)
+                with_draft = ev.memory(
+                    question.model, gpu, question.preset, bits, layout, batches[None, :], question.draft
+                )
                 fits = np.where(gamma > 0, with_draft.fits, fits)
             ok = np.broadcast_to(fits, tau.shape) & (batches[None, :] >= lay.pp[col])
             if question.demand_tok_s is not None:
@@ -65,7 +77,7 @@ def feasible_points(question: Question) -> Points:
             keep_b.append(batches[cols])
             keep_t.append(tau[rows, cols])
             keep_c.append(1e6 * lay.n_gpus[j] * gpu.usd_per_s * tau[rows, cols] / batches[cols])
-    cat = (lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype=dtype))
+    cat = lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
     return Points(lay, cat(keep_j, int), cat(keep_b, float), cat(keep_t, float), cat(keep_c, float))
 
 

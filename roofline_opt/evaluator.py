@@ -180,21 +180,26 @@ class Layout:
         return self.tp * self.pp
 
 
+def _largest_divisor_up_to_sqrt(degree: float) -> float:
+    """t1 of the most square integer factoring degree = t1 * t2 with t1 <= t2."""
+    whole = int(degree)
+    if whole != degree or whole < 1:
+        return 1.0
+    return float(max(f for f in range(1, int(np.sqrt(whole)) + 1) if whole % f == 0))
+
+
 def _tp_factors(preset: Preset, tp: np.ndarray, tp_2d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Slicing factors (t1, t2): 1-D is (T, 1); 2-D is sqrt(T) twice (paper) or an integer factoring."""
     if preset.integer_tp_2d:
-        t1 = np.ones_like(tp)
-        for f in range(2, int(np.sqrt(tp.max(initial=1.0))) + 1):
-            t1 = np.where((np.mod(tp, f) == 0) & (f * f <= tp), f, t1)
+        degrees, where = np.unique(tp, return_inverse=True)
+        t1 = np.array([_largest_divisor_up_to_sqrt(d) for d in degrees])[where].reshape(tp.shape)
         t2d = (t1, tp / t1)
     else:
         t2d = (np.sqrt(tp), np.sqrt(tp))
     return np.where(tp_2d, t2d[0], tp), np.where(tp_2d, t2d[1], 1.0)
 
 
-def collectives(
-    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout
-) -> list[Collective]:
+def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout) -> list[Collective]:
     """The network work of one step as collectives whose time is affine in the batch per protocol."""
     sz = model_sizes(model)
     a = preset.activation_bytes
@@ -234,12 +239,17 @@ def collectives(
         for words, ranks, nodes, group_tp in groups:
             words_2d = words / (group_tp / ranks)
             out.append(
-                _collective(preset, gpu, np.where(layout.tp_2d, n_layers, 0.0), ranks, nodes, words_2d * seq_bytes, ALLREDUCE)
+                _collective(
+                    preset, gpu, np.where(layout.tp_2d, n_layers, 0.0), ranks, nodes, words_2d * seq_bytes, ALLREDUCE
+                )
             )
         merged = model.parallel_attention and preset.merge_parallel_attention_allreduce
         attn_out_per_layer = 0.0 if merged else 1.0
         ff_nodes = np.ceil(ff_tp / node)
-        one_d = [(model.d_model, tp, nodes_all, attn_out_per_layer), (k * model.m_out * model.d_model, ff_tp, ff_nodes, 1.0)]
+        one_d = [
+            (model.d_model, tp, nodes_all, attn_out_per_layer),
+            (k * model.m_out * model.d_model, ff_tp, ff_nodes, 1.0),
+        ]
         for words, ranks, nodes, per_layer in one_d:
             count = np.where(layout.tp_2d, 0.0, n_layers * per_layer)
             out.append(_collective(preset, gpu, count, ranks, nodes, words * seq_bytes, ALLREDUCE))
@@ -278,36 +288,33 @@ def flop_rate(gpu: GpuSpec, weight_bits: int) -> float:
     return rate
 
 
-def step(
-    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch
-) -> StepFigures:
-    """One decoding step of ``batch`` sequences (model-notes section 3)."""
+def expert_touched_fraction(model: ModelSpec, tokens) -> np.ndarray:
+    """u = 1 - (1 - k/E)^tokens: the fraction of routed experts a microbatch of ``tokens`` tokens reads (1 if dense)."""
+    tokens = np.asarray(tokens, dtype=float)
+    if not model.is_moe:
+        return np.ones_like(tokens)
+    return 1.0 - (1.0 - model.n_active_experts / model.n_experts) ** tokens
+
+
+def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> np.ndarray:
+    """Bytes read from HBM in one step, summed over the instance's devices (model-notes section 3)."""
     sz = model_sizes(model)
     a = preset.activation_bytes
     w = weight_bytes_per_param(weight_bits)
     batch = np.asarray(batch, dtype=float)
     tp, pp, ep, ctx, s_tok = layout.tp, layout.pp, layout.ep, layout.context, layout.tokens_per_step
-    n = tp * pp
     tok = batch * s_tok / pp
     t1, t2 = _tp_factors(preset, tp, layout.tp_2d)
-    ff_t1, ff_t2 = _tp_factors(preset, tp / ep, layout.tp_2d)
-
-    c_mean = ctx + (s_tok - 1.0) / 2.0
-    flop = (
-        2.0 * sz.active_params * batch * s_tok
-        + sz.attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * batch * s_tok
-    )
-
     qkv_act = sz.qkv_out_width * tok * (1.0 if preset.paper_qkv_quirk else a)
     qkv = w * sz.qkv_params_per_layer + t2 * a * model.d_model * tok + t1 * qkv_act
     proj = w * sz.out_params_per_layer + a * (t2 * model.d_model * tok + t1 * sz.attn_out_in_width * tok)
     ff_moe = 0.0
     if sz.n_moe_layers:
+        ff_t1, ff_t2 = _tp_factors(preset, tp / ep, layout.tp_2d) if model.is_moe else (t1, t2)
         s = model.n_experts / model.n_active_experts
-        touched = 1.0 - (1.0 - 1.0 / s) ** tok if model.is_moe else np.ones_like(tok)
         per_expert_w = w * sz.ff_params_per_expert
         per_expert_act = (model.m_in + model.m_out) * a * (ff_t2 * model.d_model + ff_t1 * model.d_ff)
-        routed = touched * model.n_experts * (per_expert_w + per_expert_act * tok / s)
+        routed = expert_touched_fraction(model, tok) * model.n_experts * (per_expert_w + per_expert_act * tok / s)
         shared = model.n_shared_experts * (per_expert_w + per_expert_act * tok)
         ff_moe = sz.n_moe_layers * (routed + shared)
     ff_dense = 0.0
@@ -318,10 +325,30 @@ def step(
         )
     kv_read = sz.kv_values_per_token_per_layer * model.n_layers * a * ctx * batch
     per_micro = model.n_layers * (qkv + proj) + ff_moe + ff_dense + w * model.vocab * model.d_model
-    traffic = kv_read + pp * per_micro
+    return kv_read + pp * per_micro
 
-    rate = flop_rate(gpu, weight_bits) * preset.flop_efficiency
-    compute_s = flop / (n * rate)
+
+def memory_time_s(
+    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch
+) -> np.ndarray:
+    """Seconds the instance's HBM needs for one step's traffic."""
+    traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
+    return traffic / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
+
+
+def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> StepFigures:
+    """One decoding step of ``batch`` sequences (model-notes section 3)."""
+    sz = model_sizes(model)
+    batch = np.asarray(batch, dtype=float)
+    n = layout.n_gpus
+    s_tok = layout.tokens_per_step
+    c_mean = layout.context + (s_tok - 1.0) / 2.0
+    flop = (
+        2.0 * sz.active_params * batch * s_tok
+        + sz.attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * batch * s_tok
+    )
+    traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
+    compute_s = flop / (n * flop_rate(gpu, weight_bits) * preset.flop_efficiency)
     memory_s = traffic / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
     network_s = sum(c.time_s(batch) for c in collectives(model, gpu, preset, weight_bits, layout))
     launch = np.full_like(compute_s, model.n_layers * 4.0 * gpu.kernel_launch_s * preset.kernel_launch_factor)
@@ -396,11 +423,15 @@ def time_per_token_with_gamma(
 ) -> np.ndarray:
     """Seconds per generated token at a fixed draft length gamma (0 = no speculative decoding)."""
     gamma = np.asarray(gamma, dtype=float)
-    verify = Layout(layout.tp, layout.tp_2d, layout.pp, layout.ep, layout.context, layout.tokens_per_step * (gamma + 1.0))
+    verify = Layout(
+        layout.tp, layout.tp_2d, layout.pp, layout.ep, layout.context, layout.tokens_per_step * (gamma + 1.0)
+    )
     target = step(model, gpu, preset, weight_bits, verify, batch).step_time_s
     if draft is None:
         return target / layout.tokens_per_step
-    draft_layout = Layout(layout.tp, layout.tp_2d, layout.pp, np.ones_like(layout.ep), layout.context, layout.tokens_per_step)
+    draft_layout = Layout(
+        layout.tp, layout.tp_2d, layout.pp, np.ones_like(layout.ep), layout.context, layout.tokens_per_step
+    )
     draft_s = step(draft, gpu, preset, draft_weight_bits, draft_layout, batch).step_time_s
     rounds = (target + gamma * draft_s) / expected_tokens_per_round(acceptance, gamma)
     return np.where(gamma > 0, rounds, target)
@@ -429,20 +460,28 @@ def evaluate(
     draft_step_s = np.full(shape, np.nan)
     use_draft = draft is not None and (gamma_max > 0 or (gamma is not None and np.any(np.asarray(gamma) > 0)))
     if use_draft:
-        draft_layout = Layout(layout.tp, layout.tp_2d, layout.pp, np.ones_like(layout.ep), layout.context, layout.tokens_per_step)
-        draft_step_s = np.broadcast_to(step(draft, gpu, preset, draft_weight_bits, draft_layout, batch).step_time_s, shape)
+        draft_layout = Layout(
+            layout.tp, layout.tp_2d, layout.pp, np.ones_like(layout.ep), layout.context, layout.tokens_per_step
+        )
+        draft_step_s = np.broadcast_to(
+            step(draft, gpu, preset, draft_weight_bits, draft_layout, batch).step_time_s, shape
+        )
         gammas = np.arange(1, gamma_max + 1) if gamma is None else None
         if gammas is not None:
             best = no_spec
             for g in gammas:
-                t = time_per_token_with_gamma(model, gpu, preset, weight_bits, layout, batch, g, draft, acceptance, draft_weight_bits)
+                t = time_per_token_with_gamma(
+                    model, gpu, preset, weight_bits, layout, batch, g, draft, acceptance, draft_weight_bits
+                )
                 better = t < best
                 best_gamma = np.where(better, g, best_gamma)
                 best = np.minimum(best, t)
             per_token = best
         else:
             best_gamma = np.broadcast_to(np.asarray(gamma, dtype=float), shape)
-            per_token = time_per_token_with_gamma(model, gpu, preset, weight_bits, layout, batch, best_gamma, draft, acceptance, draft_weight_bits)
+            per_token = time_per_token_with_gamma(
+                model, gpu, preset, weight_bits, layout, batch, best_gamma, draft, acceptance, draft_weight_bits
+            )
     mem = memory(model, gpu, preset, weight_bits, layout, batch, draft if use_draft else None)
     n = np.broadcast_to(layout.n_gpus, shape)
     throughput = batch / per_token

@@ -47,8 +47,9 @@ def define_choice_constraints(m: pyo.ConcreteModel, t: Tables) -> None:
     m.time_piece = pyo.Constraint(
         m.C,
         m.P,
-        rule=lambda m, c, k: m.tau[c]
-        >= float(t.pieces_a0_ms[c, k]) * m.pick[c] + float(t.pieces_a1_ms[c, k]) * m.batch[c],
+        rule=lambda m, c, k: (
+            m.tau[c] >= float(t.pieces_a0_ms[c, k]) * m.pick[c] + float(t.pieces_a1_ms[c, k]) * m.batch[c]
+        ),
     )
 
 
@@ -56,8 +57,9 @@ def define_memory_constraints(m: pyo.ConcreteModel, t: Tables) -> None:
     """Per-device (or aggregate, paper preset) memory in GB: a0 pick_c + a1 batch_c <= capacity pick_c."""
     m.memory_capacity = pyo.Constraint(
         m.C,
-        rule=lambda m, c: float(t.mem_a0_gb[c]) * m.pick[c] + float(t.mem_a1_gb[c]) * m.batch[c]
-        <= float(t.mem_cap_gb[c]) * m.pick[c],
+        rule=lambda m, c: (
+            float(t.mem_a0_gb[c]) * m.pick[c] + float(t.mem_a1_gb[c]) * m.batch[c] <= float(t.mem_cap_gb[c]) * m.pick[c]
+        ),
     )
 
 
@@ -97,7 +99,11 @@ def target_batch_bounds(
         lo = np.maximum(lo, np.ceil(need.max(axis=1) * (1 - 1e-12)))
     if max_ms_per_token is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
-            allow = np.where(a1 > 0, (max_ms_per_token - a0) / np.where(a1 > 0, a1, 1.0), np.where(a0 <= max_ms_per_token, np.inf, -np.inf))
+            allow = np.where(
+                a1 > 0,
+                (max_ms_per_token - a0) / np.where(a1 > 0, a1, 1.0),
+                np.where(a0 <= max_ms_per_token, np.inf, -np.inf),
+            )
         hi = np.minimum(hi, np.floor(allow.min(axis=1) * (1 + 1e-12)))
     return lo, hi
 

@@ -127,7 +127,9 @@ def _no_layout(question: Question, tables: Tables) -> Infeasible:
         "topology": "the cluster cannot place any layout offered: offer smaller degrees",
         "gpu_limit": "no layout fits within --max-gpus: raise it",
     }
-    return Infeasible(f"no setup can serve this question (layouts excluded: {parts})", reason=reason, nearest=hints[reason])
+    return Infeasible(
+        f"no setup can serve this question (layouts excluded: {parts})", reason=reason, nearest=hints[reason]
+    )
 
 
 def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float]:

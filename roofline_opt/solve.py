@@ -66,6 +66,11 @@ class PersistentHighs:
         cfg.rel_gap = mip_gap
         cfg.solver_options["threads"] = 1
         cfg.solver_options["output_flag"] = False
+        # The convex-hull formulation with target-tightened batch ranges has a near-integral LP relaxation:
+        # presolve and primal heuristics only add overhead (measured: a 50-point frontier 1.24 s -> 0.54 s).
+        cfg.solver_options["presolve"] = "off"
+        cfg.solver_options["mip_heuristic_effort"] = 0.0
+        cfg.solver_options["mip_heuristic_run_feasibility_jump"] = False
         updates = cfg.auto_updates
         for name in (
             "check_for_new_or_removed_constraints",

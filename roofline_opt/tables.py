@@ -80,7 +80,9 @@ def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, id
     gamma = lay.gamma[idx].astype(float)
     groups = [(question.model, bits, _group_layout(lay, idx, question, gamma + 1.0))]
     if question.draft is not None:
-        groups.append((question.draft, 16, ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, 1.0)))
+        groups.append(
+            (question.draft, 16, ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, 1.0))
+        )
     points = []
     for model, b, layout in groups:
         for coll in ev.collectives(model, gpu, question.preset, b, layout):
@@ -122,7 +124,9 @@ def _confirm_fit(question, gi, bits, lay, idx, fit_hi):
     draft = question.draft if question.draft is not None else None
     fits = ev.memory(question.model, question.gpus[gi], question.preset, bits, layout, np.maximum(fit_hi, 0.0)).fits
     if draft is not None:
-        with_draft = ev.memory(question.model, question.gpus[gi], question.preset, bits, layout, np.maximum(fit_hi, 0.0), draft)
+        with_draft = ev.memory(
+            question.model, question.gpus[gi], question.preset, bits, layout, np.maximum(fit_hi, 0.0), draft
+        )
         fits = np.where(lay.gamma[idx] > 0, with_draft.fits, fits)
     return np.where(fits | (fit_hi < 0), fit_hi, fit_hi - 1.0)
 
@@ -140,7 +144,12 @@ def _per_token_ms(question: Question, terms, gamma: np.ndarray, which: tuple[str
     return np.where(gamma > 0, total / e_tokens, total) * S_TO_MS
 
 
-PIECE_PICKS = (("memory_s", "memory_s"), ("memory_s", "compute_s"), ("compute_s", "memory_s"), ("compute_s", "compute_s"))
+PIECE_PICKS = (
+    ("memory_s", "memory_s"),
+    ("memory_s", "compute_s"),
+    ("compute_s", "memory_s"),
+    ("compute_s", "compute_s"),
+)
 
 
 def _pieces(question, gpu_index, bits, lay, idx, lo, hi):
@@ -161,14 +170,17 @@ def _pieces(question, gpu_index, bits, lay, idx, lo, hi):
 
 
 def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
-    """Relative gap between the memory term and its chord at the interval middle (0 for affine terms)."""
+    """Relative gap between the memory term and its chord at the interval middle (0 where it is affine)."""
+    gpu = question.gpus[gpu_index]
+    layout = _group_layout(lay, idx, question, lay.gamma[idx].astype(float) + 1.0)
+    tokens_lo = lo * layout.tokens_per_step / layout.pp
+    saturated = 1.0 - ev.expert_touched_fraction(question.model, tokens_lo) < MOE_CHORD_TOLERANCE * 1e-3
     mid = np.floor((lo + hi) / 2.0)
-    vals = [
-        np.asarray(_step_terms(question, gpu_index, bits, lay, idx, b)[0].memory_s, dtype=float) for b in (lo, mid, hi)
-    ]
+    vals = [ev.memory_time_s(question.model, gpu, question.preset, bits, layout, b) for b in (lo, mid, hi)]
     width = np.maximum(hi - lo, 1.0)
     chord = vals[0] + (vals[2] - vals[0]) * (mid - lo) / width
-    return np.abs(vals[1] - chord) / np.maximum(vals[1], 1e-300)
+    gap = np.abs(vals[1] - chord) / np.maximum(vals[1], 1e-300)
+    return np.where(saturated, 0.0, gap)
 
 
 def _intervals(lo: float, hi: float, breaks: np.ndarray) -> list[tuple[float, float]]:
@@ -193,7 +205,9 @@ def split_choice(tables: Tables, question: Question, choice: int, batch: int) ->
 
 
 def _replace_rows(tables: Tables, choice: int, parts):
-    rows = [(int(tables.layout_of[i]), tables.batch_lo[i], tables.batch_hi[i]) for i in range(len(tables)) if i != choice]
+    rows = [
+        (int(tables.layout_of[i]), tables.batch_lo[i], tables.batch_hi[i]) for i in range(len(tables)) if i != choice
+    ]
     rows += [(int(tables.layout_of[choice]), a, b) for a, b in parts]
     return rows
 
@@ -245,8 +259,15 @@ def _throughput(question: Question, gpu_index: int, bits: int, lay: Layouts, idx
     """Exact tokens/s of one instance of each layout at the given batches."""
     layout = _group_layout(lay, idx, question, 1.0)
     tau = ev.time_per_token_with_gamma(
-        question.model, question.gpus[gpu_index], question.preset, bits, layout, batch,
-        lay.gamma[idx].astype(float), question.draft, question.acceptance,
+        question.model,
+        question.gpus[gpu_index],
+        question.preset,
+        bits,
+        layout,
+        batch,
+        lay.gamma[idx].astype(float),
+        question.draft,
+        question.acceptance,
     )
     return batch / tau
 
@@ -277,35 +298,47 @@ def _demand_range(question, gi, bits, lay, idx, batch_lo, batch_hi) -> None:
 
 def _refine_concave(question: Question, lay: Layouts, rows):
     """Split intervals until the MoE memory chord is within MOE_CHORD_TOLERANCE of the term."""
+    if not rows:
+        return rows
+    arr = np.array(rows, dtype=float)
+    done = np.zeros(len(arr), dtype=bool)
     for _ in range(MAX_REFINE_ROUNDS):
-        if not rows:
-            return rows
-        arr = np.array(rows, dtype=float)
-        gap = np.zeros(len(rows))
-        for gi, bits in sorted({(int(lay.gpu_index[int(j)]), int(lay.weight_bits[int(j)])) for j, _, _ in rows}):
-            sel = np.flatnonzero((lay.gpu_index[arr[:, 0].astype(int)] == gi) & (lay.weight_bits[arr[:, 0].astype(int)] == bits))
-            idx = arr[sel, 0].astype(int)
-            gap[sel] = _concave_gap(question, gi, bits, lay, idx, arr[sel, 1], arr[sel, 2])
-        wide = (gap > MOE_CHORD_TOLERANCE) & (arr[:, 2] - arr[:, 1] >= 2)
+        j = arr[:, 0].astype(int)
+        gap = np.zeros(len(arr))
+        for gi, bits in {(int(g), int(b)) for g, b in zip(lay.gpu_index[j[~done]], lay.weight_bits[j[~done]])}:
+            sel = np.flatnonzero(~done & (lay.gpu_index[j] == gi) & (lay.weight_bits[j] == bits))
+            gap[sel] = _concave_gap(question, gi, bits, lay, j[sel], arr[sel, 1], arr[sel, 2])
+        wide = ~done & (gap > MOE_CHORD_TOLERANCE) & (arr[:, 2] - arr[:, 1] >= 2)
+        done |= ~wide
         if not wide.any():
-            return rows
-        new_rows = []
-        for (j, a, b), split in zip(rows, wide, strict=True):
-            if split:
-                mid = float(np.floor((a + b) / 2.0))
-                new_rows += [(j, a, mid), (j, mid + 1.0, b)]
-            else:
-                new_rows.append((j, a, b))
-        rows = new_rows
-    return rows
+            break
+        mid = np.floor((arr[wide, 1] + arr[wide, 2]) / 2.0)
+        left = np.column_stack([arr[wide, 0], arr[wide, 1], mid])
+        right = np.column_stack([arr[wide, 0], mid + 1.0, arr[wide, 2]])
+        arr = np.concatenate([arr[~wide], left, right])
+        done = np.concatenate([done[~wide], np.zeros(2 * int(wide.sum()), dtype=bool)])
+    return [(int(a), float(b), float(c)) for a, b, c in arr]
 
 
 def _assemble(question: Question, lay: Layouts, rows, exclusions) -> Tables:
     """Compute the coefficients of every (layout, interval) row, vectorised per (accelerator, precision)."""
     if not rows:
         empty = np.zeros(0)
-        return Tables(lay, empty.astype(int), empty, empty, np.zeros((0, 1)), np.zeros((0, 1)), empty, empty, empty,
-                      empty, empty, empty.astype(int), exclusions)
+        return Tables(
+            lay,
+            empty.astype(int),
+            empty,
+            empty,
+            np.zeros((0, 1)),
+            np.zeros((0, 1)),
+            empty,
+            empty,
+            empty,
+            empty,
+            empty,
+            empty.astype(int),
+            exclusions,
+        )
     arr = np.array(rows, dtype=float)
     layout_of = arr[:, 0].astype(int)
     lo, hi = arr[:, 1], arr[:, 2]

@@ -1,0 +1,233 @@
+"""``validate``, ``calibrate``, ``reproduce`` and ``sensitivity``: how far the roofline's answers can be trusted."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from roofline_opt import api, catalog, checks, fidelity, report
+from roofline_opt.specs import DEFAULT, PRESETS
+
+VALIDATE_TABLE = {
+    "line": "line",
+    "model_card": "model",
+    "weight_bits": "bits",
+    "gpu_card": "gpu",
+    "mapped_layout": "layout",
+    "batch_per_instance": "batch",
+    "context": "context",
+    "measured_tok_s_per_request": "meas_tok_s_req",
+    "predicted_tok_s_per_request": "pred_tok_s_req",
+    "ratio_tok_s_per_request": "ratio_req",
+    "measured_tok_s_per_gpu": "meas_tok_s_gpu",
+    "predicted_tok_s_per_gpu": "pred_tok_s_gpu",
+    "ratio_tok_s_per_gpu": "ratio_gpu",
+    "fits_in_memory": "fits",
+    "bottleneck": "bound_by",
+    "bound_holds": "bound_holds",
+}
+"""Columns of the terminal table of compared rows (--json and --csv carry every field) and their headers."""
+REPRODUCE_TABLE = (
+    "case",
+    "max_tok_s_per_request",
+    "nb_max_tok_s_per_request",
+    "max_rel_diff",
+    "usd_per_mtok_at_max",
+    "nb_usd_per_mtok_at_max",
+    "n_gpus_at_max",
+    "batch_at_max",
+    "cheapest_usd_per_mtok",
+    "nb_cheapest_usd_per_mtok",
+    "cheapest_rel_diff",
+    "preferred_tok_s_per_request",
+    "preferred_usd_per_mtok",
+)
+"""Columns of the reproduce terminal table (comparison.csv and reproduce.md carry the rest)."""
+SENSITIVITY_TABLE = (
+    "variant",
+    "max_tok_s_per_request",
+    "max_rel_change",
+    "usd_per_mtok_at_max",
+    "setup_at_max",
+    "cheapest_usd_per_mtok",
+    "cheapest_rel_change",
+    "preferred_tok_s_per_request",
+    "preferred_usd_per_mtok",
+    "preferred_setup",
+)
+
+
+def _preset(value: str) -> str:
+    return checks.choice("--preset", value, PRESETS)
+
+
+def _points(value: str) -> int:
+    return checks.positive_int("--points", value, minimum=2)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    rows = fidelity.validate(args.measured, PRESETS[_preset(args.preset)])
+    records = [r.to_record() for r in rows]
+    frame = pd.DataFrame(records)
+    summary = fidelity.summarise(rows)
+    if args.csv:
+        report.write_text_atomic(args.csv, frame.to_csv(index=False), field="--csv")
+    if args.json:
+        print(report.to_json(records))
+        print(summary.line(), file=sys.stderr)
+        return 0
+    compared = frame[frame["model_card"].notna()]
+    print(report.frame_to_table(compared[list(VALIDATE_TABLE)].rename(columns=VALIDATE_TABLE)))
+    listed = frame[frame["reason"].notna()]
+    if len(listed):
+        print("\nrows without a verdict:")
+        for record in listed.to_dict("records"):
+            print(f"  line {record['line']} ({record['model']}, {record['gpu'] or '-'}): {record['reason']}")
+    print(f"\n{summary.line()}")
+    return 0
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    gpu = catalog.load_gpu(args.gpu, "--gpu")
+    if args.out:
+        report.check_destination(args.out, "--out")
+    fit, card = fidelity.calibrate(args.measured, gpu, Path(args.out).stem if args.out else None)
+    if args.out:
+        report.write_text_atomic(args.out, fidelity.card_yaml(card), field="--out")
+    if args.json:
+        print(report.to_json_object(asdict(fit) | {"card": args.out}))
+        return 0
+    table = pd.DataFrame(
+        {
+            "parameter": fidelity.FIT_PARAMETERS,
+            "default": [getattr(DEFAULT, name) for name in fidelity.FIT_PARAMETERS],
+            "fitted": list(fit.values().values()),
+            "identified": [name in fit.identified for name in fidelity.FIT_PARAMETERS],
+        }
+    )
+    print(f"calibrate: {fit.rows} rows of {fit.gpu} in {args.measured}")
+    print(report.frame_to_table(table))
+    loo = fit.leave_one_out_rms_log_error
+    print(
+        "rms log error of tok/s per request: default preset "
+        f"{report.format_number(fit.default_rms_log_error)}, fitted {report.format_number(fit.fitted_rms_log_error)}, "
+        f"leave-one-out {report.format_number(loo) if loo is not None else '- (one row)'}, "
+        f"card {report.format_number(fit.card_rms_log_error)}"
+    )
+    if args.out:
+        print(f"wrote {args.out} ({card.name}): use it with --gpu {args.out} and the default preset")
+    return 0
+
+
+def run_reproduce(args: argparse.Namespace) -> int:
+    cases = fidelity.CASES
+    if args.only:
+        keys = {c.key: c for c in fidelity.CASES}
+        cases = tuple(keys[checks.choice("--only", k, keys)] for k in checks.parse_name_list("--only", args.only))
+    context = None if args.context is None else checks.positive_int("--context", args.context, minimum=0)
+    result = fidelity.reproduce(args.out, cases, context, _points(args.points))
+    shown = result.comparison[list(REPRODUCE_TABLE)]
+    print(report.frame_to_table(shown))
+    print(
+        f"\ncontext {result.context}; wrote {len(cases)} frontiers (CSV, PNG), comparison.csv and reproduce.md to "
+        f"{args.out} in {result.seconds:.1f} s"
+    )
+    return 0
+
+
+def run_sensitivity(args: argparse.Namespace) -> int:
+    for flag, name in (("--model", args.model), ("--draft", args.draft)):
+        if name is not None:
+            catalog.resolve_model(name, flag)
+    q = api.question(
+        args.model,
+        [catalog.load_gpu(name, "--gpu") for name in checks.parse_name_list("--gpu", args.gpu)],
+        context=checks.positive_int("--context", args.context, minimum=0),
+        draft=args.draft,
+        acceptance=checks.probability("--acceptance", args.acceptance),
+        gamma_max=checks.positive_int("--gamma-max", args.gamma_max, minimum=0),
+        preset=_preset(args.preset),
+    )
+    out = fidelity.ensure_out_dir(args.out) if args.out else None
+    result = fidelity.sensitivity(q, _points(args.points))
+    if args.csv:
+        report.write_text_atomic(args.csv, result.table.to_csv(index=False), field="--csv")
+    if out is not None:
+        title = f"{q.model.name} on {', '.join(g.name for g in q.gpus)}: sensitivity ({q.preset.name} preset)"
+        fidelity.plot_sensitivity(result, out / "sensitivity.png", title)
+        report.write_text_atomic(out / "sensitivity.csv", result.table.to_csv(index=False), field="--out")
+    if args.json:
+        print(report.to_json(result.table.to_dict("records")))
+        return 0
+    for group, rows in result.table.groupby("group", sort=False):
+        print(f"{group}:")
+        print(report.frame_to_table(rows[list(SENSITIVITY_TABLE)]))
+        print()
+    if out is not None:
+        print(f"wrote {out / 'sensitivity.png'} and {out / 'sensitivity.csv'}")
+    return 0
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``validate``, ``calibrate``, ``reproduce`` and ``sensitivity``."""
+    p = subparsers.add_parser(
+        "validate",
+        help="measured serving figures against the roofline bound",
+        description="Evaluate the roofline at the setup of each row of a measured-points CSV (columns of "
+        "shared/reference/measured_points.csv; context = input_len + output_len / 2) and check that the prediction "
+        "bounds the measurement. Rows that cannot be mapped are listed with the reason.",
+    )
+    p.add_argument("--measured", required=True, metavar="FILE", help="measured-points CSV")
+    p.add_argument("--preset", default="default", help="physics: default (realistic, the default) or paper")
+    p.add_argument("--json", action="store_true", help="print a JSON list of row objects (summary on stderr)")
+    p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")
+    p.set_defaults(func=run_validate)
+
+    p = subparsers.add_parser(
+        "calibrate",
+        help="fit efficiency caps to measurements and write an accelerator card",
+        description="Fit FLOP efficiency, HBM efficiency and the NCCL latency factor to the rows of one accelerator "
+        "in a measured-points CSV (least squared log error of tok/s per request), report the leave-one-out error "
+        "and write a card carrying the fit, for use with the default preset.",
+    )
+    p.add_argument("--measured", required=True, metavar="FILE", help="measured-points CSV")
+    p.add_argument("--gpu", required=True, help="catalog name or YAML card: the rows of this accelerator are fitted")
+    p.add_argument("--out", metavar="CARD.yaml", help="write the calibrated accelerator card here")
+    p.add_argument("--json", action="store_true", help="print the fit as a JSON object")
+    p.set_defaults(func=run_calibrate)
+
+    p = subparsers.add_parser(
+        "reproduce",
+        help="the paper's headline comparisons with our integer frontiers",
+        description="Frontiers (paper preset) of the notebook's headline settings (model-notes section 8), each as "
+        "CSV and PNG, and reproduce.md comparing our max speed, cost, N, batch, cheapest and preferred point with the "
+        "notebook's continuous numbers.",
+    )
+    p.add_argument("--out", default="reproduce", metavar="DIR", help="output folder (default ./reproduce)")
+    p.add_argument("--points", default="30", help="budget points per frontier (default 30)")
+    p.add_argument("--context", help="context for every case without its own (default: chosen on Llama 3 70B)")
+    p.add_argument("--only", help="comma-separated case keys (default: every case)")
+    p.set_defaults(func=run_reproduce)
+
+    p = subparsers.add_parser(
+        "sensitivity",
+        help="how the optimum moves when contested assumptions move",
+        description="Re-solve the frontier with all-reduce scaling, FLOP/HBM efficiency, NCCL latency, kernel launch, "
+        "draft acceptance and the utility exponent moved; report max speed, cheapest cost and preferred point.",
+    )
+    p.add_argument("--model", required=True, help="catalog name (a -int8/-int4 suffix sets the weight bits) or card")
+    p.add_argument("--gpu", required=True, help="catalog name or YAML card (comma-separated: the solver chooses)")
+    p.add_argument("--preset", default="default", help="baseline physics: default (the default) or paper")
+    p.add_argument("--context", default=8000, help="tokens already in the KV cache (default 8000)")
+    p.add_argument("--points", default="20", help="budget points per frontier (default 20)")
+    p.add_argument("--draft", help="draft model for speculative decoding (adds the acceptance variants)")
+    p.add_argument("--gamma-max", dest="gamma_max", default=0, help="longest draft tried (default 0)")
+    p.add_argument("--acceptance", default=0.8, help="baseline draft acceptance in (0, 1) (default 0.8)")
+    p.add_argument("--json", action="store_true", help="print the table as a JSON list")
+    p.add_argument("--csv", metavar="OUT", help="also write the table to this CSV file")
+    p.add_argument("--out", metavar="DIR", help="write sensitivity.png and sensitivity.csv to this folder")
+    p.set_defaults(func=run_sensitivity)
