@@ -63,7 +63,8 @@ def _cluster(path: str, gpu) -> tuple[object, tuple[GpuSpec, ...], Callable[[Gpu
         wanted = {g.name if isinstance(g, GpuSpec) else g for g in _gpus(gpu)}
         missing = wanted - set(types)
         if missing:
-            msg = f"must name accelerators the cluster has ({', '.join(types)}). Got {', '.join(sorted(missing))} instead."
+            got = ", ".join(sorted(missing))
+            msg = f"must name accelerators the cluster has ({', '.join(types)}). Got {got} instead."
             raise InvalidInput("gpu", msg)
         types = [t for t in types if t in wanted]
     gpus = tuple(topology.effective_gpu(graph, t, catalog.load_gpu(t)) for t in types)

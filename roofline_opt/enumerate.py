@@ -12,7 +12,7 @@ import numpy as np
 
 from roofline_opt import evaluator as ev
 from roofline_opt.results import Answer, Setup, reevaluate
-from roofline_opt.space import Layouts, Question, layouts, max_replicas
+from roofline_opt.space import Layouts, Question, layouts, replica_caps
 
 CHUNK_CELLS = 2_000_000
 
@@ -33,15 +33,10 @@ def feasible_points(question: Question) -> Points:
     lay = layouts(question)
     batches = np.arange(1, question.max_batch + 1, dtype=float)
     keep_j, keep_b, keep_t, keep_c = [], [], [], []
-    caps = np.array(
-        [
-            max_replicas(question, question.gpus[g], int(t), int(p))
-            for g, t, p in zip(lay.gpu_index, lay.tp, lay.pp, strict=True)
-        ]
-    )
-    for gi, bits in sorted({(int(g), int(b)) for g, b in zip(lay.gpu_index, lay.weight_bits, strict=True)}):
+    caps = replica_caps(question, lay)
+    for gi, bits, group in lay.groups():
         gpu = question.gpus[gi]
-        idx_all = np.flatnonzero((lay.gpu_index == gi) & (lay.weight_bits == bits) & (caps >= 1))
+        idx_all = group[caps[group] >= 1]
         step = max(1, CHUNK_CELLS // len(batches))
         for start in range(0, len(idx_all), step):
             idx = idx_all[start : start + step]
@@ -77,8 +72,11 @@ def feasible_points(question: Question) -> Points:
             keep_b.append(batches[cols])
             keep_t.append(tau[rows, cols])
             keep_c.append(1e6 * lay.n_gpus[j] * gpu.usd_per_s * tau[rows, cols] / batches[cols])
-    cat = lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-    return Points(lay, cat(keep_j, int), cat(keep_b, float), cat(keep_t, float), cat(keep_c, float))
+    return Points(lay, _cat(keep_j, int), _cat(keep_b, float), _cat(keep_t, float), _cat(keep_c, float))
+
+
+def _cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
 
 def _setup(question: Question, pts: Points, i: int) -> Setup:

@@ -7,7 +7,7 @@ from the pipeline degree (a microbatch holds at least one sequence) up to ``max_
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,16 @@ class Layouts:
     def n_gpus(self) -> np.ndarray:
         return self.tp * self.pp
 
+    def groups(self, rows: np.ndarray | None = None) -> Iterator[tuple[int, int, np.ndarray]]:
+        """(gpu index, weight bits, positions in rows) per accelerator/precision pair: the evaluator's unit of work.
+
+        ``rows`` are layout indices (all layouts when None); positions index into it.
+        """
+        rows = np.arange(len(self)) if rows is None else np.asarray(rows, dtype=int)
+        keys = self.gpu_index[rows] * 64 + self.weight_bits[rows]
+        for key in np.unique(keys):
+            yield int(key // 64), int(key % 64), np.flatnonzero(keys == key)
+
 
 def layouts(question: Question) -> Layouts:
     """Every admissible combination of the discrete choices (2-D mode only for tp > 1, ep dividing tp and E)."""
@@ -110,6 +120,12 @@ def layouts(question: Question) -> Layouts:
         ep=np.array(cols[5], dtype=int),
         gamma=np.array(cols[6], dtype=int),
     )
+
+
+def replica_caps(question: Question, lay: Layouts) -> np.ndarray:
+    """max_replicas of every layout."""
+    shapes = zip(lay.gpu_index, lay.tp, lay.pp, strict=True)
+    return np.array([max_replicas(question, question.gpus[g], int(t), int(p)) for g, t, p in shapes], dtype=int)
 
 
 def max_replicas(question: Question, gpu: GpuSpec, tp: int, pp: int) -> int:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline_opt import evaluator as ev
-from roofline_opt.space import Layouts, Question, layouts, max_replicas
+from roofline_opt.space import Layouts, Question, layouts, replica_caps
 
 MOE_CHORD_TOLERANCE = 1e-5
 MAX_REFINE_ROUNDS = 24
@@ -215,38 +215,31 @@ def _replace_rows(tables: Tables, choice: int, parts):
 def build_tables(question: Question) -> Tables:
     """Evaluate the question's layouts into MIP choices, dropping those that cannot fit or be placed."""
     lay = layouts(question)
-    exclusions = {"memory": 0, "demand": 0, "topology": 0, "gpu_limit": 0}
-    keep = np.ones(len(lay), dtype=bool)
     batch_hi = np.zeros(len(lay))
-    batch_lo = np.zeros(len(lay))
-    for gi, bits in sorted({(int(g), int(b)) for g, b in zip(lay.gpu_index, lay.weight_bits, strict=True)}):
-        idx = np.flatnonzero((lay.gpu_index == gi) & (lay.weight_bits == bits))
+    batch_lo = lay.pp.astype(float)
+    fits = np.zeros(len(lay), dtype=bool)
+    for gi, bits, idx in lay.groups():
         a0, a1, cap = _memory_line(question, gi, bits, lay, idx)
         with np.errstate(divide="ignore"):
             fit_hi = np.where(a1 > 0, np.floor((cap - a0) / np.where(a1 > 0, a1, 1.0)), question.max_batch)
         fit_hi = np.where(a0 > cap, -1.0, np.minimum(fit_hi, question.max_batch))
         fit_hi = _confirm_fit(question, gi, bits, lay, idx, fit_hi)
-        batch_hi[idx] = np.minimum(fit_hi, question.max_batch)
-        batch_lo[idx] = lay.pp[idx]
+        fits[idx] = fit_hi >= lay.pp[idx]
+        batch_hi[idx] = fit_hi
         if question.demand_tok_s is not None:
             _demand_range(question, gi, bits, lay, idx, batch_lo, batch_hi)
-        for j in idx:
-            gpu = question.gpus[gi]
-            if fit_hi[np.searchsorted(idx, j)] < lay.pp[j]:
-                keep[j] = False
-                exclusions["memory"] += 1
-            elif batch_hi[j] < batch_lo[j]:
-                keep[j] = False
-                exclusions["demand"] += 1
-            elif max_replicas(question, gpu, int(lay.tp[j]), int(lay.pp[j])) < 1:
-                keep[j] = False
-                reason = "topology" if question.instance_limit is not None else "gpu_limit"
-                exclusions[reason] += 1
+    placeable = replica_caps(question, lay) >= 1
+    served = batch_hi >= batch_lo
+    exclusions = {
+        "memory": int((~fits).sum()),
+        "demand": int((fits & ~served).sum()),
+        "topology": int((fits & served & ~placeable).sum()) if question.instance_limit is not None else 0,
+        "gpu_limit": int((fits & served & ~placeable).sum()) if question.instance_limit is None else 0,
+    }
+    kept = np.flatnonzero(fits & served & placeable)
     rows = []
-    for gi, bits in sorted({(int(g), int(b)) for g, b in zip(lay.gpu_index, lay.weight_bits, strict=True)}):
-        idx = np.flatnonzero((lay.gpu_index == gi) & (lay.weight_bits == bits) & keep)
-        if not len(idx):
-            continue
+    for gi, bits, pos in lay.groups(kept):
+        idx = kept[pos]
         breaks = _breakpoints(question, gi, bits, lay, idx)
         for j, br in zip(idx, breaks, strict=True):
             rows += [(int(j), a, b) for a, b in _intervals(float(batch_lo[j]), float(batch_hi[j]), br)]
@@ -290,7 +283,7 @@ def _demand_range(question, gi, bits, lay, idx, batch_lo, batch_hi) -> None:
     demand = question.demand_tok_s
     lo, hi = batch_lo[idx].astype(float), batch_hi[idx].astype(float)
     above = _first_batch(question, gi, bits, lay, idx, lo, hi, lambda thr: thr > demand * (1 + 1e-12))
-    caps = np.array([max_replicas(question, question.gpus[gi], int(lay.tp[j]), int(lay.pp[j])) for j in idx], float)
+    caps = replica_caps(question, lay)[idx].astype(float)
     enough = _first_batch(question, gi, bits, lay, idx, lo, hi, lambda thr: np.ceil(demand / thr - 1e-9) <= caps)
     batch_hi[idx] = np.minimum(hi, above - 1.0)
     batch_lo[idx] = np.maximum(lo, enough)
@@ -305,8 +298,9 @@ def _refine_concave(question: Question, lay: Layouts, rows):
     for _ in range(MAX_REFINE_ROUNDS):
         j = arr[:, 0].astype(int)
         gap = np.zeros(len(arr))
-        for gi, bits in {(int(g), int(b)) for g, b in zip(lay.gpu_index[j[~done]], lay.weight_bits[j[~done]])}:
-            sel = np.flatnonzero(~done & (lay.gpu_index[j] == gi) & (lay.weight_bits[j] == bits))
+        open_rows = np.flatnonzero(~done)
+        for gi, bits, pos in lay.groups(j[open_rows]):
+            sel = open_rows[pos]
             gap[sel] = _concave_gap(question, gi, bits, lay, j[sel], arr[sel, 1], arr[sel, 2])
         wide = ~done & (gap > MOE_CHORD_TOLERANCE) & (arr[:, 2] - arr[:, 1] >= 2)
         done |= ~wide
@@ -346,16 +340,13 @@ def _assemble(question: Question, lay: Layouts, rows, exclusions) -> Tables:
     a0 = np.zeros((len(rows), n_pieces))
     a1 = np.zeros((len(rows), n_pieces))
     m0, m1, mcap = np.zeros(len(rows)), np.zeros(len(rows)), np.zeros(len(rows))
-    for gi, bits in sorted({(int(lay.gpu_index[j]), int(lay.weight_bits[j])) for j in layout_of}):
-        sel = np.flatnonzero((lay.gpu_index[layout_of] == gi) & (lay.weight_bits[layout_of] == bits))
+    for gi, bits, sel in lay.groups(layout_of):
         idx = layout_of[sel]
         a0[sel], a1[sel] = _pieces(question, gi, bits, lay, idx, lo[sel], hi[sel])
         m0[sel], m1[sel], mcap[sel] = _memory_line(question, gi, bits, lay, idx)
     n_gpus = lay.n_gpus[layout_of].astype(float)
     usd_per_s = np.array([question.gpus[g].usd_per_s for g in lay.gpu_index[layout_of]])
-    replicas = np.array(
-        [max_replicas(question, question.gpus[lay.gpu_index[j]], int(lay.tp[j]), int(lay.pp[j])) for j in layout_of]
-    )
+    replicas = replica_caps(question, lay)[layout_of]
     return Tables(
         layouts=lay,
         layout_of=layout_of,
