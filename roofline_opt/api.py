@@ -92,7 +92,19 @@ def _bits(weight_bits, suffix_bits: int | None) -> tuple[int, ...]:
         return (suffix_bits or 16,)
     raw = checks.parse_int_list("weight_bits", weight_bits) if isinstance(weight_bits, str) else weight_bits
     values = (raw,) if isinstance(raw, int) else tuple(raw)
-    return tuple(checks.choice("weight_bits", b, WEIGHT_BITS) for b in values)
+    bits = tuple(checks.choice("weight_bits", b, WEIGHT_BITS) for b in values)
+    if suffix_bits is not None and bits != (suffix_bits,):
+        msg = f"must agree with the model name's {suffix_bits}-bit suffix (or drop the suffix). Got {values} instead."
+        raise InvalidInput("weight_bits", msg)
+    return bits
+
+
+def _ep_degrees(model: ModelSpec, ep_degrees) -> tuple[int, ...]:
+    degrees = _degrees("ep_degrees", ep_degrees)
+    if not model.is_moe and degrees != (1,):
+        msg = f"must be 1 for the dense model {model.name} (expert parallelism needs experts). Got {degrees} instead."
+        raise InvalidInput("ep_degrees", msg)
+    return degrees
 
 
 def _degrees(field: str, values) -> tuple[int, ...]:
@@ -152,7 +164,7 @@ def question(
         tp_degrees=_degrees("tp_degrees", tp_degrees),
         tp_modes=_modes(tp_modes),
         pp_degrees=_degrees("pp_degrees", pp_degrees),
-        ep_degrees=_degrees("ep_degrees", ep_degrees),
+        ep_degrees=_ep_degrees(spec, ep_degrees),
         max_batch=max_batch,
         context=checks.positive_int("context", context, minimum=0),
         draft=draft_spec,
@@ -235,11 +247,12 @@ def frontier_frame(
     time_limit_s: float | None = None,
     mip_gap: float = 1e-6,
     progress: Callable[[int, int], None] | None = None,
+    method: str = "mip",
 ) -> pd.DataFrame:
     """The frontier of a Question as a DataFrame, cheapest first, with a boolean ``preferred`` column."""
     points = checks.positive_int("points", points, minimum=2)
     exponent = checks.positive_float("utility_exponent", utility_exponent)
-    answers = frontier_answers(q, points, _options(time_limit_s, mip_gap), progress)
+    answers = frontier_answers(q, points, _options(time_limit_s, mip_gap), progress, method)
     frame = pd.DataFrame([a.to_record() for a in answers])
     frame["preferred"] = False
     frame.loc[preferred_index(frame, exponent), "preferred"] = True
@@ -256,7 +269,9 @@ def frontier(
     time_limit_s: float | None = None,
     mip_gap: float = 1e-6,
     progress: Callable[[int, int], None] | None = None,
+    method: str = "mip",
     **space,
 ) -> pd.DataFrame:
     """Speed-vs-cost frontier: one row per distinct optimal setup from the cheapest to the fastest."""
-    return frontier_frame(question(model, gpu, **space), points, utility_exponent, time_limit_s, mip_gap, progress)
+    q = question(model, gpu, **space)
+    return frontier_frame(q, points, utility_exponent, time_limit_s, mip_gap, progress, method)

@@ -12,6 +12,7 @@ class InvalidInput(RooflineError, ValueError):
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field
+        self.message = message
         super().__init__(f"{field}: {message}")
 
 

@@ -208,8 +208,7 @@ def _number(text: str) -> float | None:
 
 
 def _normalise(name: str) -> str:
-    """Lower case, parenthesised remarks dropped, spaces and underscores as dashes: ``"DeepSeek-R1 (671B)"`` ->
-    ``"deepseek-r1"``."""
+    """``"DeepSeek-R1 (671B MoE)"`` -> ``"deepseek-r1"``: lower case, remarks dropped, blanks as dashes."""
     return re.sub(r"[\s_]+", "-", re.sub(r"\(.*?\)", "", name).strip().lower())
 
 
@@ -391,8 +390,7 @@ def _groups(setups: Sequence[MeasuredSetup]) -> list[_Group]:
 def _predict(
     groups: Sequence[_Group], n: int, preset: Preset, gpu_for: Callable[[str], GpuSpec]
 ) -> dict[str, np.ndarray]:
-    """tok/s per request and per GPU, memory fit and bottleneck of ``n`` setups; with an FP8 KV cache every
-    activation byte counts as 1 (KV reads halve; the bound gets looser, never tighter)."""
+    """tok/s per request and per GPU, memory fit and bottleneck of ``n`` setups (FP8 KV: 1-byte activations)."""
     out = {
         "tok_s_per_request": np.zeros(n),
         "tok_s_per_gpu": np.zeros(n),
@@ -564,8 +562,7 @@ def _fit(
 
 
 def _card_with_fit(gpu: GpuSpec, values: np.ndarray, hop_latency_s: float, name: str, source: str) -> GpuSpec:
-    """The accelerator with peak rates scaled by fitted / default efficiency and the hop latency that stands in for
-    the latency factor."""
+    """``gpu`` with peak rates scaled by fitted / default efficiency and ``hop_latency_s`` added per collective."""
     fitted = dict(zip(FIT_PARAMETERS, values, strict=True))
     flop_scale = fitted["flop_efficiency"] / DEFAULT.flop_efficiency
     hbm_scale = fitted["hbm_efficiency"] / DEFAULT.hbm_efficiency
@@ -582,8 +579,8 @@ def _card_with_fit(gpu: GpuSpec, values: np.ndarray, hop_latency_s: float, name:
 
 
 def _hop_latency(problem: _Problem, values: np.ndarray) -> float:
-    """Extra seconds per collective call that make the card, under the default preset, reproduce the fitted
-    predictions best (0 unless the fitted latency factor exceeds the default's: an added latency only slows)."""
+    """Added seconds per collective call that best reproduce the fitted latency factor (0 for a factor <= 1)."""
+    # an added latency only slows, so a factor below the default's cannot be carried by a card
     if values[2] <= DEFAULT.network_latency_factor:
         return 0.0
     target = problem.predicted(_fit_preset(values))
@@ -822,8 +819,7 @@ def _rel(ours: float, theirs: float) -> float:
 
 
 def choose_context(candidates: Sequence[int] = CONTEXT_CANDIDATES) -> tuple[int, pd.DataFrame]:
-    """The candidate context whose Llama 3 70B max speed and cheapest $/Mtok sit closest (sum of |log ratio|) to the
-    notebook's, and the table of every candidate."""
+    """The context nearest the notebook on Llama 3 70B (|log ratio| of max speed + of cheapest) and every candidate."""
     nb = CONTEXT_PROBE.notebook
     rows = []
     for context in candidates:
@@ -907,7 +903,7 @@ class Reproduction:
     points: int
 
 
-def _pct(value: float) -> str:
+def _pct(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:+.1%}"
 
 
@@ -1125,8 +1121,7 @@ def sensitivity(q: api.Question, points: int = 20, chosen: Sequence[Variant] | N
 
 
 def plot_sensitivity(result: Sensitivity, path: str | Path, title: str) -> None:
-    """One panel per group of assumptions: the baseline frontier (black) and each variant's, preferred points
-    starred; x tok/s per request, y $/Mtok (log)."""
+    """One panel per group of assumptions: baseline (black) and variant frontiers, preferred points starred."""
     from matplotlib.figure import Figure
 
     groups = [g for g in dict.fromkeys(result.table["group"]) if g != "baseline"]

@@ -114,22 +114,22 @@ def prepare(question: Question, options: SolverOptions | None = None) -> Prepare
     return Prepared(question, tables, options or SolverOptions())
 
 
+EXCLUSION_HINTS = {
+    "memory": "the model does not fit in memory on {n}: "
+    "allow larger --tp-degrees/--pp-degrees, fewer weight bits or a shorter --context",
+    "demand": "{n} cannot be filled by that demand: raise --demand-tok-s",
+    "topology": "{n} cannot be placed on the cluster: offer smaller degrees",
+    "gpu_limit": "{n} need more GPUs than --max-gpus allows: raise it",
+}
+
+
 def _no_layout(question: Question, tables: Tables) -> Infeasible:
-    counts = {k: v for k, v in tables.exclusions.items() if v}
+    """Why no layout survives: each reason with its count and the flag that would relax it, most frequent first."""
+    counts = sorted(((v, k) for k, v in tables.exclusions.items() if v), reverse=True)
     if not counts:
         return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
-    reason = max(counts, key=counts.get)
-    parts = ", ".join(f"{v} by {k.replace('_', ' ')}" for k, v in counts.items())
-    hints = {
-        "memory": "the model does not fit in memory on any layout offered: allow larger --tp-degrees/--pp-degrees, "
-        "fewer weight bits or a shorter --context",
-        "demand": "no instance can be filled by that demand: raise --demand-tok-s",
-        "topology": "the cluster cannot place any layout offered: offer smaller degrees",
-        "gpu_limit": "no layout fits within --max-gpus: raise it",
-    }
-    return Infeasible(
-        f"no setup can serve this question (layouts excluded: {parts})", reason=reason, nearest=hints[reason]
-    )
+    hints = "; ".join(EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}") for v, k in counts)
+    return Infeasible("no setup can serve this question", reason=counts[0][1], nearest=hints)
 
 
 def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float]:
@@ -212,9 +212,9 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
         return answer
 
 
-def _check_method(method: str) -> None:
+def check_method(method: str) -> None:
     if method not in METHODS:
-        raise InvalidInput("--method", f"must be one of {', '.join(METHODS)}. Got {method!r} instead")
+        raise InvalidInput("method", f"must be one of {', '.join(METHODS)}. Got {method!r} instead.")
 
 
 def fastest(
@@ -224,7 +224,7 @@ def fastest(
     options: SolverOptions | None = None,
 ) -> Answer:
     """The fastest setup (tok/s per request) whose cost is at most ``max_usd_per_mtok`` dollars per million tokens."""
-    _check_method(method)
+    check_method(method)
     if method == "enumerate":
         answer = enumerate_best(question, "fastest", max_usd_per_mtok)
         if answer is None:
@@ -245,7 +245,7 @@ def cheapest(
     options: SolverOptions | None = None,
 ) -> Answer:
     """The cheapest setup ($/Mtok) that serves each request at ``min_tok_s`` tokens per second or faster."""
-    _check_method(method)
+    check_method(method)
     if method == "enumerate":
         answer = enumerate_best(question, "cheapest", min_tok_s)
         if answer is None:

@@ -101,8 +101,6 @@ def layouts(question: Question) -> Layouts:
                     for pp in question.pp_degrees:
                         if pp > question.max_batch:
                             continue
-                        if question.max_gpus is not None and tp * pp > question.max_gpus:
-                            continue
                         for ep in question.ep_degrees:
                             if ep > 1 and (tp % ep or model.n_experts % ep):
                                 continue

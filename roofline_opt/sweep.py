@@ -11,8 +11,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from roofline_opt.enumerate import enumerate_best, feasible_points
 from roofline_opt.errors import InvalidInput
-from roofline_opt.queries import Prepared, SolverOptions, prepare, solve_cheapest, solve_fastest
+from roofline_opt.queries import SolverOptions, check_method, prepare, solve_cheapest, solve_fastest
 from roofline_opt.results import Answer
 from roofline_opt.space import Question
 
@@ -28,22 +29,39 @@ def budgets(cheapest_usd: float, fastest_usd: float, points: int) -> np.ndarray:
     return np.geomspace(cheapest_usd, fastest_usd, points)
 
 
+def _mip_solvers(question: Question, options: SolverOptions | None):
+    prep = prepare(question, options)
+    return lambda budget: solve_fastest(prep, budget), lambda: solve_cheapest(prep, None)
+
+
+def _enumeration_solvers(question: Question):
+    pts = feasible_points(question)
+    if not len(pts.batch):
+        prepare(question)  # raises Infeasible with the reason (memory, demand, topology, GPU limit)
+    return (lambda budget: enumerate_best(question, "fastest", budget, pts)), (
+        lambda: enumerate_best(question, "cheapest", None, pts)
+    )
+
+
 def frontier_answers(
     question: Question,
     points: int = 50,
     options: SolverOptions | None = None,
     progress: Progress | None = None,
-    prep: Prepared | None = None,
+    method: str = "mip",
 ) -> list[Answer]:
     """The speed-vs-cost frontier as answers, one per distinct optimal setup, cheapest first."""
-    prep = prep or prepare(question, options)
-    cheapest = solve_cheapest(prep, None)
-    fastest = solve_fastest(prep, None)
-    assert cheapest is not None and fastest is not None  # prepare() guarantees a feasible layout
+    check_method(method)
+    fastest_within, cheapest_of_all = (
+        _mip_solvers(question, options) if method == "mip" else _enumeration_solvers(question)
+    )
+    cheapest = cheapest_of_all()
+    fastest = fastest_within(None)
+    assert cheapest is not None and fastest is not None  # a feasible space has both ends
     grid = budgets(cheapest.usd_per_mtok, fastest.usd_per_mtok, points)
     answers: list[Answer] = []
     for i, budget in enumerate(grid):
-        answer = solve_fastest(prep, float(budget) * (1 + 1e-9)) if i else cheapest
+        answer = fastest_within(float(budget) * (1 + 1e-9)) if i else cheapest
         if answer is not None and (not answers or answer.setup != answers[-1].setup):
             answers.append(answer)
         if progress is not None:

@@ -72,7 +72,6 @@ CASES = {
     "unknown preset": (query("fastest", "--preset", "papr"), "--preset", "Did you mean 'paper'"),
     "zero utility exponent": (query("frontier", "--utility-exponent", "0"), "--utility-exponent", BUDGET),
     "unknown method": (query("fastest", "--method", "xyz"), "--method", "must be one of mip, enumerate"),
-    "frontier by enumeration": (query("frontier", "--method", "enumerate"), "--method", "must be mip for frontier"),
     "observed file missing": (query("frontier", "--observed", "no-such.csv"), "--observed", "no such file"),
     "observed column missing": (observed("tok_s_per_request,label\n40,a\n"), "observed.csv: usd_per_mtok", "missing"),
     "observed price zero": (observed("tok_s_per_request,usd_per_mtok\n40,3\n50,0\n"), "line 3: usd_per_mtok", BUDGET),

@@ -235,3 +235,29 @@ def test_help_states_the_context_assumption(capsys: pytest.CaptureFixture[str]) 
 
 def test_summary_numbers_keep_their_integer_zeros() -> None:
     assert [format_number(x) for x in (1519.9, 38440.0, 0.05041, 114.3)] == ["1520", "38440", "0.05041", "114.3"]
+
+
+def test_frontier_by_enumeration_matches_the_mip_frontier(capsys):
+    argv = [
+        "frontier",
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "a100-80gb",
+        "--preset",
+        "paper",
+        "--points",
+        "8",
+        "--tp-degrees",
+        "1,2,4",
+        "--pp-degrees",
+        "1,2",
+        "--max-batch",
+        "128",
+        "--json",
+    ]
+    assert main(argv) == 0
+    mip = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--method", "enumerate"]) == 0
+    enumerated = json.loads(capsys.readouterr().out)
+    assert [r["tok_s_per_request"] for r in mip] == pytest.approx([r["tok_s_per_request"] for r in enumerated])

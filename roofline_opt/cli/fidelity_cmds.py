@@ -75,7 +75,7 @@ def run_validate(args: argparse.Namespace) -> int:
     frame = pd.DataFrame(records)
     summary = fidelity.summarise(rows)
     if args.csv:
-        report.write_text_atomic(args.csv, frame.to_csv(index=False), field="--csv")
+        report.write_text_atomic(args.csv, frame.convert_dtypes().to_csv(index=False), field="--csv")
     if args.json:
         print(report.to_json(records))
         print(summary.line(), file=sys.stderr)
