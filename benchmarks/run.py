@@ -52,14 +52,23 @@ def main() -> None:
     )
     api.fastest_answer(llama, 2.0)
     rows = [
-        ("warm single query: fastest, Llama 3 70B, H100, $2/Mtok", _median_s(lambda: api.fastest_answer(llama, 2.0), r)),
-        ("warm single query: cheapest, Llama 3 70B, H100, 50 tok/s", _median_s(lambda: api.cheapest_answer(llama, 50.0), r)),
+        (
+            "warm single query: fastest, Llama 3 70B, H100, $2/Mtok",
+            _median_s(lambda: api.fastest_answer(llama, 2.0), r),
+        ),
+        (
+            "warm single query: cheapest, Llama 3 70B, H100, 50 tok/s",
+            _median_s(lambda: api.cheapest_answer(llama, 50.0), r),
+        ),
         ("50-point frontier, Llama 3 70B, H100 (MIP)", _median_s(lambda: api.frontier_frame(llama, 50), r)),
         ("50-point frontier, same, enumeration", _median_s(lambda: _enumerated_frontier(llama, 50), r)),
         ("50-point frontier, + spec. decoding gamma<=20 (MIP)", _median_s(lambda: api.frontier_frame(spec, 50), r)),
         ("50-point frontier, + spec. decoding, enumeration", _median_s(lambda: _enumerated_frontier(spec, 50), r)),
         ("large space, one fastest query (MIP)", _median_s(lambda: api.fastest_answer(large, 5.0), r)),
-        ("large space, one fastest query (enumeration)", _median_s(lambda: api.fastest_answer(large, 5.0, method="enumerate"), max(1, r // 2))),
+        (
+            "large space, one fastest query (enumeration)",
+            _median_s(lambda: api.fastest_answer(large, 5.0, method="enumerate"), max(1, r // 2)),
+        ),
     ]
     width = max(len(name) for name, _ in rows)
     print(f"{'benchmark':<{width}}  median_s")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 import subprocess
+import sys
 
 from roofline_opt import api, tables
 from roofline_opt.enumerate import enumerate_best, feasible_points
