@@ -14,7 +14,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from roofline_opt.enumerate import enumerate_best
-from roofline_opt.errors import Infeasible, InvalidInput
+from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.formulation import (
     CHEAPEST,
     FASTEST,
@@ -62,10 +62,20 @@ class Prepared:
     repairs: int = 0
     rows: np.ndarray | None = None
     last_cheapest_bound: float | None = None
+    blocked: set[int] = field(default_factory=set)
+    query_repairs: int = 0
+
+    def start_query(self) -> None:
+        """Forget the previous query's rejected points and repair count (splits themselves are kept)."""
+        self.blocked.clear()
+        self.query_repairs = 0
 
     def solver(self, kind: str, lo: np.ndarray, hi: np.ndarray) -> PersistentHighs:
         """A loaded model for the target's batch ranges (screened when the space is large)."""
         t = self.tables
+        if self.blocked:
+            hi = hi.copy()
+            hi[list(self.blocked)] = lo[list(self.blocked)] - 1.0
         bound = choice_bounds(t, kind, lo, hi)
         if kind == CHEAPEST:
             best = float(bound.min())
@@ -89,9 +99,21 @@ class Prepared:
 
     def split(self, row: int, batch: int) -> None:
         """Make ``batch`` exact in the row's interval and drop the built models (they are rebuilt lazily)."""
+        if self.query_repairs >= MAX_REPAIRS:
+            msg = f"the exactness repair did not converge after {MAX_REPAIRS} splits; please report this question"
+            raise SolverFailure(msg)
         self.tables = split_choice(self.tables, self.question, row, batch)
         self._solvers.clear()
+        self.blocked.clear()
         self.repairs += 1
+        self.query_repairs += 1
+
+    def reject(self, row: int, batch: int) -> None:
+        """The exact figures at ``batch`` miss the target: make the point exact, or drop it for this query."""
+        if self.tables.batch_lo[row] == self.tables.batch_hi[row] == batch:
+            self.blocked.add(row)
+        else:
+            self.split(row, batch)
 
     @property
     def max_cost_usd_per_mtok(self) -> float:
@@ -159,33 +181,41 @@ def _exact(prep: Prepared, c: int, setup: Setup, tau_ms: float, report: SolveRep
     exact_ms = answer.figures["time_per_token_s"] * 1e3
     if exact_ms <= tau_ms * (1.0 + EXACT_RTOL) + 1e-12:
         return answer
-    if prep.repairs >= MAX_REPAIRS:
-        return answer
     prep.split(c, setup.batch)
     return None
 
 
+def _no_solution(report: SolveReport) -> None:
+    """Infeasible is an answer (None from the caller); any other stop without a solution is a solver failure."""
+    if not report.infeasible:
+        msg = f"HiGHS stopped ({report.termination}) before finding any setup: raise --time-limit"
+        raise SolverFailure(msg)
+
+
 def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | None:
     """Most tok/s per request within the budget (None when nothing meets it)."""
+    prep.start_query()
     while True:
         solver = prep.solver(FASTEST, *target_batch_bounds(prep.tables, max_usd_per_mtok=max_usd_per_mtok))
         budget = prep.max_cost_usd_per_mtok if max_usd_per_mtok is None else max_usd_per_mtok
         solver.model.budget_usd_per_mtok.set_value(budget)
         report = solver.solve()
         if not report.has_solution:
+            _no_solution(report)
             return None
         c, setup, tau_ms = _decode(prep, solver.model)
         answer = _exact(prep, c, setup, tau_ms, report)
         if answer is None:
             continue
         if max_usd_per_mtok is not None and answer.usd_per_mtok > max_usd_per_mtok * (1 + TARGET_RTOL):
-            prep.split(c, setup.batch)
+            prep.reject(c, setup.batch)
             continue
         return answer
 
 
 def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
     """Least $/Mtok at or above the speed, by Dinkelbach iterations on the ratio (None when unreachable)."""
+    prep.start_query()
     while True:
         max_ms = None if min_tok_s is None else 1e3 / min_tok_s
         solver = prep.solver(CHEAPEST, *target_batch_bounds(prep.tables, max_ms_per_token=max_ms))
@@ -196,6 +226,7 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
             m.dinkelbach_lambda.set_value(0.0 if lam is None else lam)
             report = solver.solve()
             if not report.has_solution:
+                _no_solution(report)
                 return None
             c, setup, tau_ms = _decode(prep, m)
             numerator = float(prep.tables.usd_per_mtok_coef[c]) * tau_ms
@@ -207,7 +238,7 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
         if answer is None:
             continue
         if min_tok_s is not None and answer.tok_s_per_request < min_tok_s * (1 - TARGET_RTOL):
-            prep.split(c, setup.batch)
+            prep.reject(c, setup.batch)
             continue
         return answer
 
