@@ -8,7 +8,7 @@ question is solved again: the loop ends when the MIP's value and the exact value
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyomo.environ as pyo
@@ -210,7 +210,8 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
         if max_usd_per_mtok is not None and answer.usd_per_mtok > max_usd_per_mtok * (1 + TARGET_RTOL):
             prep.reject(c, setup.batch)
             continue
-        return answer
+        bound_ms = report.bound if report.bound is not None and report.bound > 0 else tau_ms
+        return replace(answer, bounds={"bound_tok_s_per_request": 1e3 / bound_ms})
 
 
 def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
@@ -240,7 +241,16 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
         if min_tok_s is not None and answer.tok_s_per_request < min_tok_s * (1 - TARGET_RTOL):
             prep.reject(c, setup.batch)
             continue
-        return answer
+        bound = _ratio_bound(lam, report)
+        gap = max(0.0, (answer.usd_per_mtok - bound) / answer.usd_per_mtok)
+        return replace(answer, report=replace(report, mip_gap=gap), bounds={"bound_usd_per_mtok": bound})
+
+
+def _ratio_bound(lam: float | None, report: SolveReport) -> float:
+    """Lower bound on $/Mtok from Dinkelbach's last step: every setup has cost >= lambda + min(0, F bound) / batch,
+    and batch >= 1."""
+    lam = 0.0 if lam is None else lam
+    return lam + min(0.0, report.bound if report.bound is not None else 0.0)
 
 
 def check_method(method: str) -> None:

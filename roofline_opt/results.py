@@ -65,6 +65,8 @@ class Answer:
     method: str
     report: SolveReport | None = None
     placement: dict | None = field(default=None)
+    bounds: dict[str, float] = field(default_factory=dict)
+    """Proven bounds on the objective in its own unit (bound_tok_s_per_request or bound_usd_per_mtok)."""
 
     @property
     def tok_s_per_request(self) -> float:
@@ -86,7 +88,7 @@ class Answer:
         rep = self.report
         rec["solver_status"] = rep.termination if rep else "enumerated"
         rec["mip_gap"] = rep.mip_gap if rep else 0.0
-        rec["objective_bound"] = rep.bound if rep else None
+        rec.update(self.bounds)
         rec["solve_seconds"] = rep.seconds if rep else None
         if self.placement is not None:
             rec["placement"] = self.placement
