@@ -7,13 +7,15 @@ of affine-in-batch pieces per NCCL protocol so the MIP tables can be derived fro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from roofline_opt.errors import InvalidInput
 from roofline_opt.specs import GpuSpec, ModelSpec, Preset
 
+DRAFT_WEIGHT_BITS = 16
+"""Draft models run at 16-bit weights (this reproduces the notebook's speculative-decoding figures)."""
 ALLREDUCE = "allreduce"
 POINT_TO_POINT = "p2p"
 
@@ -178,6 +180,14 @@ class Layout:
     @property
     def n_gpus(self) -> np.ndarray:
         return self.tp * self.pp
+
+    def verifying(self, gamma) -> Layout:
+        """The target's step that verifies a draft of ``gamma`` tokens (gamma + 1 tokens per sequence)."""
+        return replace(self, tokens_per_step=self.tokens_per_step * (np.asarray(gamma, dtype=float) + 1.0))
+
+    def for_draft(self) -> Layout:
+        """The draft model's step: the same GPUs and layout, one token per sequence, no expert parallelism."""
+        return replace(self, ep=np.ones_like(self.ep))
 
 
 def _largest_divisor_up_to_sqrt(degree: float) -> float:
@@ -419,20 +429,14 @@ def time_per_token_with_gamma(
     gamma,
     draft: ModelSpec | None,
     acceptance: float,
-    draft_weight_bits: int = 16,
+    draft_weight_bits: int = DRAFT_WEIGHT_BITS,
 ) -> np.ndarray:
     """Seconds per generated token at a fixed draft length gamma (0 = no speculative decoding)."""
     gamma = np.asarray(gamma, dtype=float)
-    verify = Layout(
-        layout.tp, layout.tp_2d, layout.pp, layout.ep, layout.context, layout.tokens_per_step * (gamma + 1.0)
-    )
-    target = step(model, gpu, preset, weight_bits, verify, batch).step_time_s
+    target = step(model, gpu, preset, weight_bits, layout.verifying(gamma), batch).step_time_s
     if draft is None:
         return target / layout.tokens_per_step
-    draft_layout = Layout(
-        layout.tp, layout.tp_2d, layout.pp, np.ones_like(layout.ep), layout.context, layout.tokens_per_step
-    )
-    draft_s = step(draft, gpu, preset, draft_weight_bits, draft_layout, batch).step_time_s
+    draft_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(), batch).step_time_s
     rounds = (target + gamma * draft_s) / expected_tokens_per_round(acceptance, gamma)
     return np.where(gamma > 0, rounds, target)
 
@@ -448,7 +452,7 @@ def evaluate(
     acceptance: float = 0.8,
     gamma_max: int = 0,
     gamma=None,
-    draft_weight_bits: int = 16,
+    draft_weight_bits: int = DRAFT_WEIGHT_BITS,
 ) -> dict[str, np.ndarray]:
     """All figures of fully specified setups; best gamma in 0..gamma_max unless ``gamma`` fixes it."""
     batch = np.asarray(batch, dtype=float)
@@ -460,11 +464,8 @@ def evaluate(
     draft_step_s = np.full(shape, np.nan)
     use_draft = draft is not None and (gamma_max > 0 or (gamma is not None and np.any(np.asarray(gamma) > 0)))
     if use_draft:
-        draft_layout = Layout(
-            layout.tp, layout.tp_2d, layout.pp, np.ones_like(layout.ep), layout.context, layout.tokens_per_step
-        )
         draft_step_s = np.broadcast_to(
-            step(draft, gpu, preset, draft_weight_bits, draft_layout, batch).step_time_s, shape
+            step(draft, gpu, preset, draft_weight_bits, layout.for_draft(), batch).step_time_s, shape
         )
         gammas = np.arange(1, gamma_max + 1) if gamma is None else None
         if gammas is not None:

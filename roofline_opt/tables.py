@@ -66,23 +66,20 @@ def _step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx
     """Per-token milliseconds of the target (and draft) step terms at the given batches, for layouts idx."""
     gpu = question.gpus[gpu_index]
     gamma = lay.gamma[idx].astype(float)
-    target = ev.step(question.model, gpu, question.preset, bits, _group_layout(lay, idx, question, gamma + 1.0), batch)
-    terms = [target]
+    layout = _group_layout(lay, idx, question, 1.0)
+    terms = [ev.step(question.model, gpu, question.preset, bits, layout.verifying(gamma), batch)]
     if question.draft is not None:
-        draft_lay = ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, 1.0, 1.0)
-        terms.append(ev.step(question.draft, gpu, question.preset, 16, draft_lay, batch))
+        terms.append(ev.step(question.draft, gpu, question.preset, ev.DRAFT_WEIGHT_BITS, layout.for_draft(), batch))
     return terms
 
 
 def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray) -> list[np.ndarray]:
     """Batches at which some collective changes its fastest protocol, per layout of idx."""
     gpu = question.gpus[gpu_index]
-    gamma = lay.gamma[idx].astype(float)
-    groups = [(question.model, bits, _group_layout(lay, idx, question, gamma + 1.0))]
+    layout = _group_layout(lay, idx, question, 1.0)
+    groups = [(question.model, bits, layout.verifying(lay.gamma[idx]))]
     if question.draft is not None:
-        groups.append(
-            (question.draft, 16, ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, 1.0))
-        )
+        groups.append((question.draft, ev.DRAFT_WEIGHT_BITS, layout.for_draft()))
     points = []
     for model, b, layout in groups:
         for coll in ev.collectives(model, gpu, question.preset, b, layout):
@@ -172,7 +169,7 @@ def _pieces(question, gpu_index, bits, lay, idx, lo, hi):
 def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
     """Relative gap between the memory term and its chord at the interval middle (0 where it is affine)."""
     gpu = question.gpus[gpu_index]
-    layout = _group_layout(lay, idx, question, lay.gamma[idx].astype(float) + 1.0)
+    layout = _group_layout(lay, idx, question, 1.0).verifying(lay.gamma[idx])
     tokens_lo = lo * layout.tokens_per_step / layout.pp
     saturated = 1.0 - ev.expert_touched_fraction(question.model, tokens_lo) < MOE_CHORD_TOLERANCE * 1e-3
     mid = np.floor((lo + hi) / 2.0)

@@ -23,19 +23,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from roofline_opt.cli import catalog_cmds, evaluate_cmd
+    from roofline_opt.cli import catalog_cmds, cluster_cmds, evaluate_cmd, fidelity_cmds, query_cmds
 
     parser = OneLineParser(prog="roofline-opt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    for module in (evaluate_cmd, catalog_cmds):
-        module.add_parsers(sub)
-    for optional in ("query_cmds", "cluster_cmds", "fidelity_cmds"):
-        try:
-            module = __import__(f"roofline_opt.cli.{optional}", fromlist=["add_parsers"])
-        except ModuleNotFoundError as exc:  # a command module still being written is simply absent
-            if exc.name != f"roofline_opt.cli.{optional}":
-                raise
-            continue
+    for module in (evaluate_cmd, query_cmds, catalog_cmds, cluster_cmds, fidelity_cmds):
         module.add_parsers(sub)
     return parser
 
