@@ -988,7 +988,11 @@ def ensure_out_dir(path: str | Path, field: str = "--out") -> Path:
 
 
 def reproduce(
-    out_dir: str | Path, cases: Sequence[PaperCase] = CASES, context: int | None = None, points: int = 30
+    out_dir: str | Path,
+    cases: Sequence[PaperCase] = CASES,
+    context: int | None = None,
+    points: int = 30,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Reproduction:
     """Every case's frontier (CSV, PNG) and the comparison (CSV, markdown) written to ``out_dir``."""
     out = ensure_out_dir(out_dir)
@@ -997,9 +1001,11 @@ def reproduce(
     if context is None:
         context, context_table = choose_context()
     rows = []
-    for case in cases:
+    for done, case in enumerate(cases, start=1):
         row, frame = compare_case(case, context, points)
         rows.append(row)
+        if progress is not None:
+            progress(done, len(cases))
         report.write_text_atomic(out / f"{case.key}.csv", frame.to_csv(index=False), field="--out")
         nb = case.notebook
         observed = pd.DataFrame(
@@ -1085,17 +1091,24 @@ class Sensitivity:
     frontiers: dict[str, pd.DataFrame]
 
 
-def sensitivity(q: api.Question, points: int = 20, chosen: Sequence[Variant] | None = None) -> Sensitivity:
+def sensitivity(
+    q: api.Question,
+    points: int = 20,
+    chosen: Sequence[Variant] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Sensitivity:
     """How the fastest, cheapest and preferred setups move when each contested assumption moves."""
     chosen = list(chosen) if chosen is not None else variants(q.draft is not None)
     solved: dict[tuple[Any, ...], pd.DataFrame] = {}
     rows, frontiers = [], {}
-    for v in chosen:
+    for done, v in enumerate(chosen, start=1):
         varied = v.change(q)
         key = (varied.preset, varied.tp_modes, varied.acceptance)
         if key not in solved:
             solved[key] = api.frontier_frame(varied, points=points)
         frame = solved[key]
+        if progress is not None:
+            progress(done, len(chosen))
         frontiers[v.label] = frame
         top = frame.iloc[int(np.argmax(frame["tok_s_per_request"].to_numpy()))]
         best = preferred_row(frame, v.utility_exponent)

@@ -129,7 +129,8 @@ def run_reproduce(args: argparse.Namespace) -> int:
         keys = {c.key: c for c in fidelity.CASES}
         cases = tuple(keys[checks.choice("--only", k, keys)] for k in checks.parse_name_list("--only", args.only))
     context = None if args.context is None else checks.positive_int("--context", args.context, minimum=0)
-    result = fidelity.reproduce(args.out, cases, context, _points(args.points))
+    with report.ProgressBar() as progress:
+        result = fidelity.reproduce(args.out, cases, context, _points(args.points), progress)
     shown = result.comparison[list(REPRODUCE_TABLE)]
     print(report.frame_to_table(shown))
     print(
@@ -153,7 +154,8 @@ def run_sensitivity(args: argparse.Namespace) -> int:
         preset=_preset(args.preset),
     )
     out = fidelity.ensure_out_dir(args.out) if args.out else None
-    result = fidelity.sensitivity(q, _points(args.points))
+    with report.ProgressBar() as progress:
+        result = fidelity.sensitivity(q, _points(args.points), progress=progress)
     if args.csv:
         report.write_text_atomic(args.csv, result.table.to_csv(index=False), field="--csv")
     if out is not None:
