@@ -18,6 +18,7 @@ from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.formulation import (
     CHEAPEST,
     FASTEST,
+    TARGET_RTOL,
     build_model,
     choice_bounds,
     set_batch_bounds,
@@ -31,7 +32,6 @@ from roofline_opt.tables import Tables, build_tables, split_choice
 SCREEN_ABOVE_CHOICES = 600
 SCREEN_KEEP = 48
 EXACT_RTOL = 1e-7
-TARGET_RTOL = 1e-9
 MAX_REPAIRS = 60
 MAX_DINKELBACH_STEPS = 40
 METHODS = ("mip", "enumerate")
@@ -61,7 +61,7 @@ class Prepared:
     _solvers: dict[str, PersistentHighs] = field(default_factory=dict)
     repairs: int = 0
     rows: np.ndarray | None = None
-    last_cheapest_bound: float | None = None
+    best_bound: float | None = None
     blocked: set[int] = field(default_factory=set)
     query_repairs: int = 0
 
@@ -77,21 +77,29 @@ class Prepared:
             hi = hi.copy()
             hi[list(self.blocked)] = lo[list(self.blocked)] - 1.0
         bound = choice_bounds(t, kind, lo, hi)
-        if kind == CHEAPEST:
-            best = float(bound.min())
-            self.last_cheapest_bound = best if np.isfinite(best) else None
+        best = float(bound.min())
+        self.best_bound = best if np.isfinite(best) and best > 0 else None
         if len(t) > SCREEN_ABOVE_CHOICES:
             keep = np.argsort(bound, kind="stable")[:SCREEN_KEEP]
             self.rows = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
-            sub = t.take(self.rows)
-            solver = PersistentHighs(build_model(sub, kind), self.options.time_limit_s, self.options.mip_gap)
+            solver = PersistentHighs(
+                build_model(t.take(self.rows), kind), self.options.time_limit_s, self.options.mip_gap
+            )
             set_batch_bounds(solver.model, lo[self.rows], hi[self.rows])
-            return solver
-        self.rows = None
-        if kind not in self._solvers:
-            self._solvers[kind] = PersistentHighs(build_model(t, kind), self.options.time_limit_s, self.options.mip_gap)
-        set_batch_bounds(self._solvers[kind].model, lo, hi)
-        return self._solvers[kind]
+        else:
+            self.rows = None
+            if kind not in self._solvers:
+                model = build_model(t, kind)
+                self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
+            solver = self._solvers[kind]
+            set_batch_bounds(solver.model, lo, hi)
+        solver.model.objective_scale.set_value(self.objective_scale)
+        return solver
+
+    @property
+    def objective_scale(self) -> float:
+        """1 / the best choice bound: keeps the objective near 1 (both query kinds' bound is the optimum's value)."""
+        return 1.0 if self.best_bound is None else 1.0 / self.best_bound
 
     def choice_row(self, c: int) -> int:
         """Row of the full tables behind choice c of the loaded model."""
@@ -210,8 +218,11 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
         if max_usd_per_mtok is not None and answer.usd_per_mtok > max_usd_per_mtok * (1 + TARGET_RTOL):
             prep.reject(c, setup.batch)
             continue
-        bound_ms = report.bound if report.bound is not None and report.bound > 0 else tau_ms
-        return replace(answer, bounds={"bound_tok_s_per_request": 1e3 / bound_ms})
+        bound_ms = None if report.bound is None else report.bound / prep.objective_scale
+        if bound_ms is None or bound_ms <= 0:
+            bound_ms = prep.best_bound
+        bounds = {} if bound_ms is None else {"bound_tok_s_per_request": 1e3 / bound_ms}
+        return replace(answer, bounds=bounds)
 
 
 def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
@@ -222,7 +233,7 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
         solver = prep.solver(CHEAPEST, *target_batch_bounds(prep.tables, max_ms_per_token=max_ms))
         m = solver.model
         m.max_ms_per_token.set_value(prep.max_ms_per_token if max_ms is None else max_ms)
-        lam: float | None = prep.last_cheapest_bound
+        lam: float | None = prep.best_bound
         for _ in range(MAX_DINKELBACH_STEPS):
             m.dinkelbach_lambda.set_value(0.0 if lam is None else lam)
             report = solver.solve()
@@ -241,16 +252,17 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
         if min_tok_s is not None and answer.tok_s_per_request < min_tok_s * (1 - TARGET_RTOL):
             prep.reject(c, setup.batch)
             continue
-        bound = _ratio_bound(lam, report)
+        bound = max(0.0, prep.best_bound or 0.0, _ratio_bound(lam, report, prep.objective_scale))
         gap = max(0.0, (answer.usd_per_mtok - bound) / answer.usd_per_mtok)
         return replace(answer, report=replace(report, mip_gap=gap), bounds={"bound_usd_per_mtok": bound})
 
 
-def _ratio_bound(lam: float | None, report: SolveReport) -> float:
+def _ratio_bound(lam: float | None, report: SolveReport, scale: float) -> float:
     """Lower bound on $/Mtok from Dinkelbach's last step: every setup has cost >= lambda + min(0, F bound) / batch,
-    and batch >= 1."""
+    and batch >= 1 (F is the unscaled objective)."""
     lam = 0.0 if lam is None else lam
-    return lam + min(0.0, report.bound if report.bound is not None else 0.0)
+    f_bound = report.bound / scale if report.bound is not None else 0.0
+    return lam + min(0.0, f_bound)
 
 
 def check_method(method: str) -> None:

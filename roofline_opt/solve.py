@@ -89,7 +89,7 @@ class PersistentHighs:
         try:
             res = self._solver.solve(self.model)
         except Exception as exc:  # HiGHS or Pyomo failure: one clear message, never a traceback
-            msg = f"HiGHS failed: {exc}"
+            msg = "HiGHS failed: " + (" ".join(str(exc).split()) or type(exc).__name__)
             raise SolverFailure(msg) from exc
         seconds = time.perf_counter() - start
         term = TERMINATION_NAMES.get(res.termination_condition)
