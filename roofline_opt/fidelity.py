@@ -227,22 +227,7 @@ def _gpu_card(card: str) -> GpuSpec:
 
 def read_measured(path: str | Path, field: str = "--measured") -> list[dict[str, str]]:
     """The rows of a measured-points CSV as text cells with their line numbers; bad files are InvalidInput."""
-    path = Path(path)
-    if not path.is_file():
-        raise InvalidInput(field, f"must be an existing CSV file. Got {str(path)!r} instead (no such file).")
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except pd.errors.EmptyDataError as exc:
-        raise InvalidInput(field, f"{path} is empty: it needs a header line and one row per measurement") from exc
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-        raise InvalidInput(field, f"{path} cannot be read as CSV: {' '.join(str(exc).split())}") from exc
-    frame.columns = [str(c).strip() for c in frame.columns]
-    missing = [c for c in MEASURED_COLUMNS if c not in frame.columns]
-    if missing:
-        msg = f"column is missing: a measured-points CSV needs columns {', '.join(MEASURED_COLUMNS)}"
-        raise InvalidInput(f"{path}: {missing[0]}", msg)
-    if frame.empty:
-        raise InvalidInput(field, f"{path} has a header but no rows")
+    frame = report.read_csv_cells(path, field, MEASURED_COLUMNS, "measurement")
     return [row | {"line": str(line)} for line, row in enumerate(frame.to_dict("records"), start=2)]
 
 

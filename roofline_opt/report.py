@@ -8,7 +8,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -247,3 +247,27 @@ def _overlay_observed(ax: Any, observed: pd.DataFrame) -> None:
     for x, y, text in zip(observed["tok_s_per_request"], observed["usd_per_mtok"], observed["label"], strict=True):
         if isinstance(text, str) and text.strip():
             ax.annotate(text.strip(), (x, y), xytext=(4, -10), textcoords="offset points", fontsize=7)
+
+
+def read_csv_cells(path: str | os.PathLike[str], field: str, required: Sequence[str], rows_are: str) -> pd.DataFrame:
+    """A user's CSV as stripped text cells (blank = ""), with its required columns; any problem is InvalidInput.
+
+    ``field`` names the flag for messages; ``rows_are`` says what one row holds ("setup", "point", ...).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInput(field, f"must be an existing CSV file. Got {str(path)!r} instead (no such file).")
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except pd.errors.EmptyDataError as exc:
+        raise InvalidInput(field, f"{path} is empty: it needs a header line and one row per {rows_are}") from exc
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        raise InvalidInput(field, f"{path} cannot be read as CSV: {' '.join(str(exc).split())}") from exc
+    frame.columns = [str(c).strip() for c in frame.columns]
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        msg = f"column is missing: {field} needs columns {', '.join(required)}"
+        raise InvalidInput(f"{path}: {missing[0]}", msg)
+    if frame.empty:
+        raise InvalidInput(field, f"{path} has a header but no rows")
+    return frame

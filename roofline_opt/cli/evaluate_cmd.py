@@ -178,33 +178,13 @@ def setups_from_flags(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
     return [parse_setup(values, _flag, specs)]
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    """The CSV as text cells (blank = absent); unreadable, empty or column-less files are InvalidInput."""
-    if not path.is_file():
-        raise InvalidInput("--from-csv", f"must be an existing CSV file. Got {str(path)!r} instead (no such file).")
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except pd.errors.EmptyDataError as exc:
-        raise InvalidInput("--from-csv", f"{path} is empty: it needs a header line and one row per setup") from exc
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-        raise InvalidInput("--from-csv", f"{path} cannot be read as CSV: {' '.join(str(exc).split())}") from exc
-    frame.columns = [str(c).strip() for c in frame.columns]
-    for column in REQUIRED_COLUMNS:
-        if column not in frame.columns:
-            msg = f"column is missing: --from-csv needs columns {', '.join(REQUIRED_COLUMNS)}"
-            raise InvalidInput(f"{path}: {column}", msg)
-    if frame.empty:
-        raise InvalidInput("--from-csv", f"{path} has a header but no rows")
-    return frame
-
-
 def setups_from_csv(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
     """One setup per CSV row; blank or absent optional cells take the flags' values."""
     given = [_flag(c) for c in REQUIRED_COLUMNS if getattr(args, c) is not None]
     if given:
         raise InvalidInput("--from-csv", f"takes {', '.join(REQUIRED_COLUMNS)} from the file: drop {', '.join(given)}")
     path = Path(args.from_csv)
-    frame = _read_csv(path)
+    frame = report.read_csv_cells(path, "--from-csv", REQUIRED_COLUMNS, "setup")
     defaults = _flag_defaults(args)
     setups = []
     for line, row in enumerate(frame.to_dict("records"), start=2):

@@ -190,21 +190,7 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
 
 def read_observed(path: Path) -> pd.DataFrame:
     """Observed (speed, price) points from a CSV: columns tok_s_per_request, usd_per_mtok (> 0), optional label."""
-    if not path.is_file():
-        raise InvalidInput("--observed", f"must be an existing CSV file. Got {str(path)!r} instead (no such file).")
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except pd.errors.EmptyDataError as exc:
-        raise InvalidInput("--observed", f"{path} is empty: it needs a header line and one row per point") from exc
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-        raise InvalidInput("--observed", f"{path} cannot be read as CSV: {' '.join(str(exc).split())}") from exc
-    frame.columns = [str(c).strip() for c in frame.columns]
-    for column in OBSERVED_COLUMNS:
-        if column not in frame.columns:
-            msg = f"column is missing: --observed needs columns {', '.join(OBSERVED_COLUMNS)} (and optionally label)"
-            raise InvalidInput(f"{path}: {column}", msg)
-    if frame.empty:
-        raise InvalidInput("--observed", f"{path} has a header but no rows")
+    frame = report.read_csv_cells(path, "--observed", OBSERVED_COLUMNS, "point")
     return _observed_values(path, frame)
 
 
