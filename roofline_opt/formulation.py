@@ -3,12 +3,13 @@
 Design (a disjunctive, convex-hull formulation). Every *choice* c is a layout (accelerator, precision, TP degree and
 mode, PP, EP, draft length) together with a batch interval [lo_c, hi_c] on which each term of the time per token is
 affine or convex (tables.py). Binary ``pick[c]`` selects one choice; integer ``batch[c]`` and continuous ``tau[c]``
-(ms per generated token) are zero unless picked. Inside a picked choice the time is the maximum of affine pieces,
-which a minimisation reproduces exactly with ``tau[c] >= a0 * pick[c] + a1 * batch[c]``. Concave parts of the
-physics (which NCCL protocol is fastest, which memory/compute bound applies at the next interval) are disjunctions
-over choices, so the solver picks the branch, never a linearised approximation of it. The dollar cost
-``n_gpus x price x tau / batch`` is a ratio: a budget X becomes the linear ``coef_c tau_c <= X batch_c`` per choice, and
-"cheapest" minimises the ratio by Dinkelbach's method over the objective ``sum coef_c tau_c - lambda sum batch_c``.
+(time per generated token, in the tables' time unit) are zero unless picked. Inside a picked choice the time is the
+maximum of affine pieces, which a minimisation reproduces exactly with ``tau[c] >= a0 * pick[c] + a1 * batch[c]``.
+Concave parts of the physics (which NCCL protocol is fastest, which memory/compute bound applies at the next
+interval) are disjunctions over choices, so the solver picks the branch, never a linearised approximation of it.
+The dollar cost ``n_gpus x price x tau / batch`` is a ratio: a budget X becomes the linear
+``coef_c tau_c <= X batch_c`` per choice, and "cheapest" minimises the ratio by Dinkelbach's method over the
+objective ``sum coef_c tau_c - lambda sum batch_c``.
 
 Component families: pick/batch/tau variables; one_choice, batch_range_lo/hi, time_piece, memory_capacity,
 budget, speed_target constraints; objective ``objective``.
@@ -27,9 +28,9 @@ TARGET_RTOL = 1e-9
 
 
 def define_choice_variables(m: pyo.ConcreteModel, t: Tables) -> None:
-    """pick[c] in {0,1}; batch[c] integer in [0, hi_c]; tau[c] >= 0 ms per generated token."""
+    """pick[c] in {0,1}; batch[c] integer in [0, hi_c]; tau[c] >= 0, time per generated token (tables' unit)."""
     m.C = pyo.RangeSet(0, len(t) - 1)
-    m.P = pyo.RangeSet(0, t.pieces_a0_ms.shape[1] - 1)
+    m.P = pyo.RangeSet(0, t.pieces_a0.shape[1] - 1)
     m.pick = pyo.Var(m.C, domain=pyo.Binary)
     m.batch = pyo.Var(m.C, domain=pyo.NonNegativeIntegers, bounds=lambda m, c: (0, float(t.batch_hi[c])))
     m.tau = pyo.Var(m.C, domain=pyo.NonNegativeReals)
@@ -49,9 +50,7 @@ def define_choice_constraints(m: pyo.ConcreteModel, t: Tables) -> None:
     m.time_piece = pyo.Constraint(
         m.C,
         m.P,
-        rule=lambda m, c, k: (
-            m.tau[c] >= float(t.pieces_a0_ms[c, k]) * m.pick[c] + float(t.pieces_a1_ms[c, k]) * m.batch[c]
-        ),
+        rule=lambda m, c, k: m.tau[c] >= float(t.pieces_a0[c, k]) * m.pick[c] + float(t.pieces_a1[c, k]) * m.batch[c],
     )
 
 
@@ -78,34 +77,34 @@ def define_budget_constraints(m: pyo.ConcreteModel, t: Tables) -> None:
 
 
 def define_speed_constraints(m: pyo.ConcreteModel) -> None:
-    """Time per token <= the target's (tok/s per request >= target), per choice: tau_c <= max_ms * pick_c."""
-    m.max_ms_per_token = pyo.Param(mutable=True, initialize=1e12)
-    m.speed_target = pyo.Constraint(m.C, rule=lambda m, c: m.tau[c] <= m.max_ms_per_token * m.pick[c])
+    """Time per token <= the target's (tok/s per request >= target), per choice: tau_c <= max_time * pick_c."""
+    m.max_time_per_token = pyo.Param(mutable=True, initialize=1e12)
+    m.speed_target = pyo.Constraint(m.C, rule=lambda m, c: m.tau[c] <= m.max_time_per_token * m.pick[c])
 
 
 def target_batch_bounds(
-    t: Tables, max_usd_per_mtok: float | None = None, max_ms_per_token: float | None = None
+    t: Tables, max_usd_per_mtok: float | None = None, max_time_per_token: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Whole-batch range of each choice implied by its budget or speed constraint (hi < lo: choice excluded).
 
     Budget: coef (a0 + a1 b) <= X b for every piece gives b >= coef a0 / (X - coef a1), rounded up.
-    Speed: a0 + a1 b <= max_ms for every piece gives b <= (max_ms - a0) / a1, rounded down.
+    Speed: a0 + a1 b <= max_time for every piece gives b <= (max_time - a0) / a1, rounded down.
     """
     lo, hi = t.batch_lo.copy(), t.batch_hi.copy()
-    a0, a1 = t.pieces_a0_ms, t.pieces_a1_ms
+    a0, a1 = t.pieces_a0, t.pieces_a1
     if max_usd_per_mtok is not None:
         coef = t.usd_per_mtok_coef[:, None]
         room = max_usd_per_mtok * (1 + TARGET_RTOL) - coef * a1
         with np.errstate(divide="ignore", invalid="ignore"):
             need = np.where(room > 0, coef * a0 / np.where(room > 0, room, 1.0), np.where(a0 <= 0, 0.0, np.inf))
         lo = np.maximum(lo, np.ceil(need.max(axis=1)))
-    if max_ms_per_token is not None:
-        max_ms = max_ms_per_token * (1 + TARGET_RTOL)
+    if max_time_per_token is not None:
+        max_time = max_time_per_token * (1 + TARGET_RTOL)
         with np.errstate(divide="ignore", invalid="ignore"):
             allow = np.where(
                 a1 > 0,
-                (max_ms - a0) / np.where(a1 > 0, a1, 1.0),
-                np.where(a0 <= max_ms, np.inf, -np.inf),
+                (max_time - a0) / np.where(a1 > 0, a1, 1.0),
+                np.where(a0 <= max_time, np.inf, -np.inf),
             )
         hi = np.minimum(hi, np.floor(allow.min(axis=1)))
     return lo, hi
@@ -120,7 +119,7 @@ def choice_bounds(t: Tables, kind: str, lo: np.ndarray, hi: np.ndarray) -> np.nd
     ok = (hi >= lo) & np.isfinite(lo)
     b = np.where(kind == FASTEST, lo, hi)
     b = np.where(ok, b, 1.0)
-    tau = (t.pieces_a0_ms + t.pieces_a1_ms * b[:, None]).max(axis=1)
+    tau = (t.pieces_a0 + t.pieces_a1 * b[:, None]).max(axis=1)
     value = tau if kind == FASTEST else t.usd_per_mtok_coef * tau / b
     return np.where(ok, value, np.inf)
 

@@ -127,13 +127,13 @@ class Prepared:
     def max_cost_usd_per_mtok(self) -> float:
         """A budget no choice reaches (an inactive budget constraint with sane coefficients)."""
         t = self.tables
-        worst = (t.pieces_a0_ms + t.pieces_a1_ms * t.batch_hi[:, None]).max(axis=1)
+        worst = (t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max(axis=1)
         return float(np.max(t.usd_per_mtok_coef * worst / t.batch_lo) * 2.0 + 1.0)
 
     @property
-    def max_ms_per_token(self) -> float:
+    def max_time_per_token(self) -> float:
         t = self.tables
-        return float((t.pieces_a0_ms + t.pieces_a1_ms * t.batch_hi[:, None]).max() * 2.0 + 1.0)
+        return float((t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max() * 2.0 + 1.0)
 
 
 def prepare(question: Question, options: SolverOptions | None = None) -> Prepared:
@@ -163,7 +163,7 @@ def _no_layout(question: Question, tables: Tables) -> Infeasible:
 
 
 def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float]:
-    """The picked choice, its setup and the MIP's own time per token (ms)."""
+    """The picked choice, its setup and the MIP's own time per token (in the tables' time unit)."""
     t = prep.tables
     picks = np.array([pyo.value(model.pick[c]) for c in model.C])
     local = int(np.argmax(picks))
@@ -183,11 +183,11 @@ def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float
     return c, setup, float(pyo.value(model.tau[local]))
 
 
-def _exact(prep: Prepared, c: int, setup: Setup, tau_ms: float, report: SolveReport) -> Answer | None:
+def _exact(prep: Prepared, c: int, setup: Setup, tau: float, report: SolveReport) -> Answer | None:
     """The re-evaluated answer if the MIP's figure is exact at this point; otherwise split there and return None."""
     answer = reevaluate(prep.question, setup, "mip", report)
-    exact_ms = answer.figures["time_per_token_s"] * 1e3
-    if exact_ms <= tau_ms * (1.0 + EXACT_RTOL) + 1e-12:
+    exact = answer.figures["time_per_token_s"] / prep.tables.time_unit_s
+    if exact <= tau * (1.0 + EXACT_RTOL) + 1e-12:
         return answer
     prep.split(c, setup.batch)
     return None
@@ -211,17 +211,18 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
         if not report.has_solution:
             _no_solution(report)
             return None
-        c, setup, tau_ms = _decode(prep, solver.model)
-        answer = _exact(prep, c, setup, tau_ms, report)
+        c, setup, tau = _decode(prep, solver.model)
+        answer = _exact(prep, c, setup, tau, report)
         if answer is None:
             continue
         if max_usd_per_mtok is not None and answer.usd_per_mtok > max_usd_per_mtok * (1 + TARGET_RTOL):
             prep.reject(c, setup.batch)
             continue
-        bound_ms = None if report.bound is None else report.bound / prep.objective_scale
-        if bound_ms is None or bound_ms <= 0:
-            bound_ms = prep.best_bound
-        bounds = {} if bound_ms is None else {"bound_tok_s_per_request": 1e3 / bound_ms}
+        bound = None if report.bound is None else report.bound / prep.objective_scale
+        if bound is None or bound <= 0:
+            bound = prep.best_bound
+        unit = prep.tables.time_unit_s
+        bounds = {} if bound is None else {"bound_tok_s_per_request": 1.0 / (bound * unit)}
         return replace(answer, bounds=bounds)
 
 
@@ -229,10 +230,10 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
     """Least $/Mtok at or above the speed, by Dinkelbach iterations on the ratio (None when unreachable)."""
     prep.start_query()
     while True:
-        max_ms = None if min_tok_s is None else 1e3 / min_tok_s
-        solver = prep.solver(CHEAPEST, *target_batch_bounds(prep.tables, max_ms_per_token=max_ms))
+        max_time = None if min_tok_s is None else 1.0 / (min_tok_s * prep.tables.time_unit_s)
+        solver = prep.solver(CHEAPEST, *target_batch_bounds(prep.tables, max_time_per_token=max_time))
         m = solver.model
-        m.max_ms_per_token.set_value(prep.max_ms_per_token if max_ms is None else max_ms)
+        m.max_time_per_token.set_value(prep.max_time_per_token if max_time is None else max_time)
         lam: float | None = prep.best_bound
         for _ in range(MAX_DINKELBACH_STEPS):
             m.dinkelbach_lambda.set_value(0.0 if lam is None else lam)
@@ -240,13 +241,13 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
             if not report.has_solution:
                 _no_solution(report)
                 return None
-            c, setup, tau_ms = _decode(prep, m)
-            numerator = float(prep.tables.usd_per_mtok_coef[c]) * tau_ms
+            c, setup, tau = _decode(prep, m)
+            numerator = float(prep.tables.usd_per_mtok_coef[c]) * tau
             denominator = float(setup.batch)
             if lam is not None and numerator - lam * denominator >= -1e-9 * max(numerator, 1e-12):
                 break
             lam = numerator / denominator
-        answer = _exact(prep, c, setup, tau_ms, report)
+        answer = _exact(prep, c, setup, tau, report)
         if answer is None:
             continue
         if min_tok_s is not None and answer.tok_s_per_request < min_tok_s * (1 - TARGET_RTOL):

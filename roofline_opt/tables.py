@@ -8,7 +8,8 @@ lies below it, so the MIP is optimistic there by at most the chord gap. Interval
 ``MOE_CHORD_TOLERANCE`` of the term and queries re-evaluate the answer and split again where it still differs
 (see queries.py), so answers are exact.
 
-Units in the tables: milliseconds per generated token, memory in GB (1e9 B), dollars.
+Units in the tables: time per generated token in ``Tables.time_unit_s`` (chosen per question), memory in GB (1e9 B),
+dollars.
 """
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ from roofline_opt.space import Layouts, Question, layouts, replica_caps
 
 MOE_CHORD_TOLERANCE = 1e-5
 MAX_REFINE_ROUNDS = 24
-S_TO_MS = 1e3
 
 
 @dataclass(frozen=True)
 class Tables:
     """One row per (layout, batch interval): a *choice* of the MIP.
 
-    pieces_a0_ms / pieces_a1_ms: time per generated token >= a0 + a1 * batch for every piece (convex on the
+    pieces_a0 / pieces_a1: time per generated token >= a0 + a1 * batch for every piece (convex on the
     interval). mem_a0_gb / mem_a1_gb / mem_cap_gb: per-device memory = a0 + a1 * batch <= cap.
-    usd_per_mtok_coef: usd_per_mtok = usd_per_mtok_coef * tau_ms / batch (instance GPUs x $/s x 1e6 / 1e3).
+    usd_per_mtok_coef: usd_per_mtok = usd_per_mtok_coef * tau / batch (instance GPUs x $/s x 1e6 x time unit).
+    time_unit_s: the seconds one unit of tau stands for, a power of ten near the question's typical time per token,
+    so the MIP's coefficients stay near 1 whether a step takes nanoseconds or seconds.
     replicas_cap: how many instances of the row's shape the GPU limit and the cluster allow.
     """
 
@@ -39,8 +41,8 @@ class Tables:
     layout_of: np.ndarray
     batch_lo: np.ndarray
     batch_hi: np.ndarray
-    pieces_a0_ms: np.ndarray
-    pieces_a1_ms: np.ndarray
+    pieces_a0: np.ndarray
+    pieces_a1: np.ndarray
     mem_a0_gb: np.ndarray
     mem_a1_gb: np.ndarray
     mem_cap_gb: np.ndarray
@@ -48,14 +50,16 @@ class Tables:
     usd_per_mtok_coef: np.ndarray
     replicas_cap: np.ndarray
     exclusions: dict[str, int]
+    time_unit_s: float = 1e-3
 
     def __len__(self) -> int:
         return len(self.layout_of)
 
     def take(self, rows: np.ndarray) -> Tables:
         """The tables restricted to the given rows (choices)."""
-        per_row = {f: getattr(self, f)[rows] for f in self.__dataclass_fields__ if f not in ("layouts", "exclusions")}
-        return Tables(layouts=self.layouts, exclusions=self.exclusions, **per_row)
+        whole = ("layouts", "exclusions", "time_unit_s")
+        per_row = {f: getattr(self, f)[rows] for f in self.__dataclass_fields__ if f not in whole}
+        return Tables(layouts=self.layouts, exclusions=self.exclusions, time_unit_s=self.time_unit_s, **per_row)
 
 
 def _group_layout(lay: Layouts, idx: np.ndarray, question: Question, tokens: np.ndarray) -> ev.Layout:
@@ -132,13 +136,13 @@ def _used(mem: ev.DeviceMemory) -> np.ndarray:
     return mem.weights_bytes + mem.kv_cache_bytes + mem.activations_bytes
 
 
-def _per_token_ms(question: Question, terms, gamma: np.ndarray, which: tuple[str, ...]) -> np.ndarray:
-    """Time per generated token (ms) using memory_s or compute_s for the max() of target and draft steps."""
+def _per_token_s(question: Question, terms, gamma: np.ndarray, which: tuple[str, ...]) -> np.ndarray:
+    """Seconds per generated token using memory_s or compute_s for the max() of target and draft steps."""
     e_tokens = ev.expected_tokens_per_round(question.acceptance, gamma) if question.draft is not None else 1.0
     total = 0.0
     for term, pick, weight in zip(terms, which, (1.0, gamma), strict=False):
         total = total + weight * (term.kernel_launch_s + term.network_s + getattr(term, pick))
-    return np.where(gamma > 0, total / e_tokens, total) * S_TO_MS
+    return np.where(gamma > 0, total / e_tokens, total)
 
 
 PIECE_PICKS = (
@@ -158,8 +162,8 @@ def _pieces(question, gpu_index, bits, lay, idx, lo, hi):
     a0s, a1s = [], []
     width = np.maximum(hi - lo, 1.0)
     for pick in picks:
-        y_lo = _per_token_ms(question, at_lo, gamma, pick)
-        y_hi = _per_token_ms(question, at_hi, gamma, pick)
+        y_lo = _per_token_s(question, at_lo, gamma, pick)
+        y_hi = _per_token_s(question, at_hi, gamma, pick)
         slope = np.where(hi > lo, (y_hi - y_lo) / width, 0.0)
         a1s.append(slope)
         a0s.append(y_lo - slope * lo)
@@ -198,7 +202,8 @@ def split_choice(tables: Tables, question: Question, choice: int, batch: int) ->
     lo, hi = tables.batch_lo[choice], tables.batch_hi[choice]
     parts = [(lo, batch - 1.0), (float(batch), float(batch)), (batch + 1.0, hi)]
     parts = [(a, b) for a, b in parts if a <= b]
-    return _assemble(question, tables.layouts, _replace_rows(tables, choice, parts), tables.exclusions)
+    rows = _replace_rows(tables, choice, parts)
+    return _assemble(question, tables.layouts, rows, tables.exclusions, tables.time_unit_s)
 
 
 def _replace_rows(tables: Tables, choice: int, parts):
@@ -311,7 +316,14 @@ def _refine_concave(question: Question, lay: Layouts, rows):
     return [(int(a), float(b), float(c)) for a, b, c in arr]
 
 
-def _assemble(question: Question, lay: Layouts, rows, exclusions) -> Tables:
+def _time_unit_s(a0_s: np.ndarray, a1_s: np.ndarray, lo: np.ndarray) -> float:
+    """A power of ten near the median time per token at the choices' smallest batches."""
+    tau = (a0_s + a1_s * lo[:, None]).max(axis=1)
+    typical = float(np.median(tau[tau > 0])) if np.any(tau > 0) else 1e-3
+    return float(10.0 ** np.round(np.log10(typical)))
+
+
+def _assemble(question: Question, lay: Layouts, rows, exclusions, time_unit_s: float | None = None) -> Tables:
     """Compute the coefficients of every (layout, interval) row, vectorised per (accelerator, precision)."""
     if not rows:
         empty = np.zeros(0)
@@ -344,18 +356,20 @@ def _assemble(question: Question, lay: Layouts, rows, exclusions) -> Tables:
     n_gpus = lay.n_gpus[layout_of].astype(float)
     usd_per_s = np.array([question.gpus[g].usd_per_s for g in lay.gpu_index[layout_of]])
     replicas = replica_caps(question, lay)[layout_of]
+    unit = _time_unit_s(a0, a1, lo) if time_unit_s is None else time_unit_s
     return Tables(
         layouts=lay,
         layout_of=layout_of,
         batch_lo=lo,
         batch_hi=hi,
-        pieces_a0_ms=a0,
-        pieces_a1_ms=a1,
+        pieces_a0=a0 / unit,
+        pieces_a1=a1 / unit,
         mem_a0_gb=m0,
         mem_a1_gb=m1,
         mem_cap_gb=mcap,
         n_gpus=n_gpus,
-        usd_per_mtok_coef=n_gpus * usd_per_s * 1e6 / S_TO_MS,
+        usd_per_mtok_coef=n_gpus * usd_per_s * 1e6 * unit,
         replicas_cap=replicas,
         exclusions=exclusions,
+        time_unit_s=unit,
     )

@@ -282,13 +282,6 @@ def test_cli_reports_a_highs_exception_on_one_line_with_exit_code_3(monkeypatch,
 
 # ----------------------------------------------------------------------------------------------- numerical scaling
 
-NANOSECOND_STEPS = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="tables.py keeps times in ms for every question: a model whose step takes nanoseconds gets time_piece "
-    "rows with a1 = 3.4e-7 next to tau's 1 (row ratio 3e6) and objective values HiGHS cannot resolve (see "
-    "OBJECTIVE_SCALE in test_properties.py)",
-)
 SCALING_QUESTIONS = {
     "llama70b-paper": dict(model="llama-3-70b", gpu="h100-sxm", preset="paper"),
     "mixtral-ep-default": dict(model="mixtral-8x7b", gpu="h200", ep_degrees=(1, 2, 4)),
@@ -298,7 +291,6 @@ SCALING_QUESTIONS = {
     "price-0.001-usd-per-hour": dict(model="llama-3-8b", gpu=H100_AT_A_TENTH_OF_A_CENT, **SMALL_SPACE),
     "minuscule-model-no-kernel-launch": dict(model=MINUSCULE, gpu=H100_WITHOUT_LAUNCH_TIME, **SMALL_SPACE),
 }
-SCALING_XFAIL = {"minuscule-model-no-kernel-launch": NANOSECOND_STEPS}
 
 
 def coefficient_ranges(model: pyo.ConcreteModel) -> tuple[dict[str, tuple[float, float]], float]:
@@ -335,7 +327,7 @@ def models_sent_to_highs(monkeypatch):
 
 
 @pytest.mark.parametrize("kind", [FASTEST, CHEAPEST])
-@pytest.mark.parametrize("name", [pytest.param(n, marks=SCALING_XFAIL.get(n, ())) for n in SCALING_QUESTIONS])
+@pytest.mark.parametrize("name", list(SCALING_QUESTIONS))
 def test_models_handed_to_highs_are_well_scaled(models_sent_to_highs, name, kind):
     q = api.question(**SCALING_QUESTIONS[name])
     prep = prepare(q)
