@@ -275,14 +275,12 @@ def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int
 
 @dataclass(frozen=True)
 class StepFigures:
-    """Seconds of one decoding step and its parts, plus FLOP and bytes moved."""
+    """Seconds of one decoding step and its parts."""
 
     kernel_launch_s: np.ndarray
     network_s: np.ndarray
     memory_s: np.ndarray
     compute_s: np.ndarray
-    flop: np.ndarray
-    hbm_bytes: np.ndarray
 
     @property
     def step_time_s(self) -> np.ndarray:
@@ -362,7 +360,7 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     memory_s = traffic / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
     network_s = sum(c.time_s(batch) for c in collectives(model, gpu, preset, weight_bits, layout))
     launch = np.full_like(compute_s, model.n_layers * 4.0 * gpu.kernel_launch_s * preset.kernel_launch_factor)
-    return StepFigures(launch, network_s + np.zeros_like(compute_s), memory_s, compute_s, flop, traffic)
+    return StepFigures(launch, network_s + np.zeros_like(compute_s), memory_s, compute_s)
 
 
 @dataclass(frozen=True)
