@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyomo.environ as pyo
 
-from roofline_opt.enumerate import enumerate_best
+from roofline_opt.enumerate import Points, enumerate_best, feasible_points
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.formulation import (
     CHEAPEST,
@@ -278,18 +278,7 @@ def fastest(
     options: SolverOptions | None = None,
 ) -> Answer:
     """The fastest setup (tok/s per request) whose cost is at most ``max_usd_per_mtok`` dollars per million tokens."""
-    check_method(method)
-    if method == "enumerate":
-        answer = enumerate_best(question, "fastest", max_usd_per_mtok)
-        if answer is None:
-            cheapest_answer = enumerate_best(question, "cheapest", None)
-            raise _unreachable_budget(question, max_usd_per_mtok, cheapest_answer)
-        return answer
-    prep = prepare(question, options)
-    answer = solve_fastest(prep, max_usd_per_mtok)
-    if answer is None:
-        raise _unreachable_budget(question, max_usd_per_mtok, solve_cheapest(prep, None))
-    return answer
+    return _answer(question, FASTEST, max_usd_per_mtok, method, options)
 
 
 def cheapest(
@@ -299,34 +288,46 @@ def cheapest(
     options: SolverOptions | None = None,
 ) -> Answer:
     """The cheapest setup ($/Mtok) that serves each request at ``min_tok_s`` tokens per second or faster."""
+    return _answer(question, CHEAPEST, min_tok_s, method, options)
+
+
+def enumerated_points(question: Question) -> Points:
+    """Every feasible point for the oracle; none at all raises Infeasible with the reason, as the MIP path does."""
+    pts = feasible_points(question)
+    if not len(pts.batch):
+        prepare(question)
+    return pts
+
+
+def _answer(question: Question, kind: str, target: float | None, method: str, options: SolverOptions | None) -> Answer:
+    """One query by either method; an unreachable target raises Infeasible naming the other extreme."""
     check_method(method)
+    other = CHEAPEST if kind == FASTEST else FASTEST
     if method == "enumerate":
-        answer = enumerate_best(question, "cheapest", min_tok_s)
-        if answer is None:
-            raise _unreachable_speed(question, min_tok_s, enumerate_best(question, "fastest", None))
-        return answer
-    prep = prepare(question, options)
-    answer = solve_cheapest(prep, min_tok_s)
+        pts = enumerated_points(question)
+        answer = enumerate_best(question, kind, target, pts)
+        nearest = (lambda: enumerate_best(question, other, None, pts)) if answer is None else None
+    else:
+        prep = prepare(question, options)
+        solve = {FASTEST: solve_fastest, CHEAPEST: solve_cheapest}
+        answer = solve[kind](prep, target)
+        nearest = (lambda: solve[other](prep, None)) if answer is None else None
     if answer is None:
-        raise _unreachable_speed(question, min_tok_s, solve_fastest(prep, None))
+        raise _unreachable(kind, target, nearest())
     return answer
 
 
-def _unreachable_budget(question: Question, budget: float | None, nearest: Answer | None) -> Infeasible:
-    if nearest is None:
-        return Infeasible("no setup can serve this question", reason="memory")
+def _unreachable(kind: str, target: float | None, nearest: Answer) -> Infeasible:
+    """The target nobody meets, and the figure the best setup at the other extreme reaches."""
+    cost, speed = f"${nearest.usd_per_mtok:.4g}/Mtok", f"{nearest.tok_s_per_request:.4g} tok/s"
+    if kind == FASTEST:
+        return Infeasible(
+            f"no setup costs at most ${target:.4g}/Mtok",
+            reason="target",
+            nearest=f"the cheapest setup costs {cost} at {speed}",
+        )
     return Infeasible(
-        f"no setup costs at most ${budget:.4g}/Mtok",
+        f"no setup reaches {target:.4g} tok/s per request",
         reason="target",
-        nearest=f"the cheapest setup costs ${nearest.usd_per_mtok:.4g}/Mtok at {nearest.tok_s_per_request:.4g} tok/s",
-    )
-
-
-def _unreachable_speed(question: Question, speed: float | None, nearest: Answer | None) -> Infeasible:
-    if nearest is None:
-        return Infeasible("no setup can serve this question", reason="memory")
-    return Infeasible(
-        f"no setup reaches {speed:.4g} tok/s per request",
-        reason="target",
-        nearest=f"the fastest setup reaches {nearest.tok_s_per_request:.4g} tok/s at ${nearest.usd_per_mtok:.4g}/Mtok",
+        nearest=f"the fastest setup reaches {speed} at {cost}",
     )

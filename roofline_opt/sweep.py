@@ -12,9 +12,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from roofline_opt.enumerate import enumerate_best, feasible_points
+from roofline_opt.enumerate import enumerate_best
 from roofline_opt.errors import InvalidInput
-from roofline_opt.queries import SolverOptions, check_method, prepare, solve_cheapest, solve_fastest
+from roofline_opt.queries import SolverOptions, check_method, enumerated_points, prepare, solve_cheapest, solve_fastest
 from roofline_opt.results import Answer
 from roofline_opt.space import Question
 
@@ -36,9 +36,7 @@ def _mip_solvers(question: Question, options: SolverOptions | None):
 
 
 def _enumeration_solvers(question: Question):
-    pts = feasible_points(question)
-    if not len(pts.batch):
-        prepare(question)  # raises Infeasible with the reason (memory, demand, topology, GPU limit)
+    pts = enumerated_points(question)
     return (lambda budget: enumerate_best(question, "fastest", budget, pts)), (
         lambda: enumerate_best(question, "cheapest", None, pts)
     )
