@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 
 from roofline_opt import api
-from roofline_opt.enumerate import best_point, feasible_points
-from roofline_opt.sweep import budgets
+from roofline_opt.optimize.enumerate import best_point, feasible_points
+from roofline_opt.optimize.sweep import budgets
 
 
 def _median_s(run: Callable[[], object], repeat: int) -> float:

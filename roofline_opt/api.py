@@ -24,14 +24,20 @@ import pandas as pd
 
 from roofline_opt import catalog, checks
 from roofline_opt.errors import InvalidInput
-from roofline_opt.queries import SolverOptions
-from roofline_opt.queries import cheapest as _cheapest
-from roofline_opt.queries import fastest as _fastest
-from roofline_opt.results import Answer
-from roofline_opt.space import DEFAULT_ACCEPTANCE, DEFAULT_CONTEXT, DEFAULT_MAX_BATCH, DEFAULT_PP_DEGREES, Question
-from roofline_opt.space import DEFAULT_TP_DEGREES as _TP
-from roofline_opt.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
-from roofline_opt.sweep import frontier_answers, is_monotone, preferred_index
+from roofline_opt.optimize.queries import SolverOptions
+from roofline_opt.optimize.queries import cheapest as _cheapest
+from roofline_opt.optimize.queries import fastest as _fastest
+from roofline_opt.optimize.results import Answer
+from roofline_opt.optimize.space import (
+    DEFAULT_ACCEPTANCE,
+    DEFAULT_CONTEXT,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_PP_DEGREES,
+    Question,
+)
+from roofline_opt.optimize.space import DEFAULT_TP_DEGREES as _TP
+from roofline_opt.optimize.sweep import frontier_answers, is_monotone, preferred_index
+from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
 
 MAX_GAMMA = 64
 MAX_BATCH_LIMIT = 1 << 20

@@ -19,7 +19,7 @@ import yaml
 
 from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
-from roofline_opt.specs import WEIGHT_BITS, GpuSpec, ModelSpec
+from roofline_opt.physics.specs import WEIGHT_BITS, GpuSpec, ModelSpec
 
 DATA_ENV = "ROOFLINE_OPT_DATA"
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -23,9 +23,10 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from roofline_opt import api, catalog, evaluator, report
+from roofline_opt import api, catalog, report
 from roofline_opt.errors import InvalidInput
-from roofline_opt.specs import DEFAULT, GpuSpec, ModelSpec, Preset
+from roofline_opt.physics import evaluator
+from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
 
 # ----------------------------------------------------------------------------------------------- measured rows
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from roofline_opt.results import Answer
+from roofline_opt.optimize.results import Answer
 
 OBJECTIVE_RTOL = 0.005
 TARGET_RTOL = 1e-9

@@ -86,8 +86,8 @@ import yaml
 
 from roofline_opt import checks
 from roofline_opt.errors import Infeasible, InvalidInput
+from roofline_opt.physics.specs import GpuSpec
 from roofline_opt.report import write_text_atomic
-from roofline_opt.specs import GpuSpec
 
 NODE_KINDS = ("gpu", "switch", "host")
 SCALEUP_LINK_KINDS = ("nvlink", "nvswitch", "xgmi")

@@ -9,7 +9,7 @@ import pytest
 
 from roofline_opt import catalog
 from roofline_opt.errors import InvalidInput
-from roofline_opt.evaluator import kv_bytes_per_token, model_sizes
+from roofline_opt.physics.evaluator import kv_bytes_per_token, model_sizes
 
 HF_CONFIGS = Path(__file__).resolve().parent / "data" / "hf_configs"
 

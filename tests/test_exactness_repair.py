@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from roofline_opt import api, tables
-from roofline_opt.enumerate import enumerate_best, feasible_points
-from roofline_opt.queries import prepare, solve_cheapest, solve_fastest
+from roofline_opt import api
+from roofline_opt.optimize import tables
+from roofline_opt.optimize.enumerate import enumerate_best, feasible_points
+from roofline_opt.optimize.queries import prepare, solve_cheapest, solve_fastest
 
 
 def _mixtral():
@@ -45,6 +46,6 @@ def test_dense_models_need_no_repair():
 
 
 def test_importing_the_evaluator_leaves_pyomo_unloaded():
-    code = "import sys, roofline_opt.evaluator, roofline_opt.enumerate; print('pyomo' in sys.modules)"
+    code = "import sys, roofline_opt.physics.evaluator, roofline_opt.optimize.enumerate; print('pyomo' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"

@@ -13,10 +13,10 @@ import functools
 import pytest
 
 from roofline_opt import api, catalog
-from roofline_opt.enumerate import Points, best_point, enumerate_best, feasible_points
-from roofline_opt.queries import cheapest, fastest
-from roofline_opt.space import Question
-from roofline_opt.specs import GpuSpec, ModelSpec
+from roofline_opt.optimize.enumerate import Points, best_point, enumerate_best, feasible_points
+from roofline_opt.optimize.queries import cheapest, fastest
+from roofline_opt.optimize.space import Question
+from roofline_opt.physics.specs import GpuSpec, ModelSpec
 from roofline_opt.testing import EXACT_RTOL, assert_same_optimum
 
 SMALL_SPACE = dict(tp_degrees=(1, 2, 4, 8), pp_degrees=(1, 2), max_batch=512)

@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from roofline_opt import api, catalog, evaluator, fidelity
+from roofline_opt import api, catalog, fidelity
 from roofline_opt.cli import EXIT_BAD_INPUT, main
 from roofline_opt.fidelity import MeasuredSetup
-from roofline_opt.specs import DEFAULT
+from roofline_opt.physics import evaluator
+from roofline_opt.physics.specs import DEFAULT
 
 DATA = Path(__file__).parent / "data"
 MEASURED = DATA / "measured_points.csv"

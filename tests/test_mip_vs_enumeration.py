@@ -7,8 +7,8 @@ import functools
 import pytest
 
 from roofline_opt import api
-from roofline_opt.enumerate import best_point, enumerate_best, feasible_points
-from roofline_opt.queries import cheapest, fastest
+from roofline_opt.optimize.enumerate import best_point, enumerate_best, feasible_points
+from roofline_opt.optimize.queries import cheapest, fastest
 from roofline_opt.testing import assert_same_optimum
 
 QUESTIONS = {

@@ -9,9 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from roofline_opt import catalog, evaluator
+from roofline_opt import catalog
 from roofline_opt.cli import main
-from roofline_opt.specs import PAPER, GpuSpec, ModelSpec
+from roofline_opt.physics import evaluator
+from roofline_opt.physics.specs import PAPER, GpuSpec, ModelSpec
 
 REFERENCE_DIR = Path(__file__).resolve().parents[2] / "shared" / "reference"
 DATA_DIR = Path(__file__).resolve().parent / "data"

@@ -17,15 +17,15 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from roofline_opt import evaluator as ev
 from roofline_opt import topology
-from roofline_opt.enumerate import best_point, enumerate_best, feasible_points
 from roofline_opt.errors import Infeasible
-from roofline_opt.queries import cheapest, fastest, prepare, solve_fastest
-from roofline_opt.results import Answer
-from roofline_opt.space import Question
-from roofline_opt.specs import DEFAULT, PAPER, GpuSpec, ModelSpec
-from roofline_opt.sweep import frontier_answers, pareto
+from roofline_opt.optimize.enumerate import best_point, enumerate_best, feasible_points
+from roofline_opt.optimize.queries import cheapest, fastest, prepare, solve_fastest
+from roofline_opt.optimize.results import Answer
+from roofline_opt.optimize.space import Question
+from roofline_opt.optimize.sweep import frontier_answers, pareto
+from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics.specs import DEFAULT, PAPER, GpuSpec, ModelSpec
 from roofline_opt.testing import EXACT_RTOL, assert_same_optimum
 
 OPTIONAL_RECORD_FIELDS = ("solve_seconds", "mip_gap", "placement")

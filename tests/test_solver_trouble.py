@@ -18,15 +18,16 @@ from pyomo.contrib.solver.common.results import TerminationCondition
 from pyomo.contrib.solver.solvers.highs import Highs
 from pyomo.repn import generate_standard_repn
 
-from roofline_opt import api, catalog, formulation, queries, solve
+from roofline_opt import api, catalog
 from roofline_opt.cli import EXIT_SOLVER, main
-from roofline_opt.enumerate import enumerate_best
 from roofline_opt.errors import SolverFailure
-from roofline_opt.formulation import CHEAPEST, FASTEST, build_model
-from roofline_opt.queries import SolverOptions, prepare, solve_cheapest, solve_fastest
-from roofline_opt.solve import TERMINATION_NAMES, PersistentHighs, SolveReport
-from roofline_opt.specs import ModelSpec
-from roofline_opt.tables import build_tables
+from roofline_opt.optimize import formulation, queries, solve
+from roofline_opt.optimize.enumerate import enumerate_best
+from roofline_opt.optimize.formulation import CHEAPEST, FASTEST, build_model
+from roofline_opt.optimize.queries import SolverOptions, prepare, solve_cheapest, solve_fastest
+from roofline_opt.optimize.solve import TERMINATION_NAMES, PersistentHighs, SolveReport
+from roofline_opt.optimize.tables import build_tables
+from roofline_opt.physics.specs import ModelSpec
 
 LARGE = dict(
     model="llama-3-70b",

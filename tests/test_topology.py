@@ -11,9 +11,10 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from roofline_opt import evaluator, topology
+from roofline_opt import topology
 from roofline_opt.errors import Infeasible, InvalidInput
-from roofline_opt.specs import DEFAULT, PAPER, GpuSpec, ModelSpec
+from roofline_opt.physics import evaluator
+from roofline_opt.physics.specs import DEFAULT, PAPER, GpuSpec, ModelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "instances" / "clusters"

@@ -10,8 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from roofline_opt import catalog, evaluator, report
-from roofline_opt.specs import DEFAULT, WEIGHT_BITS, GpuSpec, ModelSpec
+from roofline_opt import catalog, report
+from roofline_opt.physics import evaluator
+from roofline_opt.physics.specs import DEFAULT, WEIGHT_BITS, GpuSpec, ModelSpec
 
 SOURCE_WIDTH = 60
 """Characters of a card's source the terminal table shows (--json gives it whole)."""

@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from roofline_opt import catalog, checks, evaluator, report
+from roofline_opt import catalog, checks, report
 from roofline_opt.errors import InvalidInput
-from roofline_opt.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
+from roofline_opt.physics import evaluator
+from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
 
 REQUIRED_COLUMNS = ("model", "gpu", "tp", "pp", "batch")
 OPTIONAL_DEFAULTS = {

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from roofline_opt import api, catalog, checks, fidelity, report
-from roofline_opt.specs import DEFAULT, PRESETS
+from roofline_opt.physics.specs import DEFAULT, PRESETS
 
 VALIDATE_TABLE = {
     "line": "line",

@@ -15,7 +15,7 @@ import pandas as pd
 
 from roofline_opt import api, checks, report
 from roofline_opt.errors import InvalidInput
-from roofline_opt.space import Question
+from roofline_opt.optimize.space import Question
 
 SPACE_FIELDS = (
     "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "max_batch", "context", "draft", "acceptance",

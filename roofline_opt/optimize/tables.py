@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline_opt import evaluator as ev
-from roofline_opt.space import Layouts, Question, layouts, replica_caps
+from roofline_opt.optimize.space import Layouts, Question, layouts, replica_caps
+from roofline_opt.physics import evaluator as ev
 
 MOE_CHORD_TOLERANCE = 1e-5
 MAX_REFINE_ROUNDS = 24

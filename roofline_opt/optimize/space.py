@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from roofline_opt.specs import DEFAULT, GpuSpec, ModelSpec, Preset
+from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
 
 DEFAULT_TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
 DEFAULT_PP_DEGREES = (1, 2, 4, 8)

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from roofline_opt import evaluator as ev
-from roofline_opt.space import Question
+from roofline_opt.optimize.space import Question
+from roofline_opt.physics import evaluator as ev
 
 if TYPE_CHECKING:
-    from roofline_opt.solve import SolveReport
+    from roofline_opt.optimize.solve import SolveReport
 
 FIGURES = (
     "tok_s_per_request",

@@ -12,11 +12,18 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from roofline_opt.enumerate import enumerate_best
 from roofline_opt.errors import InvalidInput
-from roofline_opt.queries import SolverOptions, check_method, enumerated_points, prepare, solve_cheapest, solve_fastest
-from roofline_opt.results import Answer
-from roofline_opt.space import Question
+from roofline_opt.optimize.enumerate import enumerate_best
+from roofline_opt.optimize.queries import (
+    SolverOptions,
+    check_method,
+    enumerated_points,
+    prepare,
+    solve_cheapest,
+    solve_fastest,
+)
+from roofline_opt.optimize.results import Answer
+from roofline_opt.optimize.space import Question
 
 Progress = Callable[[int, int], None]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pyomo.environ as pyo
 
-from roofline_opt.tables import Tables
+from roofline_opt.optimize.tables import Tables
 
 FASTEST, CHEAPEST = "fastest", "cheapest"
 TARGET_RTOL = 1e-9

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyomo.environ as pyo
 
-from roofline_opt.enumerate import Points, enumerate_best, feasible_points
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
-from roofline_opt.formulation import (
+from roofline_opt.optimize.enumerate import Points, enumerate_best, feasible_points
+from roofline_opt.optimize.formulation import (
     CHEAPEST,
     FASTEST,
     TARGET_RTOL,
@@ -24,10 +24,10 @@ from roofline_opt.formulation import (
     set_batch_bounds,
     target_batch_bounds,
 )
-from roofline_opt.results import Answer, Setup, reevaluate
-from roofline_opt.solve import PersistentHighs, SolveReport
-from roofline_opt.space import Question
-from roofline_opt.tables import Tables, build_tables, split_choice
+from roofline_opt.optimize.results import Answer, Setup, reevaluate
+from roofline_opt.optimize.solve import PersistentHighs, SolveReport
+from roofline_opt.optimize.space import Question
+from roofline_opt.optimize.tables import Tables, build_tables, split_choice
 
 SCREEN_ABOVE_CHOICES = 600
 SCREEN_KEEP = 48

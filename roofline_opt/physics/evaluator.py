@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline_opt.errors import InvalidInput
-from roofline_opt.specs import GpuSpec, ModelSpec, Preset
+from roofline_opt.physics.specs import GpuSpec, ModelSpec, Preset
 
 DRAFT_WEIGHT_BITS = 16
 """Draft models run at 16-bit weights (this reproduces the notebook's speculative-decoding figures)."""

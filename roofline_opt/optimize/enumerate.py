@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline_opt import evaluator as ev
-from roofline_opt.results import Answer, Setup, reevaluate
-from roofline_opt.space import Layouts, Question, layouts, replica_caps
+from roofline_opt.optimize.results import Answer, Setup, reevaluate
+from roofline_opt.optimize.space import Layouts, Question, layouts, replica_caps
+from roofline_opt.physics import evaluator as ev
 
 CHUNK_CELLS = 2_000_000
 
