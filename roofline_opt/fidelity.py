@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from roofline_opt import api, catalog, report
+from roofline_opt import api, catalog, files, report
 from roofline_opt.errors import InvalidInput
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
@@ -228,7 +228,7 @@ def _gpu_card(card: str) -> GpuSpec:
 
 def read_measured(path: str | Path, field: str = "--measured") -> list[dict[str, str]]:
     """The rows of a measured-points CSV as text cells with their line numbers; bad files are InvalidInput."""
-    frame = report.read_csv_cells(path, field, MEASURED_COLUMNS, "measurement")
+    frame = files.read_csv_cells(path, field, MEASURED_COLUMNS, "measurement")
     return [row | {"line": str(line)} for line, row in enumerate(frame.to_dict("records"), start=2)]
 
 
@@ -992,7 +992,7 @@ def reproduce(
         rows.append(row)
         if progress is not None:
             progress(done, len(cases))
-        report.write_text_atomic(out / f"{case.key}.csv", frame.to_csv(index=False), field="--out")
+        files.write_text_atomic(out / f"{case.key}.csv", frame.to_csv(index=False), field="--out")
         nb = case.notebook
         observed = pd.DataFrame(
             [("notebook max (continuous N)", nb.max_tok_s_per_request, nb.usd_per_mtok_at_max), *case.observed],
@@ -1008,8 +1008,8 @@ def reproduce(
             field="--out",
         )
     result = Reproduction(pd.DataFrame(rows), context, context_table, time.perf_counter() - start, points)
-    report.write_text_atomic(out / "comparison.csv", result.comparison.to_csv(index=False), field="--out")
-    report.write_text_atomic(out / "reproduce.md", comparison_markdown(result), field="--out")
+    files.write_text_atomic(out / "comparison.csv", result.comparison.to_csv(index=False), field="--out")
+    files.write_text_atomic(out / "reproduce.md", comparison_markdown(result), field="--out")
     return result
 
 
@@ -1165,4 +1165,4 @@ def plot_sensitivity(result: Sensitivity, path: str | Path, title: str) -> None:
         ax.set_ylabel("$ per million output tokens")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
-    report.save_figure_atomic(figure, path, field="--out")
+    files.save_figure_atomic(figure, path, field="--out")

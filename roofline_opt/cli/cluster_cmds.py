@@ -14,7 +14,7 @@ import networkx as nx
 import pandas as pd
 import yaml
 
-from roofline_opt import report, topology
+from roofline_opt import files, report, topology
 from roofline_opt.cli import OneLineParser
 from roofline_opt.errors import InvalidInput
 
@@ -165,8 +165,8 @@ def _figure(cluster: nx.Graph) -> Any:
 
 def run_draw(args: argparse.Namespace) -> int:
     cluster = topology.load_cluster(args.file, known_gpu_names())
-    report.check_destination(args.out, "--out", report.plot_formats())
-    report.save_figure_atomic(_figure(cluster), args.out, field="--out")
+    files.check_destination(args.out, "--out", files.plot_formats())
+    files.save_figure_atomic(_figure(cluster), args.out, field="--out")
     return 0
 
 

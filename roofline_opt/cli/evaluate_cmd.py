@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from roofline_opt import catalog, checks, report
+from roofline_opt import catalog, checks, files, report
 from roofline_opt.errors import InvalidInput
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
@@ -185,7 +185,7 @@ def setups_from_csv(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
     if given:
         raise InvalidInput("--from-csv", f"takes {', '.join(REQUIRED_COLUMNS)} from the file: drop {', '.join(given)}")
     path = Path(args.from_csv)
-    frame = report.read_csv_cells(path, "--from-csv", REQUIRED_COLUMNS, "setup")
+    frame = files.read_csv_cells(path, "--from-csv", REQUIRED_COLUMNS, "setup")
     defaults = _flag_defaults(args)
     setups = []
     for line, row in enumerate(frame.to_dict("records"), start=2):
@@ -262,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
     setups = setups_from_csv(args, specs) if args.from_csv else setups_from_flags(args, specs)
     frame = evaluate_setups(setups, specs)
     if args.csv:
-        report.write_text_atomic(args.csv, frame.to_csv(index=False), field="--csv")
+        files.write_text_atomic(args.csv, frame.to_csv(index=False), field="--csv")
     print(report.to_json(frame.to_dict("records")) if args.json else _table(frame))
     return 0
 

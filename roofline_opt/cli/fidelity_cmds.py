@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from roofline_opt import api, catalog, checks, fidelity, report
+from roofline_opt import api, catalog, checks, fidelity, files, report
 from roofline_opt.physics.specs import DEFAULT, PRESETS
 
 VALIDATE_TABLE = {
@@ -75,7 +75,7 @@ def run_validate(args: argparse.Namespace) -> int:
     frame = pd.DataFrame(records)
     summary = fidelity.summarise(rows)
     if args.csv:
-        report.write_text_atomic(args.csv, frame.convert_dtypes().to_csv(index=False), field="--csv")
+        files.write_text_atomic(args.csv, frame.convert_dtypes().to_csv(index=False), field="--csv")
     if args.json:
         print(report.to_json(records))
         print(summary.line(), file=sys.stderr)
@@ -94,10 +94,10 @@ def run_validate(args: argparse.Namespace) -> int:
 def run_calibrate(args: argparse.Namespace) -> int:
     gpu = catalog.load_gpu(args.gpu, "--gpu")
     if args.out:
-        report.check_destination(args.out, "--out")
+        files.check_destination(args.out, "--out")
     fit, card = fidelity.calibrate(args.measured, gpu, Path(args.out).stem if args.out else None)
     if args.out:
-        report.write_text_atomic(args.out, fidelity.card_yaml(card), field="--out")
+        files.write_text_atomic(args.out, fidelity.card_yaml(card), field="--out")
     if args.json:
         print(report.to_json_object(asdict(fit) | {"card": args.out}))
         return 0
@@ -157,11 +157,11 @@ def run_sensitivity(args: argparse.Namespace) -> int:
     with report.ProgressBar() as progress:
         result = fidelity.sensitivity(q, _points(args.points), progress=progress)
     if args.csv:
-        report.write_text_atomic(args.csv, result.table.to_csv(index=False), field="--csv")
+        files.write_text_atomic(args.csv, result.table.to_csv(index=False), field="--csv")
     if out is not None:
         title = f"{q.model.name} on {', '.join(g.name for g in q.gpus)}: sensitivity ({q.preset.name} preset)"
         fidelity.plot_sensitivity(result, out / "sensitivity.png", title)
-        report.write_text_atomic(out / "sensitivity.csv", result.table.to_csv(index=False), field="--out")
+        files.write_text_atomic(out / "sensitivity.csv", result.table.to_csv(index=False), field="--out")
     if args.json:
         print(report.to_json(result.table.to_dict("records")))
         return 0

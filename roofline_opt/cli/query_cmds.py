@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from roofline_opt import api, checks, report
+from roofline_opt import api, checks, files, report
 from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.space import Question
 
@@ -105,7 +105,7 @@ def describe(record: Mapping[str, Any], sep: str = ": ") -> str:
 def _emit(args: argparse.Namespace, records: list[dict[str, Any]], text: str, as_list: bool) -> None:
     """Write --csv (atomically) and print JSON (--json) or the human text."""
     if args.csv:
-        report.write_text_atomic(args.csv, pd.DataFrame(records).to_csv(index=False), field="--csv")
+        files.write_text_atomic(args.csv, pd.DataFrame(records).to_csv(index=False), field="--csv")
     if args.json:
         print(report.to_json(records) if as_list else report.to_json_object(records[0]))
     else:
@@ -161,9 +161,9 @@ def run_frontier(args: argparse.Namespace) -> int:
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse unwritable --csv / --plot destinations before solving, so a failed run leaves no file behind."""
     if args.csv:
-        report.check_destination(args.csv, "--csv")
+        files.check_destination(args.csv, "--csv")
     if getattr(args, "plot", None):
-        report.check_destination(args.plot, "--plot", report.plot_formats())
+        files.check_destination(args.plot, "--plot", files.plot_formats())
 
 
 def _plot_title(question: Question) -> str:
@@ -190,7 +190,7 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
 
 def read_observed(path: Path) -> pd.DataFrame:
     """Observed (speed, price) points from a CSV: columns tok_s_per_request, usd_per_mtok (> 0), optional label."""
-    frame = report.read_csv_cells(path, "--observed", OBSERVED_COLUMNS, "point")
+    frame = files.read_csv_cells(path, "--observed", OBSERVED_COLUMNS, "point")
     return _observed_values(path, frame)
 
 

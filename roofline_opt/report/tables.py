@@ -1,0 +1,76 @@
+"""Answers as text: aligned terminal tables and JSON, numbers formatted for reading."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+MISSING_CELL = "-"
+
+
+"""What a table shows for NaN / None."""
+
+
+def format_number(value: Any) -> str:
+    """A number for a human: integers plainly, else 4 significant digits without trailing zeros; '-' for NaN/None."""
+    if value is None or (isinstance(value, float | np.floating) and math.isnan(value)):
+        return MISSING_CELL
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+        return str(value)
+    value = float(value)
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if 1e-3 <= abs(value) < 1e6:
+        decimals = max(0, 3 - math.floor(math.log10(abs(value))))
+        text = f"{value:.{decimals}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    return f"{value:.4g}"
+
+
+def frame_to_table(df: pd.DataFrame) -> str:
+    """An aligned plain-text table of ``df`` (numbers right-aligned, text left-aligned), without the index."""
+    columns = [str(c) for c in df.columns]
+    cells = [[format_number(v) for v in df[c].tolist()] for c in df.columns]
+    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
+    widths = [max([len(name), *(len(cell) for cell in col)]) for name, col in zip(columns, cells, strict=True)]
+
+    def line(items: Iterable[str]) -> str:
+        parts = [
+            item.rjust(width) if right else item.ljust(width)
+            for item, width, right in zip(items, widths, numeric, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    rows = [line(columns), line("-" * w for w in widths)]
+    rows += [line(col[i] for col in cells) for i in range(len(df))]
+    return "\n".join(rows)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy scalars and arrays turned into Python values and NaN/inf into None."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def to_json(records: Iterable[Mapping[str, Any]]) -> str:
+    """A JSON list of ``records`` (NaN -> null, numpy types converted), indented for reading."""
+    return json.dumps([_plain(r) for r in records], indent=2, allow_nan=False)
+
+
+def to_json_object(record: Mapping[str, Any]) -> str:
+    """One record as a JSON object (NaN -> null, numpy types converted), indented for reading."""
+    return json.dumps(_plain(record), indent=2, allow_nan=False)
