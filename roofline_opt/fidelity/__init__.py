@@ -1,0 +1,54 @@
+"""Fidelity: how far to trust the roofline. Measured serving figures against it, efficiency fits, the paper's
+headline results and the answer's sensitivity to contested assumptions.
+
+``validate`` maps each row of a measured-points CSV (columns of ``shared/reference/measured_points.csv``, mapping in
+``measured``) to a setup and checks the roofline bound (prediction >= measurement). ``calibrate`` fits the FLOP and
+HBM efficiency caps and the NCCL latency factor to one accelerator's rows and writes an accelerator card that carries
+the fit. ``reproduce`` compares our integer frontiers with the notebook's continuous headline numbers (model-notes
+section 8). ``sensitivity`` re-solves a frontier with the contested assumptions moved.
+
+May import: the public API (``roofline_opt.api``), the catalog, the physics, the report and the base modules.
+"""
+
+from roofline_opt.fidelity.calibrate import FIT_PARAMETERS, CalibrationFit, calibrate, card_yaml
+from roofline_opt.fidelity.measured import MEASURED_COLUMNS, MeasuredRow, MeasuredSetup, map_row, read_measured
+from roofline_opt.fidelity.reproduce import (
+    CASES,
+    CONTEXT_CANDIDATES,
+    PaperCase,
+    Reproduction,
+    choose_context,
+    compare_case,
+    ensure_out_dir,
+    reproduce,
+)
+from roofline_opt.fidelity.sensitivity import Sensitivity, plot_sensitivity, sensitivity, variants
+from roofline_opt.fidelity.validate import ValidationRow, ValidationSummary, summarise, validate
+
+__all__ = [
+    "CASES",
+    "CONTEXT_CANDIDATES",
+    "FIT_PARAMETERS",
+    "MEASURED_COLUMNS",
+    "CalibrationFit",
+    "MeasuredRow",
+    "MeasuredSetup",
+    "PaperCase",
+    "Reproduction",
+    "Sensitivity",
+    "ValidationRow",
+    "ValidationSummary",
+    "calibrate",
+    "card_yaml",
+    "choose_context",
+    "compare_case",
+    "ensure_out_dir",
+    "map_row",
+    "plot_sensitivity",
+    "read_measured",
+    "reproduce",
+    "sensitivity",
+    "summarise",
+    "validate",
+    "variants",
+]

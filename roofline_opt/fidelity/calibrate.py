@@ -1,0 +1,233 @@
+"""Efficiency caps and the NCCL latency factor fitted to one accelerator's measured rows, written as a card."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from roofline_opt.errors import InvalidInput
+from roofline_opt.fidelity.measured import map_row, read_measured
+from roofline_opt.fidelity.validate import SetupGroup, group_setups, predict_group
+from roofline_opt.physics.specs import DEFAULT, GpuSpec, Preset
+
+FIT_PARAMETERS = ("flop_efficiency", "hbm_efficiency", "network_latency_factor")
+
+
+FIT_BOUNDS = {"flop_efficiency": (0.05, 1.0), "hbm_efficiency": (0.05, 1.0), "network_latency_factor": (0.1, 10.0)}
+
+
+FIT_STEPS = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001, 0.0003)
+
+
+LOO_STEPS = FIT_STEPS[2:]
+
+
+FIT_GRID = 9
+
+
+IDENTIFIED_LOSS_CHANGE = 1e-6
+
+
+HOP_LATENCY_BOUNDS_S = (1e-8, 1e-3)
+
+
+@dataclass(frozen=True)
+class CalibrationFit:
+    """Fitted efficiency caps, which the rows identify, and the errors (rms of natural-log speed ratios)."""
+
+    gpu: str
+    rows: int
+    flop_efficiency: float
+    hbm_efficiency: float
+    network_latency_factor: float
+    identified: tuple[str, ...]
+    default_rms_log_error: float
+    fitted_rms_log_error: float
+    leave_one_out_rms_log_error: float | None
+    card_rms_log_error: float
+    hop_latency_s: float
+
+    def values(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in FIT_PARAMETERS}
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """The rows of one accelerator that a fit uses: grouped setups and measured tok/s per request."""
+
+    groups: tuple[SetupGroup, ...]
+    measured_tok_s_per_request: np.ndarray
+    gpu: GpuSpec
+
+    def predicted(self, preset: Preset, gpu: GpuSpec | None = None) -> np.ndarray:
+        spec = gpu or self.gpu
+        return predict_group(self.groups, len(self.measured_tok_s_per_request), preset, lambda _: spec)[
+            "tok_s_per_request"
+        ]
+
+    def loss(self, values: Sequence[float], mask: np.ndarray | None = None) -> float:
+        """Mean squared natural-log error of the rows in ``mask`` (all by default) at these parameter values."""
+        errors = self.log_errors(_fit_preset(values))
+        return float(np.mean(errors[mask] ** 2 if mask is not None else errors**2))
+
+    def log_errors(self, preset: Preset, gpu: GpuSpec | None = None) -> np.ndarray:
+        return np.log(self.predicted(preset, gpu) / self.measured_tok_s_per_request)
+
+
+def _fit_preset(values: Sequence[float]) -> Preset:
+    return replace(DEFAULT, **dict(zip(FIT_PARAMETERS, values, strict=True)))
+
+
+def _default_values() -> np.ndarray:
+    return np.array([getattr(DEFAULT, name) for name in FIT_PARAMETERS])
+
+
+def _coordinate_search(
+    loss: Callable[[np.ndarray], float],
+    start: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    free: Sequence[bool],
+    steps: Sequence[float] = FIT_STEPS,
+) -> np.ndarray:
+    """Minimise ``loss`` over the free coordinates in log space: grids around the best point, shrinking."""
+    x, lo, hi = np.log(start), np.log(low), np.log(high)
+    best = loss(np.exp(x))
+    for width in steps:
+        improved = True
+        while improved:
+            improved = False
+            for i in np.flatnonzero(free):
+                for candidate in np.clip(x[i] + width * np.linspace(-1.0, 1.0, FIT_GRID), lo[i], hi[i]):
+                    trial = x.copy()
+                    trial[i] = candidate
+                    value = loss(np.exp(trial))
+                    if value < best * (1 - 1e-12):
+                        best, x, improved = value, trial, True
+    return np.exp(x)
+
+
+def _fit(
+    problem: _Problem,
+    mask: np.ndarray | None = None,
+    start: np.ndarray | None = None,
+    steps: Sequence[float] = FIT_STEPS,
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Fitted values and the parameters the rows identify; the others are pinned at the default preset's values."""
+    low = np.array([FIT_BOUNDS[name][0] for name in FIT_PARAMETERS])
+    high = np.array([FIT_BOUNDS[name][1] for name in FIT_PARAMETERS])
+    free = [True] * len(FIT_PARAMETERS)
+
+    def loss(values: np.ndarray) -> float:
+        return problem.loss(values, mask)
+
+    while True:
+        begin = _default_values() if start is None else np.where(free, start, _default_values())
+        values = _coordinate_search(loss, begin, low, high, free, steps)
+        base = loss(values)
+        flat = []
+        for i in np.flatnonzero(free):
+            moved = [np.clip(values[i] * f, low[i], high[i]) for f in (1.2, 1 / 1.2)]
+            changes = [loss(np.where(np.arange(len(values)) == i, v, values)) - base for v in moved]
+            if max(changes) <= IDENTIFIED_LOSS_CHANGE:
+                flat.append(i)
+        if not flat:
+            return values, tuple(name for name, f in zip(FIT_PARAMETERS, free, strict=True) if f)
+        for i in flat:
+            free[i] = False
+
+
+def _card_with_fit(gpu: GpuSpec, values: np.ndarray, hop_latency_s: float, name: str, source: str) -> GpuSpec:
+    """``gpu`` with peak rates scaled by fitted / default efficiency and ``hop_latency_s`` added per collective."""
+    fitted = dict(zip(FIT_PARAMETERS, values, strict=True))
+    flop_scale = fitted["flop_efficiency"] / DEFAULT.flop_efficiency
+    hbm_scale = fitted["hbm_efficiency"] / DEFAULT.hbm_efficiency
+    return replace(
+        gpu,
+        name=name,
+        display_name=f"{gpu.display_name or gpu.name} (calibrated)",
+        flop_per_s_by_bits={bits: float(rate * flop_scale) for bits, rate in gpu.flop_per_s_by_bits.items()},
+        hbm_bytes_per_s=float(gpu.hbm_bytes_per_s * hbm_scale),
+        intra_hop_latency_s=float(gpu.intra_hop_latency_s + hop_latency_s),
+        inter_hop_latency_s=float(gpu.inter_hop_latency_s + hop_latency_s),
+        source=source,
+    )
+
+
+def _hop_latency(problem: _Problem, values: np.ndarray) -> float:
+    """Added seconds per collective call that best reproduce the fitted latency factor (0 for a factor <= 1)."""
+    # an added latency only slows, so a factor below the default's cannot be carried by a card
+    if values[2] <= DEFAULT.network_latency_factor:
+        return 0.0
+    target = problem.predicted(_fit_preset(values))
+    scaled = _fit_preset([values[0], values[1], DEFAULT.network_latency_factor])
+
+    def mismatch(h: np.ndarray) -> float:
+        card = replace(
+            problem.gpu,
+            intra_hop_latency_s=problem.gpu.intra_hop_latency_s + h[0],
+            inter_hop_latency_s=problem.gpu.inter_hop_latency_s + h[0],
+        )
+        return float(np.mean(np.log(problem.predicted(scaled, card) / target) ** 2))
+
+    low, high = (np.array([b]) for b in HOP_LATENCY_BOUNDS_S)
+    best = _coordinate_search(mismatch, np.array([1e-6]), low, high, [True])
+    return float(best[0]) if mismatch(best) < mismatch(np.array([0.0])) else 0.0
+
+
+def calibrate(path: str | Path, gpu: GpuSpec, card_name: str | None = None) -> tuple[CalibrationFit, GpuSpec]:
+    """Fit the efficiency caps to the rows of ``gpu`` in a measured-points CSV; the fit and a card carrying it."""
+    rows = [r for r in map(map_row, read_measured(path)) if r.setup is not None and not r.reasons]
+    chosen = [r for r in rows if r.setup.gpu_card == gpu.name and r.measured_tok_s_per_request is not None]
+    if not chosen:
+        found = sorted({r.setup.gpu_card for r in rows}) or ["none"]
+        msg = f"must be an accelerator the file has mapped rows of ({', '.join(found)}). Got {gpu.name!r} instead."
+        raise InvalidInput("--gpu", msg)
+    measured = np.array([r.measured_tok_s_per_request for r in chosen])
+    problem = _Problem(tuple(group_setups([r.setup for r in chosen])), measured, gpu)
+    values, identified = _fit(problem)
+    loo = None
+    if len(chosen) > 1:
+        held_out = []
+        for i in range(len(chosen)):
+            keep = np.arange(len(chosen)) != i
+            fitted_without = _fit(problem, keep, start=values, steps=LOO_STEPS)[0]
+            held_out.append(problem.log_errors(_fit_preset(fitted_without))[i])
+        loo = float(np.sqrt(np.mean(np.square(held_out))))
+    hop = _hop_latency(problem, values)
+    source = (
+        f"calibrated by roofline-opt calibrate from {gpu.name} and {len(chosen)} rows of {Path(path).name}: fitted "
+        f"flop_efficiency {values[0]:.3f}, hbm_efficiency {values[1]:.3f}, network_latency_factor {values[2]:.3f} "
+        f"(identified: {', '.join(identified) or 'none'}). Use with the default preset: flop_per_s_by_bits is scaled "
+        f"by {values[0]:.3f}/{DEFAULT.flop_efficiency} and hbm_bytes_per_s by {values[1]:.3f}/"
+        f"{DEFAULT.hbm_efficiency}; the latency factor is carried as {hop * 1e6:.2f} us added hop latency per "
+        f"collective call (fitted to reproduce the factor on these rows; a factor below 1 cannot be carried)."
+    )
+    card = _card_with_fit(gpu, values, hop, card_name or f"{gpu.name}-calibrated", source)
+    fit = CalibrationFit(
+        gpu=gpu.name,
+        rows=len(chosen),
+        flop_efficiency=float(values[0]),
+        hbm_efficiency=float(values[1]),
+        network_latency_factor=float(values[2]),
+        identified=identified,
+        default_rms_log_error=_rms(problem.log_errors(DEFAULT)),
+        fitted_rms_log_error=_rms(problem.log_errors(_fit_preset(values))),
+        leave_one_out_rms_log_error=loo,
+        card_rms_log_error=_rms(problem.log_errors(DEFAULT, card)),
+        hop_latency_s=hop,
+    )
+    return fit, card
+
+
+def _rms(errors: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(errors))))
+
+
+def card_yaml(gpu: GpuSpec) -> str:
+    """An accelerator card (every GpuSpec field) as the YAML ``--gpu path/to/card.yaml`` reads."""
+    return yaml.safe_dump(asdict(gpu), sort_keys=False, allow_unicode=True, width=120)
