@@ -23,6 +23,7 @@ MEASURED_COLUMNS = (
     "tok_s_per_request",
     "tok_s_per_gpu",
 )
+"""Columns a measured-points CSV must have (``n_gpus``, ``framework`` and ``notes`` are read when present)."""
 
 
 MODEL_ALIASES = {
@@ -33,6 +34,7 @@ MODEL_ALIASES = {
     "deepseek-r1-0528": "deepseek-v3",
     "deepseek-v3/r1": "deepseek-v3",
 }
+"""Normalised measured model names -> catalog cards where they differ (other names are looked up as they are)."""
 
 
 GPU_PATTERNS = (
@@ -46,9 +48,11 @@ GPU_PATTERNS = (
     ("mi300x", "mi300x"),
     ("v100", "v100"),
 )
+"""Substring of a lower-cased measured GPU name -> catalog card, first match wins (GB200 before B200)."""
 
 
 PRECISION_BITS = {"nvfp4": 4, "mxfp4": 4, "fp4": 4, "int4": 4, "fp8": 8, "int8": 8, "bf16": 16, "fp16": 16}
+"""Weight precision of a measured row: the first of these words its precision text names."""
 
 
 _PRECISION_RE = re.compile("|".join(PRECISION_BITS))

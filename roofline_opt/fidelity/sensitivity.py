@@ -34,6 +34,7 @@ def _same(q: api.Question) -> api.Question:
 
 
 CAPS = (0.5, 0.7, 1.0)
+"""Efficiency caps tried for FLOP/s and HBM bandwidth."""
 
 
 def variants(with_draft: bool) -> list[Variant]:
@@ -64,6 +65,7 @@ CHANGE_COLUMNS = {
     "cheapest_rel_change": "cheapest_usd_per_mtok",
     "preferred_rel_change": "preferred_tok_s_per_request",
 }
+"""Changes against the baseline (variant / baseline - 1) the sensitivity table adds."""
 
 
 @dataclass(frozen=True)

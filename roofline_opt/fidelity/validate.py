@@ -14,17 +14,6 @@ from roofline_opt.fidelity.measured import MeasuredRow, MeasuredSetup, gpu_card,
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
 
-"""Columns a measured-points CSV must have (``n_gpus``, ``framework`` and ``notes`` are read when present)."""
-
-
-"""Normalised measured model names -> catalog cards where they differ (other names are looked up as they are)."""
-
-
-"""Substring of a lower-cased measured GPU name -> catalog card, first match wins (GB200 before B200)."""
-
-
-"""Weight precision of a measured row: the first of these words its precision text names."""
-
 
 @dataclass(frozen=True)
 class ValidationRow:
@@ -197,29 +186,3 @@ def summarise(rows: Sequence[ValidationRow]) -> ValidationSummary:
         bounded=sum(bool(r.bound_holds) for r in judged),
         median_ratio_tok_s_per_request=float(np.median(ratios)) if ratios else None,
     )
-
-
-"""Half-widths (natural-log units) of the coordinate search's grids, coarse to fine."""
-
-
-"""Leave-one-out refits start from the full fit, which one row moves little, with the finer grids only."""
-
-
-"""A parameter is identified when moving it by 20% raises the mean squared log error by more than this."""
-
-
-"""The notebook's headline comparisons (model-notes section 8); speculative decoding with a Llama 3 8B draft at
-acceptance 0.8 and gamma <= 20. The notes give B "~1-2" for the 405B 8-bit rows: NaN here."""
-
-
-"""The notes do not state the notebook's default context: it is chosen on Llama 3 70B among these candidates."""
-
-
-"""The notebook's cheapest figures are compute-bound floors; a MoE reaches its floor only beyond 4096 sequences
-(Mixtral 8x22B: 0.0524 $/Mtok at batch 4096, 0.0460 at 16384, notebook 0.046)."""
-
-
-"""Efficiency caps tried for FLOP/s and HBM bandwidth."""
-
-
-"""Changes against the baseline (variant / baseline - 1) the sensitivity table adds."""

@@ -1,0 +1,136 @@
+"""Card files read (bounded) and turned into checked specs, each bad field named with what would be valid."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from roofline_opt import checks
+from roofline_opt.errors import InvalidInput
+from roofline_opt.physics.specs import WEIGHT_BITS, GpuSpec, ModelSpec
+
+
+def read_text(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"cannot be read: {exc}"
+        raise InvalidInput(str(path), msg) from exc
+    if not text.strip():
+        raise InvalidInput(str(path), "is empty")
+    return text
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping a YAML card holds; syntax errors and non-mappings name the file."""
+    try:
+        data = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        msg = f"is not valid YAML: {_one_line(getattr(exc, 'problem', None) or exc)}{where}"
+        raise InvalidInput(str(path), msg) from exc
+    return require_mapping(path, data)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        msg = f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        raise InvalidInput(str(path), msg) from exc
+    return require_mapping(path, data)
+
+
+def require_mapping(path: Path, data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        msg = f"must hold a mapping of field: value. Got a {type(data).__name__} instead."
+        raise InvalidInput(str(path), msg)
+    return data
+
+
+Spec = typing.TypeVar("Spec", ModelSpec, GpuSpec)
+
+
+def spec_from_mapping(cls: type[Spec], data: dict[str, Any], where: str) -> Spec:
+    """Check every field of ``data`` against the dataclass ``cls`` (types, ranges, required) and build it."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        checks.choice(f"{where}: {key}", key, fields)
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for name, f in fields.items():
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if name not in data:
+            if required:
+                raise InvalidInput(f"{where}: {name}", f"is missing: a {cls.__name__} needs it")
+            continue
+        values[name] = _field_value(f"{where}: {name}", hints[name], data[name], zero_ok=f.default == 0)
+    spec = cls(**values)
+    _check_consistency(spec, where)
+    return spec
+
+
+def _field_value(field: str, hint: Any, value: Any, zero_ok: bool) -> Any:
+    """One card value converted to the field's type, or InvalidInput naming the field."""
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise InvalidInput(field, f"must be true or false. Got {value!r} instead.")
+        return value
+    if hint is int:
+        return checks.positive_int(field, value, minimum=0 if zero_ok else 1)
+    if hint is float:
+        return checks.positive_float(field, value, allow_zero=zero_ok)
+    if hint is str:
+        if not isinstance(value, str):
+            raise InvalidInput(field, f"must be a text. Got {value!r} instead.")
+        return value
+    if typing.get_origin(hint) is dict:
+        return _flop_rates(field, value)
+    msg = f"no card reader for fields of type {hint}"
+    raise TypeError(msg)
+
+
+def _flop_rates(field: str, value: Any) -> dict[int, float]:
+    """``{16: 1e15, 8: 2e15}``: FLOP/s per weight bits; a null rate is the same as an absent one."""
+    if not isinstance(value, dict):
+        msg = f"must be a mapping of weight bits to FLOP/s, like {{16: 1.0e+15, 8: 2.0e+15}}. Got {value!r} instead."
+        raise InvalidInput(field, msg)
+    rates = {
+        checks.choice(field, bits, WEIGHT_BITS): checks.positive_float(f"{field}[{bits}]", rate)
+        for bits, rate in value.items()
+        if rate is not None
+    }
+    if not rates:
+        raise InvalidInput(field, "must give a FLOP rate for at least one weight precision")
+    return rates
+
+
+def _check_consistency(spec: ModelSpec | GpuSpec, where: str) -> None:
+    """Cross-field rules a spec must meet for the formulas to mean anything."""
+    if not spec.name.strip():
+        raise InvalidInput(f"{where}: name", "must be a non-empty text. Got '' instead.")
+    if isinstance(spec, ModelSpec):
+        _check_model_consistency(spec, where)
+
+
+def _check_model_consistency(model: ModelSpec, where: str) -> None:
+    """Experts, heads and dense layers must be consistent with each other."""
+    if model.n_active_experts > model.n_experts:
+        msg = f"must be <= n_experts ({model.n_experts}). Got {model.n_active_experts} instead."
+        raise InvalidInput(f"{where}: n_active_experts", msg)
+    if not model.is_mla and model.n_q_heads % model.group_size:
+        msg = f"must divide n_q_heads ({model.n_q_heads}). Got {model.group_size} instead."
+        raise InvalidInput(f"{where}: group_size", msg)
+    if model.n_dense_layers >= model.n_layers:
+        msg = f"must be < n_layers ({model.n_layers}). Got {model.n_dense_layers} instead."
+        raise InvalidInput(f"{where}: n_dense_layers", msg)
