@@ -16,8 +16,8 @@ from roofline_opt import api, catalog
 from roofline_opt.optimize.enumerate import Points, best_point, enumerate_best, feasible_points
 from roofline_opt.optimize.queries import cheapest, fastest
 from roofline_opt.optimize.space import Question
+from roofline_opt.optimize.testing import EXACT_RTOL, assert_same_optimum
 from roofline_opt.physics.specs import GpuSpec, ModelSpec
-from roofline_opt.testing import EXACT_RTOL, assert_same_optimum
 
 SMALL_SPACE = dict(tp_degrees=(1, 2, 4, 8), pp_degrees=(1, 2), max_batch=512)
 BUDGET_FACTORS = (1.0, 2.0, 10.0)

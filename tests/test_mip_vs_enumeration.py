@@ -9,7 +9,7 @@ import pytest
 from roofline_opt import api
 from roofline_opt.optimize.enumerate import best_point, enumerate_best, feasible_points
 from roofline_opt.optimize.queries import cheapest, fastest
-from roofline_opt.testing import assert_same_optimum
+from roofline_opt.optimize.testing import assert_same_optimum
 
 QUESTIONS = {
     "llama70b-h100-paper-8k": dict(model="llama-3-70b", gpu="h100-sxm", preset="paper", context=8000),

@@ -24,9 +24,9 @@ from roofline_opt.optimize.queries import cheapest, fastest, prepare, solve_fast
 from roofline_opt.optimize.results import Answer
 from roofline_opt.optimize.space import Question
 from roofline_opt.optimize.sweep import frontier_answers, pareto
+from roofline_opt.optimize.testing import EXACT_RTOL, assert_same_optimum
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics.specs import DEFAULT, PAPER, GpuSpec, ModelSpec
-from roofline_opt.testing import EXACT_RTOL, assert_same_optimum
 
 OPTIONAL_RECORD_FIELDS = ("solve_seconds", "mip_gap", "placement")
 """Answer.to_record() fields that may be None: no solve time for enumeration, SolveReport.mip_gap (Optional), no

@@ -2,6 +2,9 @@
 
 Exit codes: 0 answered, 1 a well-formed question nobody can answer (infeasible), 2 bad input, 3 solver failure.
 Each sub-command lives in its own module of this package and registers itself through ``add_parser``.
+
+May import: every layer below (api, fidelity, report, topology, catalog, physics, base modules). Nothing imports
+the CLI but ``roofline_opt.__main__``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,118 @@
+"""The package reads as a pipeline from data to answer: each layer imports only the layers below it."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "roofline_opt"
+
+LAYERS = {
+    "base": 0,
+    "physics": 1,
+    "catalog": 2,
+    "topology": 2,
+    "optimize": 3,
+    "report": 4,
+    "api": 5,
+    "fidelity": 6,
+    "cli": 7,
+}
+"""Rank of each unit: a module may import its own unit and units of a lower rank, never a peer or a higher rank."""
+
+BASE_MODULES = {"errors", "checks", "files"}
+FOREIGN_TO_PHYSICS = ("pyomo", "highspy", "pandas", "networkx", "matplotlib", "yaml", "dask")
+MAX_MODULE_LINES = 600
+
+
+def _unit(module: str) -> str | None:
+    """The layer unit of a dotted module name inside roofline_opt (None for the package facade itself)."""
+    parts = module.split(".")
+    if parts[0] != "roofline_opt" or len(parts) == 1:
+        return None
+    head = parts[1]
+    return "base" if head in BASE_MODULES else head
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module this file imports, at module level or inside functions (lazy imports count too)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.append(node.module)
+            if node.module == "roofline_opt":
+                found += [f"roofline_opt.{alias.name}" for alias in node.names]
+    return found
+
+
+SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if _unit(_module_name(p)) not in (None, "__main__"))
+
+
+def test_every_module_belongs_to_a_known_layer() -> None:
+    unknown = {_module_name(p) for p in SOURCES if _unit(_module_name(p)) not in LAYERS}
+    assert not unknown, f"add these to LAYERS in tests/test_layering.py: {sorted(unknown)}"
+
+
+def _violations(module: str, imported: list[str]) -> list[str]:
+    """Imports of ``module`` that reach a peer unit or a higher layer."""
+    unit = _unit(module)
+    bad = []
+    for name in imported:
+        other = _unit(name)
+        if other is not None and other != unit and LAYERS[other] >= LAYERS[unit]:
+            bad.append(f"{module} ({unit}, layer {LAYERS[unit]}) imports {name} ({other}, layer {LAYERS[other]})")
+    return bad
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: _module_name(p))
+def test_module_imports_only_lower_layers(path: Path) -> None:
+    assert _violations(_module_name(path), _imports(path)) == []
+
+
+def test_the_layer_rule_refuses_upward_and_peer_imports_and_allows_downward_ones() -> None:
+    assert _violations("roofline_opt.physics.evaluator", ["roofline_opt.optimize.queries"])
+    assert _violations("roofline_opt.catalog.cards", ["roofline_opt.topology"])
+    assert _violations("roofline_opt.optimize.queries", ["roofline_opt.cli"])
+    assert _violations("roofline_opt.cli.query_cmds", ["roofline_opt.physics.evaluator", "roofline_opt.errors"]) == []
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "physics").rglob("*.py")), ids=lambda p: p.name)
+def test_physics_imports_no_solver_table_or_graph_library(path: Path) -> None:
+    foreign = [m for m in _imports(path) if m.split(".")[0] in FOREIGN_TO_PHYSICS]
+    assert not foreign, f"{path.name} imports {foreign}"
+
+
+def test_importing_the_evaluator_loads_no_solver_pandas_or_networkx() -> None:
+    code = (
+        "import sys, roofline_opt.physics.evaluator; "
+        f"print(sorted(m for m in {FOREIGN_TO_PHYSICS!r} if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_no_module_outgrows_one_concern() -> None:
+    long = {
+        _module_name(p): n for p in SOURCES if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"split these by concern: {long}"
+
+
+def test_every_subpackage_says_what_it_may_import() -> None:
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        assert "May import" in doc, f"{init.parent.name}/__init__.py docstring must say what the layer may import"
