@@ -24,7 +24,7 @@ import pandas as pd
 
 from roofline_opt import catalog, checks
 from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.queries import SolverOptions
+from roofline_opt.optimize.queries import Prepared, SolverOptions, prepare, solve_prepared
 from roofline_opt.optimize.queries import cheapest as _cheapest
 from roofline_opt.optimize.queries import fastest as _fastest
 from roofline_opt.optimize.results import Answer
@@ -281,3 +281,20 @@ def frontier(
     """Speed-vs-cost frontier: one row per distinct optimal setup from the cheapest to the fastest."""
     q = question(model, gpu, **space)
     return frontier_frame(q, points, utility_exponent, time_limit_s, mip_gap, progress, method)
+
+
+TARGETS = {"fastest": "max_usd_per_mtok", "cheapest": "min_tok_s"}
+"""The target parameter of each query kind that can re-solve one prepared model (a sweep along the target)."""
+
+
+def prepared(q: Question, time_limit_s: float | None = None, mip_gap: float = 1e-6) -> Prepared:
+    """A question's tables and persistent models, built once to answer it at many targets with ``target_answer``."""
+    return prepare(q, _options(time_limit_s, mip_gap))
+
+
+def target_answer(prep: Prepared, kind: str, target: float | None) -> Answer:
+    """What ``fastest_answer`` (target $/Mtok) or ``cheapest_answer`` (target tok/s) returns with method "mip",
+    from the prepared question's loaded model: only the target is pushed before the re-solve."""
+    field = TARGETS[checks.choice("kind", kind, TARGETS)]
+    value = None if target is None else checks.positive_float(field, target)
+    return _with_placement(prep.question, solve_prepared(prep, kind, value))

@@ -302,18 +302,23 @@ def enumerated_points(question: Question) -> Points:
 def _answer(question: Question, kind: str, target: float | None, method: str, options: SolverOptions | None) -> Answer:
     """One query by either method; an unreachable target raises Infeasible naming the other extreme."""
     check_method(method)
+    if method == "mip":
+        return solve_prepared(prepare(question, options), kind, target)
     other = CHEAPEST if kind == FASTEST else FASTEST
-    if method == "enumerate":
-        pts = enumerated_points(question)
-        answer = enumerate_best(question, kind, target, pts)
-        nearest = (lambda: enumerate_best(question, other, None, pts)) if answer is None else None
-    else:
-        prep = prepare(question, options)
-        solve = {FASTEST: solve_fastest, CHEAPEST: solve_cheapest}
-        answer = solve[kind](prep, target)
-        nearest = (lambda: solve[other](prep, None)) if answer is None else None
+    pts = enumerated_points(question)
+    answer = enumerate_best(question, kind, target, pts)
     if answer is None:
-        raise _unreachable(kind, target, nearest())
+        raise _unreachable(kind, target, enumerate_best(question, other, None, pts))
+    return answer
+
+
+def solve_prepared(prep: Prepared, kind: str, target: float | None) -> Answer:
+    """One MIP query on prepared tables and models (reused across targets); unreachable raises Infeasible."""
+    solve = {FASTEST: solve_fastest, CHEAPEST: solve_cheapest}
+    answer = solve[kind](prep, target)
+    if answer is None:
+        other = CHEAPEST if kind == FASTEST else FASTEST
+        raise _unreachable(kind, target, solve[other](prep, None))
     return answer
 
 
