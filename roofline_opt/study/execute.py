@@ -139,7 +139,7 @@ def frontier_record(frame: Any) -> dict[str, Any]:
     record["frontier_points"] = len(frame)
     record["frontier_max_tok_s_per_request"] = float(frame["tok_s_per_request"].max())
     record["frontier_min_usd_per_mtok"] = float(frame["usd_per_mtok"].min())
-    record["frontier_json"] = frame.to_json(orient="records")
+    record["frontier_json"] = frame.to_json(orient="records", double_precision=15)
     return record
 
 

@@ -62,9 +62,17 @@ def plan_tasks(questions: Sequence[StudyQuestion], workers: int) -> list[list[St
     for group in groups.values():
         target = api.TARGETS.get(group[0].kind)
         if target:
-            group.sort(key=lambda q: (q.values.get(target) is None, float(q.values.get(target) or 0.0)))
+            group.sort(key=lambda q: _target_order(q.values.get(target)))
         tasks += [group[i : i + size] for i in range(0, len(group), size)]
     return tasks
+
+
+def _target_order(value: Any) -> tuple[int, float]:
+    """Targets ascending, no target after them, values that are not numbers (invalid rows) last."""
+    number = pd.to_numeric(value, errors="coerce") if value is not None else None
+    if number is None or pd.isna(number):
+        return (1 if value is None else 2, 0.0)
+    return (0, float(number))
 
 
 def _absolute(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -92,7 +100,7 @@ def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
             yield client
         return
     n = workers or os.cpu_count() or 1
-    kwargs = {"n_workers": n, "threads_per_worker": 1, "processes": True, "dashboard_address": None}
+    kwargs = {"n_workers": n, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
     with LocalCluster(**kwargs, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         yield client
 
