@@ -7,6 +7,7 @@ parser is built, so other commands do not pay for it.
 from __future__ import annotations
 
 import argparse
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -31,7 +32,8 @@ def run_study(args: argparse.Namespace) -> int:
         files.check_destination(args.summary_plot, "--summary-plot", files.plot_formats())
     workers = None if args.workers is None else checks.positive_int("--workers", args.workers)
     chunk_rows = checks.positive_int("--chunk-rows", args.chunk_rows)
-    where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"{workers or 'all'} local worker(s)"
+    n = workers or os.cpu_count() or 1
+    where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local Dask cluster of {n} workers"
     print(f"study {study.name} ({study.kind}): {len(study.questions)} questions on {where}")
     with report.ProgressBar(eta=True) as progress:
         result = run(

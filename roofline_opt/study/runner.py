@@ -152,8 +152,7 @@ def _submit(
     answered = 0
     last_flush = time.monotonic()
     with dask_client(workers, scheduler) as client:
-        n_workers = max(1, len(client.scheduler_info().get("workers", {})) or (workers or 1))
-        tasks = plan_tasks(todo, n_workers)
+        tasks = plan_tasks(todo, max(1, sum(client.nthreads().values())))
         futures = {}
         for task in tasks:
             items = [(q.id, _absolute(q.values)) for q in task]
