@@ -10,8 +10,9 @@ answered four ways, interleaved in every repetition so that they share the machi
   and assembled into the output file;
 - naive: one ``api.fastest_answer`` per question (no shared tables), timed on the first 200 questions.
 
-Prints per-repetition seconds and the ratios of each repetition, their medians, and the load average before and
-after (the machine is shared).
+Prints per-repetition wall and CPU seconds (CPU: the workers' and the driver's, so the overhead is also measured
+independently of other load on a shared machine), the ratios of each repetition, their medians, and the load
+average before and after.
 """
 
 from __future__ import annotations
@@ -52,27 +53,30 @@ def study_file(folder: Path, questions: int) -> Path:
     return path
 
 
-def plain_loop(study) -> float:
-    """The same batches answered in this process, with a cold cache (as a fresh worker has)."""
+def plain_loop(study) -> tuple[float, float]:
+    """(wall, CPU seconds) of the same batches answered in this process, cold cache (as a fresh worker has)."""
     execute._cache().clear()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for task in plan_tasks(study.questions, 1):
         execute.answer_batch(task[0].kind, [(q.id, q.values) for q in task])
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
-def on_cluster(study, folder: Path, workers: int) -> tuple[float, float]:
-    """(seconds to start the cluster, seconds of run_study against it)."""
-    from distributed import LocalCluster
+def on_cluster(study, folder: Path, workers: int) -> tuple[float, float, float]:
+    """(seconds to start the cluster, wall seconds of run_study against it, CPU seconds of workers and driver)."""
+    from distributed import Client, LocalCluster
 
     start = time.perf_counter()
     kwargs = {"threads_per_worker": 1, "dashboard_address": ":0", "silence_logs": logging.ERROR}
-    with LocalCluster(n_workers=workers, **kwargs) as cluster:
+    with LocalCluster(n_workers=workers, **kwargs) as cluster, Client(cluster) as client:
         started = time.perf_counter()
+        worker_cpu, driver_cpu = client.run(time.process_time), time.process_time()
         out = folder / f"out-{workers}-{time.time_ns()}.parquet"
         report = run_study(study, out, scheduler=cluster.scheduler_address)
+        wall = time.perf_counter() - started
+        cpu = time.process_time() - driver_cpu + sum(client.run(time.process_time).values()) - sum(worker_cpu.values())
         assert report.answered_now == len(study.questions)
-        return started - start, time.perf_counter() - started
+        return started - start, wall, cpu
 
 
 def naive(study, n: int = 200) -> float:
@@ -101,20 +105,24 @@ def main() -> None:
         print(f"{n} questions, {len(plan_tasks(study.questions, 1))} budget sweeps")
         rows = []
         for rep in range(args.repeat):
-            loop = plain_loop(study)
-            start1, one = on_cluster(study, Path(tmp), 1)
-            start2, two = on_cluster(study, Path(tmp), 2)
-            rows.append((loop, one, two, start1, start2))
+            loop, loop_cpu = plain_loop(study)
+            start1, one, one_cpu = on_cluster(study, Path(tmp), 1)
+            start2, two, two_cpu = on_cluster(study, Path(tmp), 2)
+            rows.append((loop, one, two, one_cpu / loop_cpu - 1))
             print(
-                f"rep {rep + 1}: loop {loop:.1f}s, 1 worker {one:.1f}s (+{start1:.1f}s start), 2 workers {two:.1f}s "
-                f"(+{start2:.1f}s start); overhead 1 worker / loop {one / loop - 1:+.1%}, speed-up {one / two:.2f}x, "
-                f"with start-up {(one + start1) / (two + start2):.2f}x; load {os.getloadavg()[0]:.1f}"
+                f"rep {rep + 1}: loop {loop:.1f}s ({loop_cpu:.1f}s CPU), 1 worker {one:.1f}s ({one_cpu:.1f}s CPU, "
+                f"+{start1:.1f}s start), 2 workers {two:.1f}s ({two_cpu:.1f}s CPU, +{start2:.1f}s start); "
+                f"overhead 1 worker / loop: wall {one / loop - 1:+.1%}, CPU {one_cpu / loop_cpu - 1:+.1%}; "
+                f"speed-up {one / two:.2f}x (with start-up {(one + start1) / (two + start2):.2f}x); "
+                f"load {os.getloadavg()[0]:.1f}"
             )
         per_question = naive(study)
     loop, one, two = (statistics.median(r[i] for r in rows) for i in range(3))
     print(f"median: loop {loop:.1f}s ({loop / n * 1e3:.1f} ms/question), 1 worker {one:.1f}s, 2 workers {two:.1f}s")
-    print(f"median per repetition: overhead {statistics.median(r[1] / r[0] - 1 for r in rows):+.1%}, "
-          f"speed-up {statistics.median(r[1] / r[2] for r in rows):.2f}x")  # fmt: skip
+    wall_overhead = statistics.median(r[1] / r[0] - 1 for r in rows)
+    cpu_overhead = statistics.median(r[3] for r in rows)
+    speed_up = statistics.median(r[1] / r[2] for r in rows)
+    print(f"medians: overhead wall {wall_overhead:+.1%}, CPU {cpu_overhead:+.1%}, speed-up {speed_up:.2f}x")
     print(f"naive loop (one api call per question, no shared tables): {per_question * 1e3:.1f} ms/question")
     print(f"load average after: {os.getloadavg()}")
 

@@ -302,3 +302,7 @@ def test_embedded_run_writes_parquet_csv_summary_plot_and_table(
     assert table.strip() in out and "| model | setting |" in table
     ok = frame[frame["status"] == "ok"]
     assert len(ok) and all(math.isfinite(v) for v in ok["usd_per_mtok"])
+    assert main(["study", str(study)]) == EXIT_OK  # again: nothing new, no cluster started
+    again = capsys.readouterr().out
+    assert f"{len(frame)} answered before" in again and "0 new" in again and "answered 0 now" in again
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "hbm-value.parquet"), frame)

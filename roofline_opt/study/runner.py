@@ -27,7 +27,8 @@ from roofline_opt.study.store import Store, typed_frame
 
 TASKS_PER_WORKER = 8
 """Aim for this many tasks per worker so that the last ones finish together."""
-MAX_BATCH = 64
+MIN_BATCH, MAX_BATCH = 8, 64
+"""Questions per task: a sweep shorter than MIN_BATCH is never split; longer ones are cut to balance the workers."""
 FLUSH_S = 20.0
 """Write a chunk at least this often (seconds) even when it holds fewer than ``chunk_rows`` rows."""
 
@@ -57,7 +58,7 @@ def plan_tasks(questions: Sequence[StudyQuestion], workers: int) -> list[list[St
     groups: dict[str, list[StudyQuestion]] = defaultdict(list)
     for q in questions:
         groups[group_key(q)].append(q)
-    size = max(1, min(MAX_BATCH, math.ceil(len(questions) / max(1, workers * TASKS_PER_WORKER))))
+    size = max(MIN_BATCH, min(MAX_BATCH, math.ceil(len(questions) / max(1, workers * TASKS_PER_WORKER))))
     tasks = []
     for group in groups.values():
         target = api.TARGETS.get(group[0].kind)
