@@ -306,3 +306,34 @@ def test_embedded_run_writes_parquet_csv_summary_plot_and_table(
     again = capsys.readouterr().out
     assert f"{len(frame)} answered before" in again and "0 new" in again and "answered 0 now" in again
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "hbm-value.parquet"), frame)
+
+
+def test_other_commands_do_not_import_dask() -> None:
+    """(pyarrow cannot be kept out: pandas 3 imports it whenever it is installed.)"""
+    code = (
+        "import sys; from roofline_opt.cli import main; main(['fastest', '--model', 'llama-3-8b', '--gpu', 'h100-sxm',"
+        " '--tp-degrees', '1,2', '--pp-degrees', '1', '--max-batch', '64']); "
+        "print(sorted(m for m in ('dask', 'distributed') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_the_progress_bar_shows_the_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from roofline_opt.report import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    clock = iter([100.0, 130.0, 190.0])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    terminal = Terminal()
+    with progress.ProgressBar(terminal, width=10, eta=True) as bar:
+        bar(1, 4)  # 30 s for one question: 90 s left
+        bar(2, 4)  # 90 s for two: 90 s left
+    drawn = terminal.getvalue().split("\r")[1:]
+    assert drawn == ["[##        ] 1/4  eta 1m30s\x1b[K", "[#####     ] 2/4  eta 1m30s\x1b[K\n"]
+    assert progress.format_duration(3725) == "1h02m" and progress.format_duration(59.4) == "59s"
