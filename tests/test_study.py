@@ -337,3 +337,17 @@ def test_the_progress_bar_shows_the_time_left(monkeypatch: pytest.MonkeyPatch) -
     drawn = terminal.getvalue().split("\r")[1:]
     assert drawn == ["[##        ] 1/4  eta 1m30s\x1b[K", "[#####     ] 2/4  eta 1m30s\x1b[K\n"]
     assert progress.format_duration(3725) == "1h02m" and progress.format_duration(59.4) == "59s"
+
+
+def test_an_unreachable_scheduler_is_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from roofline_opt.study import runner
+
+    monkeypatch.setattr(runner, "CONNECT_TIMEOUT", "1s")
+    path = budget_study(tmp_path, [2])
+    out = tmp_path / "nowhere.parquet"
+    assert main(["study", str(path), "--out", str(out), "--scheduler", "tcp://127.0.0.1:9"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("roofline-opt: error: --scheduler: must be the address of a running Dask scheduler")
+    assert err.count("\n") == 1 and not out.exists() and not list(parts_dir(out).glob("*"))

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from roofline_opt import api, catalog
+from roofline_opt.errors import InvalidInput
 from roofline_opt.study import execute
 from roofline_opt.study.spec import PATH_KEYS, Study, StudyQuestion
 from roofline_opt.study.store import Store, typed_frame
@@ -31,6 +32,9 @@ MIN_BATCH, MAX_BATCH = 8, 64
 """Questions per task: a sweep shorter than MIN_BATCH is never split; longer ones are cut to balance the workers."""
 FLUSH_S = 20.0
 """Write a chunk at least this often (seconds) even when it holds fewer than ``chunk_rows`` rows."""
+
+CONNECT_TIMEOUT = "30s"
+"""How long to try reaching a running scheduler."""
 
 Progress = Callable[[int, int], None]
 
@@ -97,7 +101,13 @@ def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     if scheduler:
-        with Client(scheduler, timeout="30s") as client:
+        try:
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+        except (OSError, TimeoutError, ValueError) as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            msg = f"must be the address of a running Dask scheduler (tcp://host:8786). Got {scheduler!r}: {reason}"
+            raise InvalidInput("--scheduler", msg) from exc
+        with client:
             yield client
         return
     n = workers or os.cpu_count() or 1
