@@ -351,3 +351,19 @@ def test_an_unreachable_scheduler_is_one_line_and_writes_nothing(
     err = capsys.readouterr().err
     assert err.startswith("roofline-opt: error: --scheduler: must be the address of a running Dask scheduler")
     assert err.count("\n") == 1 and not out.exists() and not list(parts_dir(out).glob("*"))
+
+
+def test_a_worker_prepares_a_sweep_once_and_answers_as_a_fresh_question(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from roofline_opt import api
+
+    prepared = []
+    monkeypatch.setattr(api, "prepared", lambda q, **kw: prepared.append(q) or api.prepare(q))
+    execute._cache().clear()
+    task = plan_tasks(load_study(budget_study(tmp_path, [1, 2, 3, 4])).questions, workers=1)[0]
+    rows = execute.answer_batch("fastest", [(q.id, q.values) for q in task])
+    assert len(prepared) == 1 and [r["status"] for r in rows] == ["ok"] * 4
+    for q, row in zip(task, rows, strict=True):
+        fresh = api.fastest_answer(prepared[0], q.values["max_usd_per_mtok"]).to_record()
+        assert {k: row[k] for k in COMPARED} == {k: fresh[k] for k in COMPARED}
