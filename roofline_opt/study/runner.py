@@ -29,7 +29,8 @@ from roofline_opt.study.store import Store, typed_frame
 TASKS_PER_WORKER = 8
 """Aim for this many tasks per worker so that the last ones finish together."""
 MIN_BATCH, MAX_BATCH = 8, 64
-"""Questions per task: a sweep shorter than MIN_BATCH is never split; longer ones are cut to balance the workers."""
+"""Questions per task: at most about n / (workers x TASKS_PER_WORKER), within MAX_BATCH; a sweep of up to MIN_BATCH
+targets is never cut, and short sweeps are packed together up to that size."""
 FLUSH_S = 20.0
 """Write a chunk at least this often (seconds) even when it holds fewer than ``chunk_rows`` rows."""
 
@@ -58,18 +59,22 @@ def group_key(q: StudyQuestion) -> str:
 
 
 def plan_tasks(questions: Sequence[StudyQuestion], workers: int) -> list[list[StudyQuestion]]:
-    """Batches of questions sharing tables, sorted by target inside a group, about TASKS_PER_WORKER per worker."""
+    """Batches of whole sweeps (questions sharing tables, by target), about TASKS_PER_WORKER per worker."""
     groups: dict[str, list[StudyQuestion]] = defaultdict(list)
     for q in questions:
         groups[group_key(q)].append(q)
-    size = max(MIN_BATCH, min(MAX_BATCH, math.ceil(len(questions) / max(1, workers * TASKS_PER_WORKER))))
-    tasks = []
+    size = max(1, min(MAX_BATCH, math.ceil(len(questions) / max(1, workers * TASKS_PER_WORKER))))
+    cut = max(size, MIN_BATCH)
+    tasks: list[list[StudyQuestion]] = [[]]
     for group in groups.values():
         target = api.TARGETS.get(group[0].kind)
         if target:
             group.sort(key=lambda q: _target_order(q.values.get(target)))
-        tasks += [group[i : i + size] for i in range(0, len(group), size)]
-    return tasks
+        for chunk in (group[i : i + cut] for i in range(0, len(group), cut)):
+            if tasks[-1] and len(tasks[-1]) + len(chunk) > size:
+                tasks.append([])
+            tasks[-1] += chunk  # short sweeps and single questions share a task
+    return [task for task in tasks if task]
 
 
 def _target_order(value: Any) -> tuple[int, float]:
