@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +125,7 @@ def group_setups(setups: Sequence[MeasuredSetup]) -> list[SetupGroup]:
         def column(name: str, chosen: list[MeasuredSetup] = chosen) -> np.ndarray:
             return np.array([getattr(s, name) for s in chosen])
 
-        layout = evaluator.Layout.of(column("tp"), False, column("pp"), column("context"), 1, column("ep"))
+        layout = evaluator.Layout.of(column("tp"), False, column("pp"), column("context"), 1, column("ep"), kv_bits)
         spec = model_card(model)
         assert spec is not None  # map_row only builds setups of catalog models
         groups.append(SetupGroup(spec, bits, kv_bits, gpu, np.array(indices), layout, column("batch").astype(float)))
@@ -135,7 +135,7 @@ def group_setups(setups: Sequence[MeasuredSetup]) -> list[SetupGroup]:
 def predict_group(
     groups: Sequence[SetupGroup], n: int, preset: Preset, gpu_for: Callable[[str], GpuSpec]
 ) -> dict[str, np.ndarray]:
-    """tok/s per request and per GPU, memory fit and bottleneck of ``n`` setups (FP8 KV: 1-byte activations)."""
+    """tok/s per request and per GPU, memory fit and bottleneck of ``n`` setups (FP8 KV: a 1-byte KV cache)."""
     out = {
         "tok_s_per_request": np.zeros(n),
         "tok_s_per_gpu": np.zeros(n),
@@ -143,8 +143,7 @@ def predict_group(
         "bottleneck": np.empty(n, dtype=object),
     }
     for g in groups:
-        physics = replace(preset, activation_bytes=g.kv_bits / 8) if g.kv_bits < 16 else preset
-        figures = evaluator.evaluate(g.model, gpu_for(g.gpu_card), physics, g.weight_bits, g.layout, g.batch)
+        figures = evaluator.evaluate(g.model, gpu_for(g.gpu_card), preset, g.weight_bits, g.layout, g.batch)
         out["tok_s_per_request"][g.indices] = figures["tok_s_per_request"]
         out["tok_s_per_gpu"][g.indices] = figures["throughput_tok_s"] / figures["n_gpus"]
         out["fits_in_memory"][g.indices] = figures["fits_in_memory"]

@@ -24,10 +24,10 @@ from roofline_opt.optimize.formulation import (
     set_batch_bounds,
     target_batch_bounds,
 )
-from roofline_opt.optimize.results import Answer, Setup, reevaluate
+from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
 from roofline_opt.optimize.space import Question
-from roofline_opt.optimize.tables import Tables, build_tables, split_choice
+from roofline_opt.optimize.tables import Tables, best_ttft_s, build_tables, split_choice
 
 SCREEN_ABOVE_CHOICES = 600
 SCREEN_KEEP = 48
@@ -146,7 +146,9 @@ def prepare(question: Question, options: SolverOptions | None = None) -> Prepare
 
 EXCLUSION_HINTS = {
     "memory": "the model does not fit in memory on {n}: "
-    "allow larger --tp-degrees/--pp-degrees, fewer weight bits or a shorter --context",
+    "allow larger --tp-degrees/--pp-degrees, fewer weight or KV bits or a shorter --context",
+    "ttft": "{n} cannot meet the TTFT limit (the lowest TTFT any layout offered reaches is {ttft}): raise --ttft-ms",
+    "chunk": "{n} cannot prefill their prompts within the chunk budget at any batch: raise --chunk-tokens",
     "demand": "{n} cannot be filled by that demand: raise --demand-tok-s",
     "topology": "{n} cannot be placed on the cluster: offer smaller degrees",
     "gpu_limit": "{n} need more GPUs than --max-gpus allows: raise it",
@@ -158,7 +160,8 @@ def _no_layout(question: Question, tables: Tables) -> Infeasible:
     counts = sorted(((v, k) for k, v in tables.exclusions.items() if v), reverse=True)
     if not counts:
         return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
-    hints = "; ".join(EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}") for v, k in counts)
+    ttft = f"{best_ttft_s(question) * 1e3:.4g} ms" if tables.exclusions.get("ttft") else ""
+    hints = "; ".join(EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}", ttft=ttft) for v, k in counts)
     return Infeasible("no setup can serve this question", reason=counts[0][1], nearest=hints)
 
 
@@ -168,19 +171,15 @@ def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float
     picks = np.array([pyo.value(model.pick[c]) for c in model.C])
     local = int(np.argmax(picks))
     c = prep.choice_row(local)
-    j = int(t.layout_of[c])
-    lay = t.layouts
-    setup = Setup(
-        gpu=prep.question.gpus[int(lay.gpu_index[j])].name,
-        weight_bits=int(lay.weight_bits[j]),
-        tp=int(lay.tp[j]),
-        tp_2d=bool(lay.tp_2d[j]),
-        pp=int(lay.pp[j]),
-        ep=int(lay.ep[j]),
-        batch=int(round(pyo.value(model.batch[local]))),
-        gamma=int(lay.gamma[j]),
-    )
+    batch = int(round(pyo.value(model.batch[local])))
+    option = -1 if t.option_of is None else int(t.option_of[c])
+    setup = setup_of(prep.question, t.layouts, int(t.layout_of[c]), batch, t.options, option)
     return c, setup, float(pyo.value(model.tau[local]))
+
+
+def _cost_numerator(t: Tables, c: int, tau: float, batch: int) -> float:
+    """$/Mtok times the batch at the MIP's tau: the Dinkelbach numerator (with a disaggregated unit's floor)."""
+    return max(float(t.usd_per_mtok_coef[c]) * tau, float(t.floors[c]) * batch)
 
 
 def _exact(prep: Prepared, c: int, setup: Setup, tau: float, report: SolveReport) -> Answer | None:
@@ -242,7 +241,7 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
                 _no_solution(report)
                 return None
             c, setup, tau = _decode(prep, m)
-            numerator = float(prep.tables.usd_per_mtok_coef[c]) * tau
+            numerator = _cost_numerator(prep.tables, c, tau, setup.batch)
             denominator = float(setup.batch)
             if lam is not None and numerator - lam * denominator >= -1e-9 * max(numerator, 1e-12):
                 break
@@ -300,24 +299,36 @@ def enumerated_points(question: Question) -> Points:
 
 
 def _answer(question: Question, kind: str, target: float | None, method: str, options: SolverOptions | None) -> Answer:
-    """One query by either method; an unreachable target raises Infeasible naming the other extreme."""
+    """One query by either method; an unreachable target raises Infeasible naming the limit and the nearest figure."""
     check_method(method)
     other = CHEAPEST if kind == FASTEST else FASTEST
+    tpot_speed = None if question.max_tpot_s is None else 1.0 / question.max_tpot_s
+    goal = target
+    if kind == CHEAPEST and tpot_speed is not None:
+        goal = tpot_speed if target is None else max(target, tpot_speed)
     if method == "enumerate":
         pts = enumerated_points(question)
-        answer = enumerate_best(question, kind, target, pts)
+        answer = enumerate_best(question, kind, goal, pts)
         nearest = (lambda: enumerate_best(question, other, None, pts)) if answer is None else None
     else:
         prep = prepare(question, options)
         solve = {FASTEST: solve_fastest, CHEAPEST: solve_cheapest}
-        answer = solve[kind](prep, target)
+        answer = solve[kind](prep, goal)
         nearest = (lambda: solve[other](prep, None)) if answer is None else None
     if answer is None:
-        raise _unreachable(kind, target, nearest())
+        raise _unreachable(question, kind, goal, nearest())
+    if kind == FASTEST and tpot_speed is not None and answer.tok_s_per_request < tpot_speed * (1 - TARGET_RTOL):
+        within = "at any price" if target is None else f"within ${target:.4g}/Mtok"
+        raise Infeasible(
+            f"no setup {within} meets TPOT <= {question.max_tpot_s * 1e3:.4g} ms",
+            reason="tpot",
+            nearest=f"the fastest {within} has TPOT {1e3 / answer.tok_s_per_request:.4g} ms at "
+            f"${answer.usd_per_mtok:.4g}/Mtok",
+        )
     return answer
 
 
-def _unreachable(kind: str, target: float | None, nearest: Answer) -> Infeasible:
+def _unreachable(question: Question, kind: str, target: float | None, nearest: Answer) -> Infeasible:
     """The target nobody meets, and the figure the best setup at the other extreme reaches."""
     cost, speed = f"${nearest.usd_per_mtok:.4g}/Mtok", f"{nearest.tok_s_per_request:.4g} tok/s"
     if kind == FASTEST:
@@ -325,6 +336,13 @@ def _unreachable(kind: str, target: float | None, nearest: Answer) -> Infeasible
             f"no setup costs at most ${target:.4g}/Mtok",
             reason="target",
             nearest=f"the cheapest setup costs {cost} at {speed}",
+        )
+    assert target is not None
+    if question.max_tpot_s is not None and target <= 1.0 / question.max_tpot_s * (1 + TARGET_RTOL):
+        return Infeasible(
+            f"no setup meets TPOT <= {question.max_tpot_s * 1e3:.4g} ms",
+            reason="tpot",
+            nearest=f"the fastest setup has TPOT {1e3 / nearest.tok_s_per_request:.4g} ms at {cost}",
         )
     return Infeasible(
         f"no setup reaches {target:.4g} tok/s per request",
