@@ -19,8 +19,8 @@ isl, osl : input and output tokens per request; the decode context is then I + O
 workload : a CSV file with columns isl, osl, weight (request classes served by one deployment; every class must meet
     the limits), or a sequence of (isl, osl, weight) tuples. Excludes isl/osl.
 serving : "agg", "disagg" or "agg,disagg" (the solver chooses). chunk_tokens : prefill tokens per step of aggregated
-    serving, one or several (default 2048). max_ttft_ms : time-to-first-token limit. max_tpot_ms : time per output
-    token limit (the same limit as a speed of 1000 / max_tpot_ms tok/s per request).
+    serving, one or several (default 2048). ttft_ms : time-to-first-token limit in ms. tpot_ms : time-per-output-token
+    limit in ms (the same limit as a speed of 1000 / tpot_ms tok/s per request).
 prefill_gpu, decode_gpu : accelerators offered for prefill and decode instances of disaggregated serving (default:
     ``gpu``). max_instances : largest x and y of an xPyD unit (default 4). demand_req_s : requests/s to serve (instead
     of demand_tok_s, output tokens). max_utilisation : fraction of each instance's throughput used, in (0, 1] (default
@@ -170,8 +170,8 @@ def question(
     workload=None,
     serving=rq.AGG,
     chunk_tokens=None,
-    max_ttft_ms: float | None = None,
-    max_tpot_ms: float | None = None,
+    ttft_ms: float | None = None,
+    tpot_ms: float | None = None,
     prefill_gpu=None,
     decode_gpu=None,
     max_instances: int = DEFAULT_MAX_INSTANCES,
@@ -201,8 +201,8 @@ def question(
     modes = _serving(serving, load)
     if load is not None and draft_spec is not None:
         raise InvalidInput("draft", "cannot be combined with whole requests (--isl/--workload) yet. Drop one of them.")
-    if load is None and max_ttft_ms is not None:
-        raise InvalidInput("max_ttft_ms", "needs whole requests: give --isl and --osl or --workload")
+    if load is None and ttft_ms is not None:
+        raise InvalidInput("ttft_ms", "needs whole requests: give --isl and --osl or --workload")
     if demand_req_s is not None and demand_tok_s is not None:
         raise InvalidInput("demand_req_s", "excludes --demand-tok-s: give the demand in one unit")
     if demand_req_s is not None:
@@ -241,8 +241,8 @@ def question(
         chunk_tokens=_degrees(
             "chunk_tokens", _listed(rq.DEFAULT_CHUNK_TOKENS if chunk_tokens is None else chunk_tokens)
         ),
-        max_ttft_s=None if max_ttft_ms is None else checks.positive_float("max_ttft_ms", max_ttft_ms) / 1e3,
-        max_tpot_s=None if max_tpot_ms is None else checks.positive_float("max_tpot_ms", max_tpot_ms) / 1e3,
+        max_ttft_s=None if ttft_ms is None else checks.positive_float("ttft_ms", ttft_ms) / 1e3,
+        max_tpot_s=None if tpot_ms is None else checks.positive_float("tpot_ms", tpot_ms) / 1e3,
         max_utilisation=utilisation,
         max_instances=checks.positive_int("max_instances", max_instances),
         **roles,

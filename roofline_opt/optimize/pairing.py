@@ -157,20 +157,29 @@ def _keys(question: Question, o: PrefillOptions) -> np.ndarray:
 
 
 def _undominated(question: Question, o: PrefillOptions) -> np.ndarray:
-    """Indices of options no other option of the same key dominates (ties: the first is kept)."""
+    """Indices of options no other option of the same key dominates (of equal ones, the first is kept).
+
+    Skyline scan: in lexicographic order a dominating option comes first, and a dominated option is dominated by a
+    kept one (dominance is transitive), so each option is compared with the kept options of its key only.
+    """
     if not len(o):
         return np.zeros(0, dtype=int)
     crit, keys = _criteria(question, o), _keys(question, o)
     kept = []
     _, group_of = np.unique(keys, axis=0, return_inverse=True)
+    group_of = group_of.reshape(-1)
     for g in np.unique(group_of):
         members = np.flatnonzero(group_of == g)
         c = crit[members]
-        le = np.all(c[:, None, :] <= c[None, :, :] * (1 + 1e-12) + 1e-300, axis=2)
-        lt = np.any(c[:, None, :] < c[None, :, :] * (1 - 1e-12), axis=2)
-        order = np.arange(len(members))
-        dominated = np.any((le & lt) | (le & le.T & (order[:, None] < order[None, :])), axis=0)
-        kept.append(members[~dominated])
+        order = np.lexsort(c.T[::-1])
+        front: list[int] = []
+        for i in order:
+            if front:
+                f = c[front]
+                if np.any(np.all(f <= c[i] * (1 + 1e-12) + 1e-300, axis=1)):
+                    continue
+            front.append(int(i))
+        kept.append(members[front])
     return np.sort(np.concatenate(kept))
 
 
@@ -192,18 +201,18 @@ def matches(question: Question, options: PrefillOptions, dec: Layouts, j: int) -
 def unit_caps(question: Question, options: PrefillOptions, q: np.ndarray, dec: Layouts, j: np.ndarray) -> np.ndarray:
     """Disaggregated units (x prefill + y decode instances) the GPU limit and the cluster allow."""
     lay = options.layouts
-    caps = []
-    for qi, ji in zip(q, j, strict=True):
-        pl = int(options.layout[qi])
-        x, y = int(options.x[qi]), int(options.y[qi])
-        gpus = x * int(lay.n_gpus[pl]) + y * int(dec.n_gpus[ji])
-        cap = 1 << 30 if question.max_gpus is None else question.max_gpus // gpus
-        if question.instance_limit is not None:
-            p_gpu, d_gpu = question.gpus[int(lay.gpu_index[pl])], question.gpus[int(dec.gpu_index[ji])]
-            cap = min(cap, question.instance_limit(p_gpu, int(lay.tp[pl]), int(lay.pp[pl])) // x)
-            cap = min(cap, question.instance_limit(d_gpu, int(dec.tp[ji]), int(dec.pp[ji])) // y)
-        caps.append(cap)
-    return np.array(caps, dtype=int)
+    pl = options.layout[q]
+    x, y = options.x[q], options.y[q]
+    caps = np.full(len(q), 1 << 30, dtype=int)
+    if question.max_gpus is not None:
+        caps = question.max_gpus // (x * lay.n_gpus[pl] + y * dec.n_gpus[j])
+    if question.instance_limit is not None:
+        for shapes, count in ((np.column_stack([lay.gpu_index[pl], lay.tp[pl], lay.pp[pl]]), x),
+                              (np.column_stack([dec.gpu_index[j], dec.tp[j], dec.pp[j]]), y)):  # fmt: skip
+            unique, where = np.unique(shapes, axis=0, return_inverse=True)
+            limits = np.array([question.instance_limit(question.gpus[g], int(t), int(p)) for g, t, p in unique])
+            caps = np.minimum(caps, limits[where.reshape(-1)] // count)
+    return caps
 
 
 def unit_usd_per_mtok(question: Question, options: PrefillOptions, q, decode_usd_per_s):

@@ -8,12 +8,14 @@ question is solved again: the loop ends when the MIP's value and the exact value
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyomo.environ as pyo
 
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
+from roofline_opt.optimize import tables as tables_module
 from roofline_opt.optimize.enumerate import Points, enumerate_best, feasible_points
 from roofline_opt.optimize.formulation import (
     CHEAPEST,
@@ -29,6 +31,7 @@ from roofline_opt.optimize.solve import PersistentHighs, SolveReport
 from roofline_opt.optimize.space import Question
 from roofline_opt.optimize.tables import Tables, best_ttft_s, build_tables, split_choice
 
+TABLE_CACHE_SIZE = 16
 SCREEN_ABOVE_CHOICES = 600
 SCREEN_KEEP = 48
 EXACT_RTOL = 1e-7
@@ -136,9 +139,18 @@ class Prepared:
         return float((t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max() * 2.0 + 1.0)
 
 
+@functools.lru_cache(maxsize=TABLE_CACHE_SIZE)
+def _cached_tables(question: Question, chord_tolerance: float) -> Tables:
+    return build_tables(question)
+
+
 def prepare(question: Question, options: SolverOptions | None = None) -> Prepared:
-    """Tables for the question; raises Infeasible (with the reason) when no layout can run at all."""
-    tables = build_tables(question)
+    """Tables for the question; raises Infeasible (with the reason) when no layout can run at all.
+
+    Tables are immutable and depend only on the question (and the chord tolerance), so the last TABLE_CACHE_SIZE
+    questions' tables are kept: asking the same question again (another target, method or solver option) skips them.
+    """
+    tables = _cached_tables(question, tables_module.MOE_CHORD_TOLERANCE)
     if len(tables) == 0:
         raise _no_layout(question, tables)
     return Prepared(question, tables, options or SolverOptions())

@@ -306,7 +306,7 @@ def aggregated_figures(
         tpot_s=tpot,
         ttft_s=ttft,
         usd_per_mtok=usd_per_mtok(n, gpu.usd_per_s, tpot, batch, utilisation),
-        stable=batch <= stable_batch_limit(workload, chunk_tokens),
+        prefill_within_chunk_budget=batch <= stable_batch_limit(workload, chunk_tokens),
     )
     return out
 
