@@ -69,13 +69,13 @@ def _model(model: str | ModelSpec, field: str = "model") -> tuple[ModelSpec, int
     return catalog.resolve_model(model, field)
 
 
-def _gpus(gpu: str | GpuSpec | Sequence[str | GpuSpec]) -> tuple[GpuSpec, ...]:
+def _gpus(gpu: str | GpuSpec | Sequence[str | GpuSpec], field: str = "gpu") -> tuple[GpuSpec, ...]:
     if isinstance(gpu, GpuSpec):
         return (gpu,)
-    names = checks.parse_name_list("gpu", gpu) if isinstance(gpu, str) else tuple(gpu)
-    specs = tuple(g if isinstance(g, GpuSpec) else catalog.load_gpu(g) for g in names)
+    names = checks.parse_name_list(field, gpu) if isinstance(gpu, str) else tuple(gpu)
+    specs = tuple(g if isinstance(g, GpuSpec) else catalog.load_gpu(g, field) for g in names)
     if len({g.name for g in specs}) != len(specs):
-        raise InvalidInput("gpu", f"must name each accelerator once. Got {', '.join(g.name for g in specs)} instead.")
+        raise InvalidInput(field, f"must name each accelerator once. Got {', '.join(g.name for g in specs)} instead.")
     return specs
 
 
@@ -276,7 +276,7 @@ def _roles(gpus, prefill_gpu, decode_gpu, on_cluster: bool):
     for field, value in (("prefill_gpu", prefill_gpu), ("decode_gpu", decode_gpu)):
         if value is None:
             continue
-        for spec in _gpus(value):
+        for spec in _gpus(value, field):
             if spec.name in names:
                 continue
             if on_cluster:
@@ -287,7 +287,7 @@ def _roles(gpus, prefill_gpu, decode_gpu, on_cluster: bool):
     main = tuple(range(len(gpus)))
     roles["agg_gpu_index"] = main
     for field, value in (("prefill_gpu", prefill_gpu), ("decode_gpu", decode_gpu)):
-        wanted = main if value is None else tuple(names.index(g.name) for g in _gpus(value))
+        wanted = main if value is None else tuple(names.index(g.name) for g in _gpus(value, field))
         roles[field + "_index"] = tuple(sorted(set(wanted)))
     return tuple(extra), roles
 

@@ -300,7 +300,7 @@ SHARED_HELP = {
     "--max-instances": "largest number of prefill or decode instances in one disaggregated unit (default 4)",
     "--demand-req-s": "total requests/s to serve (instead of --demand-tok-s)",
     "--max-utilisation": "fraction of each instance's throughput used, in (0, 1] (default 1.0: busy instances, as "
-    "the paper prices them; e.g. 0.8 leaves headroom for bursts and prices the idle 20%)",
+    "the paper prices them; e.g. 0.8 leaves headroom for bursts and prices the idle 20%%)",
     "--time-limit": "HiGHS time limit per solve, in seconds (default none)",
     "--mip-gap": "HiGHS relative MIP gap (default 1e-6)",
     "--method": "HiGHS MIP or brute-force enumeration (default mip)",

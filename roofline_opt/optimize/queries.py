@@ -161,7 +161,8 @@ EXCLUSION_HINTS = {
     "allow larger --tp-degrees/--pp-degrees, fewer weight or KV bits or a shorter --context",
     "ttft": "{n} cannot meet the TTFT limit (the lowest TTFT any layout offered reaches is {ttft}): raise --ttft-ms",
     "chunk": "{n} cannot prefill their prompts within the chunk budget at any batch: raise --chunk-tokens",
-    "demand": "{n} cannot be filled by that demand: raise --demand-tok-s",
+    "demand": "{n} cannot meet that demand (one instance would out-serve it, or the replicas it needs exceed "
+    "--max-gpus or the cluster): change --demand-tok-s/--demand-req-s or --max-gpus",
     "topology": "{n} cannot be placed on the cluster: offer smaller degrees",
     "gpu_limit": "{n} need more GPUs than --max-gpus allows: raise it",
 }
