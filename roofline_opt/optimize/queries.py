@@ -33,7 +33,7 @@ from roofline_opt.optimize.tables import Tables, best_ttft_s, build_tables, spli
 
 TABLE_CACHE_SIZE = 16
 SCREEN_ABOVE_CHOICES = 600
-SCREEN_KEEP = 48
+SCREEN_KEEP = 8
 EXACT_RTOL = 1e-7
 MAX_REPAIRS = 60
 MAX_DINKELBACH_STEPS = 40
@@ -55,7 +55,8 @@ class Prepared:
     Small spaces keep one persistent model per query kind and only push the target between solves. Spaces of more
     than SCREEN_ABOVE_CHOICES choices are first screened: each choice's best value under the target is computed
     from the tables (formulation.choice_bounds: exactly the MIP restricted to that choice), and the model is built
-    over the SCREEN_KEEP best, which contain the optimum.
+    over the SCREEN_KEEP best, which contain the optimum. A later target reuses that loaded model as long as it holds
+    every choice whose bound is the least (the optimum is then among its choices), so a frontier rebuilds rarely.
     """
 
     question: Question
@@ -67,6 +68,7 @@ class Prepared:
     best_bound: float | None = None
     blocked: set[int] = field(default_factory=set)
     query_repairs: int = 0
+    _screened: dict[tuple, tuple[np.ndarray, PersistentHighs]] = field(default_factory=dict)
 
     def start_query(self) -> None:
         """Forget the previous query's rejected points and repair count (splits themselves are kept)."""
@@ -83,11 +85,18 @@ class Prepared:
         best = float(bound.min())
         self.best_bound = best if np.isfinite(best) and best > 0 else None
         if len(t) > SCREEN_ABOVE_CHOICES:
-            keep = np.argsort(bound, kind="stable")[:SCREEN_KEEP]
-            self.rows = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
-            solver = PersistentHighs(
-                build_model(t.take(self.rows), kind), self.options.time_limit_s, self.options.mip_gap
-            )
+            leaders = np.flatnonzero(bound <= best * (1 + EXACT_RTOL)) if np.isfinite(best) else np.zeros(0, int)
+            key = (kind, self.options.time_limit_s, self.options.mip_gap)
+            held = self._screened.get(key)
+            if held is not None and len(leaders) and np.isin(leaders, held[0]).all():
+                self.rows, solver = held
+            else:
+                keep = np.argsort(bound, kind="stable")[: max(SCREEN_KEEP, len(leaders))]
+                self.rows = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
+                solver = PersistentHighs(
+                    build_model(t.take(self.rows), kind), self.options.time_limit_s, self.options.mip_gap
+                )
+                self._screened = {key: (self.rows, solver)}
             set_batch_bounds(solver.model, lo[self.rows], hi[self.rows])
         else:
             self.rows = None
@@ -115,6 +124,7 @@ class Prepared:
             raise SolverFailure(msg)
         self.tables = split_choice(self.tables, self.question, row, batch)
         self._solvers.clear()
+        self._screened.clear()
         self.blocked.clear()
         self.repairs += 1
         self.query_repairs += 1
