@@ -11,6 +11,7 @@ import numpy as np
 
 from roofline_opt import report
 from roofline_opt.fidelity.measured import MeasuredRow, MeasuredSetup, gpu_card, map_row, model_card, read_measured
+from roofline_opt.fidelity.requests_bound import request_prediction
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
 
@@ -24,10 +25,28 @@ class ValidationRow:
     predicted_tok_s_per_gpu: float | None
     fits_in_memory: bool | None
     bottleneck: str | None
+    request_tok_s_per_request: float | None = None
+    request_tok_s_per_gpu: float | None = None
+    """Prefill-aware predictions (fidelity/requests_bound.py): the prompts' cost included."""
 
     @property
     def ratio_tok_s_per_request(self) -> float | None:
         return _ratio(self.predicted_tok_s_per_request, self.row.measured_tok_s_per_request)
+
+    @property
+    def request_ratio_tok_s_per_request(self) -> float | None:
+        return _ratio(self.request_tok_s_per_request, self.row.measured_tok_s_per_request)
+
+    @property
+    def request_bound_holds(self) -> bool | None:
+        """Whether the prefill-aware prediction still bounds the measured figures from above."""
+        if self.row.reasons or self.request_tok_s_per_request is None:
+            return None
+        ratios = [
+            _ratio(self.request_tok_s_per_request, self.row.measured_tok_s_per_request),
+            _ratio(self.request_tok_s_per_gpu, self.row.measured_tok_s_per_gpu),
+        ]
+        return all(r >= 1.0 for r in ratios if r is not None)
 
     @property
     def ratio_tok_s_per_gpu(self) -> float | None:
@@ -69,6 +88,11 @@ class ValidationRow:
             "fits_in_memory": self.fits_in_memory,
             "bottleneck": self.bottleneck,
             "bound_holds": self.bound_holds,
+            "static_batch": s.static_batch if s else None,
+            "prefill_aware_tok_s_per_request": self.request_tok_s_per_request,
+            "prefill_aware_ratio_tok_s_per_request": self.request_ratio_tok_s_per_request,
+            "prefill_aware_tok_s_per_gpu": self.request_tok_s_per_gpu,
+            "prefill_aware_bound_holds": self.request_bound_holds,
             "reason": "; ".join(self.row.reasons) or None,
         }
 
@@ -81,6 +105,8 @@ class ValidationSummary:
     compared: int
     bounded: int
     median_ratio_tok_s_per_request: float | None
+    request_bounded: int = 0
+    request_median_ratio: float | None = None
 
     @property
     def fraction_bounded(self) -> float | None:
@@ -93,7 +119,9 @@ class ValidationSummary:
         return (
             f"validate: {self.compared} of {self.rows} rows mapped ({self.rows - self.compared} listed with a "
             f"reason); bound holds on {self.bounded}/{self.compared} = {self.fraction_bounded:.0%}; median "
-            f"predicted/measured tok/s per request {report.format_number(self.median_ratio_tok_s_per_request)}"
+            f"predicted/measured tok/s per request {report.format_number(self.median_ratio_tok_s_per_request)}; "
+            f"prefill-aware: bound holds on {self.request_bounded}/{self.compared}, median ratio "
+            f"{report.format_number(self.request_median_ratio)}"
         )
 
 
@@ -163,6 +191,7 @@ def validate(path: str | Path, preset: Preset = DEFAULT) -> list[ValidationRow]:
             results.append(ValidationRow(r, None, None, None, None))
             continue
         i = at[r.line]
+        per_request, per_gpu = request_prediction(r.setup, preset)
         results.append(
             ValidationRow(
                 r,
@@ -170,6 +199,8 @@ def validate(path: str | Path, preset: Preset = DEFAULT) -> list[ValidationRow]:
                 float(figures["tok_s_per_gpu"][i]),
                 bool(figures["fits_in_memory"][i]),
                 str(figures["bottleneck"][i]),
+                per_request,
+                per_gpu,
             )
         )
     return results
@@ -179,9 +210,12 @@ def summarise(rows: Sequence[ValidationRow]) -> ValidationSummary:
     """Counts and the median predicted/measured tok/s per request over the rows with a verdict."""
     judged = [r for r in rows if r.bound_holds is not None]
     ratios = [r.ratio_tok_s_per_request for r in judged if r.ratio_tok_s_per_request is not None]
+    request_ratios = [r.request_ratio_tok_s_per_request for r in judged if r.request_ratio_tok_s_per_request]
     return ValidationSummary(
         rows=len(rows),
         compared=len(judged),
         bounded=sum(bool(r.bound_holds) for r in judged),
         median_ratio_tok_s_per_request=float(np.median(ratios)) if ratios else None,
+        request_bounded=sum(bool(r.request_bound_holds) for r in judged),
+        request_median_ratio=float(np.median(request_ratios)) if request_ratios else None,
     )
