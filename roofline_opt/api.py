@@ -109,8 +109,14 @@ def _with_placement(q: Question, answer: Answer) -> Answer:
     from roofline_opt import topology
 
     s = answer.setup
-    placement = topology.place(q.cluster, s.gpu, s.tp, s.pp, s.replicas)
-    return dataclasses.replace(answer, placement=placement.to_dict())
+    if not s.disaggregated:
+        placement = topology.place(q.cluster, s.gpu, s.tp, s.pp, s.replicas)
+        return dataclasses.replace(answer, placement=placement.to_dict())
+    if s.prefill_gpu == s.gpu:
+        return answer  # one accelerator type for both sides: counted together, not placed instance by instance
+    decode = topology.place(q.cluster, s.gpu, s.tp, s.pp, s.replicas * s.decode_instances)
+    prefill = topology.place(q.cluster, s.prefill_gpu, s.prefill_tp, s.prefill_pp, s.replicas * s.prefill_instances)
+    return dataclasses.replace(answer, placement={"decode": decode.to_dict(), "prefill": prefill.to_dict()})
 
 
 def _bits(weight_bits, suffix_bits: int | None) -> tuple[int, ...]:

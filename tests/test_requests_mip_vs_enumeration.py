@@ -118,3 +118,23 @@ def test_enumerate_method_returns_the_prefill_side_of_a_disaggregated_answer():
     assert record["prefill_gpu"] == "h200" and record["gpu"] == "h100-sxm"
     assert record["prefill_instances"] >= 1 and record["decode_instances"] >= 1
     assert record["ttft_s"] <= 1.5
+
+
+def test_a_cluster_bounds_disaggregated_units_and_links_their_kv_cache(tmp_path):
+    """On two 8-GPU H100 nodes, x prefill + y decode instances share 16 GPUs; the MIP equals enumeration."""
+    from roofline_opt import topology
+    from roofline_opt.optimize import pairing
+
+    path = tmp_path / "two-nodes.graphml"
+    topology.save_cluster(topology.from_spec({"nodes": 2, "node_type": "hgx-h100", "gpu": "h100-sxm"}), path)
+    spec = {**SMALL, "tp_degrees": (1, 2, 4, 8)}
+    q = api.question("llama-3-8b", cluster=str(path), isl=2000, osl=500, serving="disagg", **spec)
+    pts = feasible_points(q)
+    for kind, target in (("cheapest", None), ("fastest", None)):
+        ask = cheapest if kind == "cheapest" else fastest
+        answer, oracle = ask(q, target), enumerate_best(q, kind, target, pts)
+        assert_same_optimum(kind, answer, oracle, target)
+        assert answer.setup.unit_gpus * answer.setup.replicas <= 16
+    gpu = q.gpus[0]
+    assert pairing.link_of(q, 0, 0, False)[0] == gpu.inter_bytes_per_s
+    assert pairing.link_of(q, 0, 0, True)[0] == gpu.intra_bytes_per_s

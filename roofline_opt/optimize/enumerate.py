@@ -206,6 +206,8 @@ def _unit_cap(question: Question, pl: Layouts, k: int, lay: Layouts, j: int, x: 
         p_gpu, d_gpu = question.gpus[int(pl.gpu_index[k])], question.gpus[int(lay.gpu_index[j])]
         cap = min(cap, question.instance_limit(p_gpu, int(pl.tp[k]), int(pl.pp[k])) // x)
         cap = min(cap, question.instance_limit(d_gpu, int(lay.tp[j]), int(lay.pp[j])) // y)
+        if p_gpu.name == d_gpu.name:
+            cap = min(cap, question.instance_limit(d_gpu, 1, 1) // gpus)
     return cap
 
 

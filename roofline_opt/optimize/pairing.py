@@ -199,7 +199,8 @@ def matches(question: Question, options: PrefillOptions, dec: Layouts, j: int) -
 
 
 def unit_caps(question: Question, options: PrefillOptions, q: np.ndarray, dec: Layouts, j: np.ndarray) -> np.ndarray:
-    """Disaggregated units (x prefill + y decode instances) the GPU limit and the cluster allow."""
+    """Disaggregated units (x prefill + y decode instances) the GPU limit and the cluster allow: each side's shape must
+    be placeable x (y) times per unit, and one accelerator type serving both sides must hold both."""
     lay = options.layouts
     pl = options.layout[q]
     x, y = options.x[q], options.y[q]
@@ -212,6 +213,11 @@ def unit_caps(question: Question, options: PrefillOptions, q: np.ndarray, dec: L
             unique, where = np.unique(shapes, axis=0, return_inverse=True)
             limits = np.array([question.instance_limit(question.gpus[g], int(t), int(p)) for g, t, p in unique])
             caps = np.minimum(caps, limits[where.reshape(-1)] // count)
+        same = lay.gpu_index[pl] == dec.gpu_index[j]
+        if same.any():
+            gpus = x * lay.n_gpus[pl] + y * dec.n_gpus[j]
+            of_type = np.array([question.instance_limit(question.gpus[g], 1, 1) for g in range(len(question.gpus))])
+            caps = np.where(same, np.minimum(caps, of_type[dec.gpu_index[j]] // gpus), caps)
     return caps
 
 

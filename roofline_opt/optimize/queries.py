@@ -240,12 +240,30 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
         if max_usd_per_mtok is not None and answer.usd_per_mtok > max_usd_per_mtok * (1 + TARGET_RTOL):
             prep.reject(c, setup.batch)
             continue
+        answer = _cheapest_of_equals(prep, c, answer, report)
         bound = None if report.bound is None else report.bound / prep.objective_scale
         if bound is None or bound <= 0:
             bound = prep.best_bound
         unit = prep.tables.time_unit_s
         bounds = {} if bound is None else {"bound_tok_s_per_request": 1.0 / (bound * unit)}
         return replace(answer, bounds=bounds)
+
+
+def _cheapest_of_equals(prep: Prepared, c: int, answer: Answer, report: SolveReport) -> Answer:
+    """Among choices with the answer's decode layout and batch (hence its exact speed), the cheapest: only prefill
+    partners differ, so the fastest answer is the one that costs least (as the oracle breaks ties)."""
+    t = prep.tables
+    if t.option_of is None or t.option_of[c] < 0:
+        return answer
+    b = answer.setup.batch
+    rows = np.flatnonzero((t.layout_of == t.layout_of[c]) & (t.batch_lo <= b) & (t.batch_hi >= b))
+    tau = answer.figures["time_per_token_s"] / t.time_unit_s
+    cost = np.maximum(t.usd_per_mtok_coef[rows] * tau / b, t.floors[rows])
+    best = int(rows[np.argmin(cost)])
+    if best == c or cost.min() >= answer.usd_per_mtok * (1 - EXACT_RTOL):
+        return answer
+    setup = setup_of(prep.question, t.layouts, int(t.layout_of[best]), b, t.options, int(t.option_of[best]))
+    return reevaluate(prep.question, setup, "mip", report)
 
 
 def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
