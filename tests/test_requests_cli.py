@@ -91,7 +91,7 @@ INFEASIBLE = {
     ),
     "demand beyond the gpus": (
         ["cheapest", *LLAMA, "--demand-req-s", "1000", "--max-gpus", "16"],
-        "cannot meet that demand",
+        "req/s fits the GPUs",
     ),
 }
 

@@ -189,7 +189,7 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
     request = _request_fields(values, label, specs, gpu_text, bits, bool(draft_text))
     context = values["context"]
     if context is None:
-        context = 0 if request["isl"] is None else int(request["isl"] + request["osl"] / 2)
+        context = 0 if "isl" not in request else int(request["isl"] + request["osl"] / 2)
     return Setup(
         model=model_text,
         weight_bits=bits,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline_opt.optimize.space import Layouts, Question, prefill_layouts  # noqa: F401  (re-exported)
+from roofline_opt.optimize.space import Layouts, Question, prefill_layouts
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 

@@ -29,7 +29,7 @@ from roofline_opt.optimize.formulation import (
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
 from roofline_opt.optimize.space import Question
-from roofline_opt.optimize.tables import Tables, best_ttft_s, build_tables, split_choice
+from roofline_opt.optimize.tables import Tables, best_ttft_s, build_tables, demand_range_tok_s, split_choice
 
 TABLE_CACHE_SIZE = 16
 SCREEN_ABOVE_CHOICES = 600
@@ -172,7 +172,7 @@ EXCLUSION_HINTS = {
     "ttft": "{n} cannot meet the TTFT limit (the lowest TTFT any layout offered reaches is {ttft}): raise --ttft-ms",
     "chunk": "{n} cannot prefill their prompts within the chunk budget at any batch: raise --chunk-tokens",
     "demand": "{n} cannot meet that demand (one instance would out-serve it, or the replicas it needs exceed "
-    "--max-gpus or the cluster): change --demand-tok-s/--demand-req-s or --max-gpus",
+    "--max-gpus or the cluster; {demand}): change --demand-tok-s/--demand-req-s or --max-gpus",
     "topology": "{n} cannot be placed on the cluster: offer smaller degrees",
     "gpu_limit": "{n} need more GPUs than --max-gpus allows: raise it",
 }
@@ -184,8 +184,24 @@ def _no_layout(question: Question, tables: Tables) -> Infeasible:
     if not counts:
         return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
     ttft = f"{best_ttft_s(question) * 1e3:.4g} ms" if tables.exclusions.get("ttft") else ""
-    hints = "; ".join(EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}", ttft=ttft) for v, k in counts)
+    demand = _demand_text(question) if tables.exclusions.get("demand") else ""
+    hints = "; ".join(
+        EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}", ttft=ttft, demand=demand) for v, k in counts
+    )
     return Infeasible("no setup can serve this question", reason=counts[0][1], nearest=hints)
+
+
+def _demand_text(question: Question) -> str:
+    """The demands this space can serve, in output tok/s (and requests/s for whole requests)."""
+    least, most = demand_range_tok_s(question)
+
+    def both(tok_s: float) -> str:
+        if question.workload is None:
+            return f"{tok_s:.4g} tok/s"
+        return f"{tok_s:.4g} output tok/s = {tok_s / question.workload.mean_osl:.4g} req/s"
+
+    low = f"at least {both(least)} fills one instance; " if np.isfinite(least) else ""
+    return f"{low}at most {both(most)} fits the GPUs" if most > 0 else f"{low}no setup fits the GPUs"
 
 
 def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float]:

@@ -44,7 +44,8 @@ class Question:
     pp_degrees: tuple[int, ...] = DEFAULT_PP_DEGREES
     ep_degrees: tuple[int, ...] = (1,)
     max_batch: int = DEFAULT_MAX_BATCH
-    context: int = DEFAULT_CONTEXT
+    context: float = DEFAULT_CONTEXT
+    """Tokens in the KV cache while decoding (I + O / 2 by default for whole requests, so not always whole)."""
     draft: ModelSpec | None = None
     acceptance: float = DEFAULT_ACCEPTANCE
     gamma_max: int = 0

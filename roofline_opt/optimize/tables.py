@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline_opt.optimize import pairing
-from roofline_opt.optimize.space import Layouts, Question, layouts, replica_caps
+from roofline_opt.optimize.space import Layouts, Question, layouts, prefill_layouts, replica_caps
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 
@@ -298,12 +298,30 @@ def best_ttft_s(question: Question) -> float:
             lay.chunk[idx],
         )  # fmt: skip
         best = min(best, float(np.min(ttft)))
-    pre = pairing.prefill_layouts(question)
+    pre = prefill_layouts(question)
     for d in (g for g in range(len(question.gpus)) if question.offers(rq.DISAGG, g)):
         for gi, bits, idx in pre.groups():
             fig = pairing.prefill_points(question, pre, idx, gi, bits, pre.pp[idx], d, False)
             best = min(best, float(np.min(fig["ttft_s"])))
     return best
+
+
+def demand_range_tok_s(question: Question) -> tuple[float, float]:
+    """(least, most) output tok/s a demand may ask of this space: one aggregated instance at its smallest batch
+    serves the least (a smaller demand cannot fill it), and the most any setup serves within the GPU limit and the
+    cluster (its units times their throughput at the largest batch): the nearest achievable demands."""
+    t = build_tables(replace(question, demand_tok_s=None))
+    least, most = np.inf, 0.0
+    option_of = _option_of(t)
+    for gi, bits, pos in t.layouts.groups(t.layout_of):
+        j, q = t.layout_of[pos], option_of[pos]
+        top = unit_throughput(question, gi, bits, t.layouts, t.options, j, q, t.batch_hi[pos])
+        most = max(most, float(np.max(np.minimum(t.replicas_cap[pos], 1 << 20) * top)))
+        agg = q < 0
+        if agg.any():
+            low = unit_throughput(question, gi, bits, t.layouts, t.options, j[agg], q[agg], t.batch_lo[pos][agg])
+            least = min(least, float(np.min(low)))
+    return least, most
 
 
 def build_tables(question: Question) -> Tables:
