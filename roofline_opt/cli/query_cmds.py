@@ -77,7 +77,7 @@ def _requests_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
                 for r in records
             ],
             "prefill (x x layout, batch)": [
-                f"{r['prefill_instances']} x {r['prefill_gpu']} {r['prefill_layout']}, {r['prefill_batch']}"
+                f"{int(r['prefill_instances'])} x {r['prefill_gpu']} {r['prefill_layout']}, {int(r['prefill_batch'])}"
                 if r["serving"] == "disagg"
                 else f"chunk {r['chunk_tokens']}"
                 for r in records
@@ -138,7 +138,7 @@ def describe(record: Mapping[str, Any], sep: str = ": ") -> str:
     setup = f"{record['n_gpus']} x {record['gpu']}, tp {_tp(record)} x pp {record['pp']}, batch {record['batch']}"
     if record.get("serving") == "disagg":
         setup = (
-            f"{record['prefill_instances']}P ({record['prefill_gpu']} {record['prefill_layout']}) "
+            f"{int(record['prefill_instances'])}P ({record['prefill_gpu']} {record['prefill_layout']}) "
             f"{record['decode_instances']}D ({record['gpu']} {record['decode_layout']}), batch {record['batch']}"
         )
     speed = report.format_number(record["tok_s_per_request"])
