@@ -61,7 +61,7 @@ def test_validate_maps_a_row_and_predicts_with_the_evaluator() -> None:
         evaluator.Layout.of(1, False, 1, 1152),
         1,
     )["tok_s_per_request"]
-    assert row.row.setup == MeasuredSetup("llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152, 128, 2048, True)
+    assert row.row.setup == MeasuredSetup("llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152, 128, 2048, "request")
     assert row.predicted_tok_s_per_request == pytest.approx(float(expected))
     assert row.ratio_tok_s_per_request == pytest.approx(float(expected) / 98.92)
     assert row.bound_holds is True
@@ -82,7 +82,7 @@ def test_validate_splits_instances_and_reads_an_fp8_kv_cache() -> None:
             "tok_s_per_gpu": "500",
         }
     )
-    assert row.setup == MeasuredSetup("llama-2-70b", 8, 8, "h100-sxm", 2, 1, 1, 4, 100, 1100, 1000, 200, False)
+    assert row.setup == MeasuredSetup("llama-2-70b", 8, 8, "h100-sxm", 2, 1, 1, 4, 100, 1100, 1000, 200, "tpot")
     assert row.reasons == ()
 
 
@@ -232,7 +232,7 @@ def test_bad_input_exits_2_with_one_line(case: str, tmp_path: Path) -> None:
 
 def test_prefill_aware_prediction_of_a_static_batch_adds_the_prompt_step() -> None:
     """A static batch: O tokens per request in T_prefill(B, I) + O x decode step (the prompt's cost included)."""
-    setup = MeasuredSetup("llama-2-70b", 16, 16, "h100-sxm", 2, 1, 1, 1, 96, 2112, 2048, 128, True)
+    setup = MeasuredSetup("llama-2-70b", 16, 16, "h100-sxm", 2, 1, 1, 1, 96, 2112, 2048, 128, "request")
     model, gpu = catalog.load_model("llama-2-70b"), catalog.load_gpu("h100-sxm")
     layout = evaluator.Layout.of(2, False, 1, 2112)
     prefill = requests.prefill_step(model, gpu, DEFAULT, 16, layout, 96.0, 2048).step_time_s

@@ -84,11 +84,11 @@ class MeasuredSetup:
     instances: int
     batch: int
     context: int
-    isl: int = 0
-    osl: int = 0
-    static_batch: bool = False
-    """Input and output tokens of the measured requests, and whether the batch ran statically (all prompts
-    prefilled, then all decoded) rather than with continuous batching."""
+    input_len: int | None = None
+    output_len: int | None = None
+    speed_basis: str = "tpot"
+    """Input and output tokens of the measured requests, and whether tok/s per request is 1 / TPOT (``tpot``) or
+    output tokens over the whole request's time, prefill included (``request``: static batches)."""
 
     @property
     def n_gpus(self) -> int:
@@ -236,9 +236,9 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     if None not in (model, bits, gpu_name, layout, batch, context) and not reasons:
         tp, pp, ep, instances = layout
         isl, osl = round(_number(text["input_len"])), round(_number(text["output_len"]))
-        static = "static" in text["batch_or_concurrency"].lower()
+        basis = "request" if "static" in text["batch_or_concurrency"].lower() else "tpot"
         setup = MeasuredSetup(
-            model.name, bits[0], bits[1], gpu_name, tp, pp, ep, instances, batch, context, isl, osl, static
+            model.name, bits[0], bits[1], gpu_name, tp, pp, ep, instances, batch, context, isl, osl, basis
         )
         extra = " ".join((text["layout"], text["framework"], text["notes"]))
         if _SPECULATIVE_RE.search(extra):

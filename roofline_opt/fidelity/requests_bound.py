@@ -18,14 +18,19 @@ from roofline_opt.physics import requests as rq
 from roofline_opt.physics.specs import Preset
 
 
-def request_prediction(setup: MeasuredSetup, preset: Preset) -> tuple[float, float]:
-    """(tok/s per request, tok/s per GPU) of one measured setup with its prompts priced."""
+def request_prediction(setup: MeasuredSetup, preset: Preset) -> tuple[float | None, float | None]:
+    """(tok/s per request, tok/s per GPU) of one measured setup with its prompts priced (None without lengths).
+
+    ``speed_basis`` "request" (a static batch's whole-request average) takes the static-batch formula, "tpot" the
+    aggregated steady state."""
+    if setup.input_len is None or setup.output_len is None:
+        return None, None
     model, gpu = model_card(setup.model_card), gpu_card(setup.gpu_card)
     assert model is not None  # map_row only builds setups of catalog models
     layout = ev.Layout.of(setup.tp, False, setup.pp, setup.context, 1, setup.ep, setup.kv_bits)
-    b, i, o = float(setup.batch), setup.isl, setup.osl
+    b, i, o = float(setup.batch), setup.input_len, setup.output_len
     workload = rq.Workload.single(i, o)
-    if setup.static_batch:
+    if setup.speed_basis == "request":
         prefill = rq.prefill_step(model, gpu, preset, setup.weight_bits, layout, b, i).step_time_s if i else 0.0
         decode = ev.step(model, gpu, preset, setup.weight_bits, layout, b).step_time_s
         seconds = float(np.asarray(prefill + o * decode))

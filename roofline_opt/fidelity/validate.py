@@ -88,7 +88,7 @@ class ValidationRow:
             "fits_in_memory": self.fits_in_memory,
             "bottleneck": self.bottleneck,
             "bound_holds": self.bound_holds,
-            "static_batch": s.static_batch if s else None,
+            "speed_basis": s.speed_basis if s else None,
             "prefill_aware_tok_s_per_request": self.request_tok_s_per_request,
             "prefill_aware_ratio_tok_s_per_request": self.request_ratio_tok_s_per_request,
             "prefill_aware_tok_s_per_gpu": self.request_tok_s_per_gpu,
