@@ -158,44 +158,43 @@ def feasible_points(question: Question) -> Points:
 
 
 def _pair(question: Question, lay: Layouts, idx, batches, tau, cost, ok, partners: Partners):
-    """Disaggregated rows: the cheapest feasible partner of each decode point, by brute force over partners."""
+    """Disaggregated rows: the cheapest feasible partner of each decode point, by brute force over partners (every
+    matching partner at every batch, one matrix per decode layout)."""
     cost, ok = cost.copy(), ok.copy()
     partner = np.full(tau.shape, -1)
-    best = np.full(tau.shape, np.inf)
     w, u = question.workload, question.max_utilisation
     decode_rate = batches[None, :] / (w.mean_osl * tau)
     pl = partners.layouts
+    k = partners.layout
+    p_gpu = pl.gpu_index[k]
+    p_names = np.array([question.gpus[g].name for g in p_gpu])
+    p_usd = pl.n_gpus[k] * np.array([question.gpus[g].usd_per_s for g in p_gpu])
+    p_domain = np.array([question.gpus[g].scaleup_gpus for g in p_gpu])
     for row, j in enumerate(idx):
         if not lay.disagg[j]:
             continue
         d_gpu = question.gpus[int(lay.gpu_index[j])]
-        d_usd = lay.n_gpus[j] * d_gpu.usd_per_s
-        for q in range(len(partners.layout)):
-            k = int(partners.layout[q])
-            p_gpu = question.gpus[int(pl.gpu_index[k])]
-            same = bool(rq.shares_domain(p_gpu, d_gpu, pl.n_gpus[k], lay.n_gpus[j]))
-            match = (
-                partners.decode_gpu[q] == lay.gpu_index[j]
-                and pl.weight_bits[k] == lay.weight_bits[j]
-                and pl.kv_bits[k] == lay.kv_bits[j]
-                and partners.same_domain[q] == same
-            )
-            if not match:
-                continue
-            x, y = int(partners.x[q]), int(partners.y[q])
-            served = np.minimum(x * partners.requests_per_s[q], y * decode_rate[row]) * u
-            usd = 1e6 * (x * pl.n_gpus[k] * p_gpu.usd_per_s + y * d_usd) / (served * w.mean_osl)
-            feasible = ok[row].copy()
-            if question.demand_tok_s is not None:
-                cap = _unit_cap(question, pl, k, lay, int(j), x, y)
-                feasible &= np.ceil(question.demand_tok_s / (served * w.mean_osl) - 1e-9) <= cap
-            elif _unit_cap(question, pl, k, lay, int(j), x, y) < 1:
-                feasible[:] = False
-            better = feasible & (usd < best[row])
-            best[row] = np.where(better, usd, best[row])
-            partner[row] = np.where(better, q, partner[row])
-        cost[row] = best[row]
-        ok[row] &= np.isfinite(best[row])
+        same = (p_names == d_gpu.name) & (pl.n_gpus[k] + lay.n_gpus[j] <= p_domain)
+        match = np.flatnonzero(
+            (partners.decode_gpu == lay.gpu_index[j])
+            & (pl.weight_bits[k] == lay.weight_bits[j])
+            & (pl.kv_bits[k] == lay.kv_bits[j])
+            & (partners.same_domain == same)
+        )
+        caps = np.array([_unit_cap(question, pl, int(k[q]), lay, int(j), int(partners.x[q]), int(partners.y[q]))
+                         for q in match], dtype=float)  # fmt: skip
+        x, y = partners.x[match, None], partners.y[match, None]
+        served = np.minimum(x * partners.requests_per_s[match, None], y * decode_rate[row][None, :]) * u
+        usd = 1e6 * (x * p_usd[match, None] + y * lay.n_gpus[j] * d_gpu.usd_per_s) / (served * w.mean_osl)
+        feasible = np.broadcast_to(ok[row], usd.shape) & (caps[:, None] >= 1)
+        if question.demand_tok_s is not None:
+            feasible = feasible & (np.ceil(question.demand_tok_s / (served * w.mean_osl) - 1e-9) <= caps[:, None])
+        usd = np.where(feasible, usd, np.inf)
+        best = np.argmin(usd, axis=0) if len(match) else np.zeros(len(batches), dtype=int)
+        lowest = usd[best, np.arange(len(batches))] if len(match) else np.full(len(batches), np.inf)
+        cost[row] = lowest
+        partner[row] = np.where(np.isfinite(lowest), match[best] if len(match) else -1, -1)
+        ok[row] &= np.isfinite(lowest)
     return cost, partner, ok
 
 
