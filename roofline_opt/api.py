@@ -274,8 +274,7 @@ def _choices(field: str, values, allowed: tuple[int, ...], default: tuple[int, .
 def _roles(gpus, prefill_gpu, decode_gpu, on_cluster: bool):
     """All accelerators (the --gpu list, then any named only for prefill or decode) and each role's indices."""
     names = [g.name for g in gpus]
-    roles: dict[str, tuple[int, ...] | None] = {"agg_gpu_index": None, "prefill_gpu_index": None,
-                                                 "decode_gpu_index": None}  # fmt: skip
+    roles: dict[str, tuple[int, ...] | None] = dict.fromkeys(("agg_gpu_index", "prefill_gpu_index", "decode_gpu_index"))
     if prefill_gpu is None and decode_gpu is None:
         return gpus, roles
     extra = list(gpus)
