@@ -260,7 +260,7 @@ def test_questions_differing_only_in_their_target_share_a_task(tmp_path: Path) -
 def test_the_id_is_the_resolved_question_not_its_spelling(tmp_path: Path) -> None:
     spelled = {"kind": "cheapest", "questions": [
         {"model": "llama-3-8b", "gpu": "h100-sxm", "min_tok_s": 50},
-        {"model": "llama-3-8b", "gpu": "h100-sxm", "min-tok-s": "5e1", "context": 8000.0, "preset": "default"},
+        {"model": "llama-3-8b", "gpu": "h100-sxm", "min-tok-s": "5e1", "max_batch": 4096.0, "preset": "default"},
         {"model": "llama-3-8b", "gpu": "h100-sxm", "min_tok_s": 50, "context": 4000},
     ]}  # fmt: skip
     ids = [q.id for q in load_study(write_study(tmp_path, "ids", spelled)).questions]

@@ -42,7 +42,9 @@ CARD_FIELDS = tuple(
     f.name for f in dataclasses.fields(GpuSpec) if f.type in ("float", "int") and f.name != "name"
 ) + tuple(CARD_FLOP_FIELDS)
 """Accelerator card fields a study may set for hypothetical parts."""
-PATH_KEYS = ("model", "draft", "gpu", "cluster")
+MODEL_KEYS, GPU_KEYS, FILE_KEYS = ("model", "draft"), ("gpu", "prefill_gpu", "decode_gpu"), ("cluster", "workload")
+PATH_KEYS = (*MODEL_KEYS, *GPU_KEYS, *FILE_KEYS)
+"""Inputs that name cards or files: their content is part of a question's id."""
 
 
 def query_functions() -> dict[str, Callable[..., Any]]:
@@ -194,10 +196,10 @@ def question_id(kind: str, resolved: Mapping[str, Any]) -> str:
 def _fingerprint(key: str, value: str) -> str:
     """Content of the cards or file a value names ("invalid" when it names none: the worker reports why)."""
     try:
-        if key == "cluster":
+        if key in FILE_KEYS:
             return hashlib.sha256(Path(value).read_bytes()).hexdigest()
-        if key == "gpu":
-            specs = [catalog.load_gpu(name) for name in checks.parse_name_list("gpu", value)]
+        if key in GPU_KEYS:
+            specs = [catalog.load_gpu(name) for name in checks.parse_name_list(key, value)]
         else:
             specs = [catalog.resolve_model(value, key)[0]]
     except (InvalidInput, OSError):
