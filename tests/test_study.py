@@ -161,6 +161,24 @@ def test_cheapest_rows_with_a_hypothetical_part_equal_the_single_commands_with_i
         assert_row_equals(row, *single(capsys, *argv))
 
 
+def test_whole_request_rows_equal_the_single_commands(
+    scheduler: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study = {
+        "kind": "cheapest",
+        "fixed": {**SMALL, "model": "llama-3-70b", "gpu": "h100-sxm", "osl": 250, "serving": ["agg", "disagg"]},
+        "axes": {"isl": [1000, 4000], "tpot_ms": [30, 60]},
+    }
+    frame = run_study(load_study(write_study(tmp_path, "requests", study)), tmp_path / "r.parquet",
+                      scheduler=scheduler).frame  # fmt: skip
+    assert list(frame["status"]) == ["ok"] * 4
+    for _, row in frame.iterrows():
+        lengths = ["--isl", str(row["in_isl"]), "--osl", "250", "--tpot-ms", str(row["in_tpot_ms"])]
+        argv = ["cheapest", "--model", "llama-3-70b", "--gpu", "h100-sxm", *SMALL_FLAGS, *lengths]
+        argv += ["--serving", "agg,disagg"]
+        assert_row_equals(row, *single(capsys, *argv))
+
+
 def test_frontier_row_is_the_preferred_point_of_the_single_command(
     scheduler: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

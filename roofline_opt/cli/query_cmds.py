@@ -279,7 +279,8 @@ SHARED_HELP = {
     "--max-batch": "largest batch, sequences per instance (default 4096)",
     "--weight-bits": "weight precision(s) offered: 16, 8, 4 or a list like 16,8 (default: the model name's "
     "-int8/-int4 suffix, else 16)",
-    "--context": "tokens already in each sequence's KV cache: the assumed mid-generation context (default 8000)",
+    "--context": "tokens already in each sequence's KV cache: the assumed mid-generation context (default 8000; "
+    "with --isl/--osl: isl + osl / 2)",
     "--draft": "draft model for speculative decoding on the same GPUs (with --gamma-max)",
     "--acceptance": "draft token acceptance probability in (0, 1) (default 0.8)",
     "--gamma-max": "longest draft the solver may choose, 0..G (default 0: no speculative decoding)",
@@ -313,7 +314,6 @@ SHARED_DEFAULTS = {
     "--tp-modes": "1d,2d",
     "--ep-degrees": "1",
     "--max-batch": 4096,
-    "--context": 8000,
     "--acceptance": 0.8,
     "--gamma-max": 0,
     "--preset": "default",
