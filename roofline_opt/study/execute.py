@@ -123,7 +123,9 @@ def answer_record(kind: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
         prep = _cached(key, lambda: api.prepared(q, **options))
         try:
             return api.target_answer(prep, kind, query.get(api.TARGETS[kind])).to_record()
-        except SolverFailure:
+        except (Infeasible, InvalidInput):
+            raise
+        except Exception:  # a failed solve may leave the loaded model half-changed: the next target rebuilds it
             _cache().pop(key, None)
             raise
     result = query_functions()[kind](q, **query)
