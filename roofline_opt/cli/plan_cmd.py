@@ -75,9 +75,9 @@ def plan_text(plan: FleetPlan, source: str) -> str:
         for g, r in c["reserved_gpus"].items():
             lines.append(f"  {g}: {r} reserved, on demand per period {c['on_demand_gpus'][g]}")
         lines.append(f"  cost over the {c['periods']} periods: ${total}")
-    if c.get("gpus_used_per_domain"):
-        domains = ", ".join(f"{k} {v}" for k, v in c["gpus_used_per_domain"].items())
-        lines.append(f"  GPUs per domain: {domains}")
+    if c.get("domains_by_gpus_used"):
+        domains = ", ".join(f"{n} with {used}" for used, n in c["domains_by_gpus_used"].items())
+        lines.append(f"  scale-up domains by GPUs used: {domains}")
     if plan.placement and plan.placement[0] and c["periods"] == 1:
         lines.append("placement (instance: TP group per pipeline stage):")
         for inst in plan.placement[0][:PLACEMENT_LINES]:

@@ -54,10 +54,22 @@ def _gpu_usage(m: pyo.ConcreteModel, cands: Sequence[Candidate], g: str, t: int)
     return sum(c.n_gpus * m.x[k, t] for k, c in enumerate(cands) if c.gpu == g)
 
 
+DOMAINS, CLASSES = "domains", "classes"
+
+
+def domain_classes(fleet: Fleet) -> dict[tuple[str, int], int]:
+    """Identical scale-up domains grouped: (accelerator, size) -> how many."""
+    out: dict[tuple[str, int], int] = {}
+    for dom in fleet.pool.domains:
+        out[dom.gpu, dom.size] = out.get((dom.gpu, dom.size), 0) + 1
+    return out
+
+
 def build_fleet_model(
-    fleet: Fleet, cands: Sequence[Candidate], place: bool = True, extra_gpus: bool = False
+    fleet: Fleet, cands: Sequence[Candidate], place: str = DOMAINS, extra_gpus: bool = False
 ) -> pyo.ConcreteModel:
-    """The unsolved fleet model (module docstring); ``place`` adds the graph placement, ``extra_gpus`` the diagnosis."""
+    """The unsolved fleet model (module docstring): ``place`` DOMAINS (exact placement), CLASSES (its relaxation
+    over classes of identical domains) or None; ``extra_gpus`` the shortage diagnosis."""
     m = pyo.ConcreteModel(name="roofline_opt_fleet")
     pool, u = fleet.pool, fleet.max_utilisation
     m.K = pyo.RangeSet(0, len(cands) - 1)
@@ -77,8 +89,10 @@ def build_fleet_model(
         m.served = pyo.Var(m.M, m.T, domain=pyo.NonNegativeReals, bounds=lambda _, i, t: (0, demand[i, t]))
         m.served_capacity = pyo.Constraint(m.M, m.T, rule=lambda m, i, t: m.served[i, t] <= capacity[i, t])
         m.value = pyo.Expression(expr=sum(fleet.models[i].value_per_tok_s() * m.served[i, t] for i in m.M for t in m.T))
-    if place and pool.has_graph and not extra_gpus:
+    if place == DOMAINS and pool.has_graph and not extra_gpus:
         _placement(m, fleet, cands)
+    elif place == CLASSES and pool.has_graph and not extra_gpus:
+        _class_placement(m, fleet, cands)
     _counts(m, fleet, cands, types, extra_gpus)
     _cost(m, fleet, cands, types)
     if extra_gpus:
@@ -126,6 +140,41 @@ def _placement(m: pyo.ConcreteModel, fleet: Fleet, cands: Sequence[Candidate]) -
         if (domains[a].gpu, domains[a].size) == (domains[b].gpu, domains[b].size)
     ]
     m.load_order = pyo.Constraint(twins, m.T, rule=lambda m, a, b, t: load(m, a, t) >= load(m, b, t))
+
+
+def _class_placement(m: pyo.ConcreteModel, fleet: Fleet, cands: Sequence[Candidate]) -> None:
+    """The placement summed over each class of n identical domains of size s (a relaxation of ``_placement``):
+    z[k,c] stages of k in class c, sum_c z = p_k x_k, z <= n x_k (distinct domains), sum_k t_k z <= n s, and for
+    j = 1..3 at most j n groups larger than s / (j + 1) (a domain holds at most j of them)."""
+    classes = list(domain_classes(fleet).items())
+    pairs = [(k, c) for k, cand in enumerate(cands) for c, ((g, size), _) in enumerate(classes)
+             if g == cand.gpu and size >= cand.tp]  # fmt: skip
+    m.KC = pyo.Set(initialize=pairs, dimen=2)
+    m.z = pyo.Var(m.KC, m.T, domain=pyo.NonNegativeIntegers)
+    by_k: dict[int, list[int]] = {}
+    by_c: dict[int, list[int]] = {}
+    for k, c in pairs:
+        by_k.setdefault(k, []).append(c)
+        by_c.setdefault(c, []).append(k)
+    m.class_stages = pyo.Constraint(
+        m.K, m.T, rule=lambda m, k, t: sum(m.z[k, c, t] for c in by_k.get(k, [])) == cands[k].pp * m.x[k, t]
+    )
+    multi = [(k, c) for k, c in pairs if cands[k].pp > 1]
+    m.class_distinct = pyo.Constraint(multi, m.T, rule=lambda m, k, c, t: m.z[k, c, t] <= classes[c][1] * m.x[k, t])
+
+    def capacity(m, c, t):
+        (_, size), n = classes[c]
+        return sum(cands[k].tp * m.z[k, c, t] for k in by_c[c]) <= n * size
+
+    m.class_capacity = pyo.Constraint(sorted(by_c), m.T, rule=capacity)
+    cuts = [(c, j) for c in sorted(by_c) for j in (1, 2, 3)]
+
+    def large_groups(m, c, j, t):
+        (_, size), n = classes[c]
+        large = [k for k in by_c[c] if cands[k].tp * (j + 1) > size]
+        return sum(m.z[k, c, t] for k in large) <= j * n if large else pyo.Constraint.Skip
+
+    m.class_large_groups = pyo.Constraint(cuts, m.T, rule=large_groups)
 
 
 def _counts(m: pyo.ConcreteModel, fleet: Fleet, cands: Sequence[Candidate], types: list[str], extra: bool) -> None:

@@ -103,3 +103,28 @@ def placement_problems(cluster: nx.Graph, instances: Sequence[PlacedInstance]) -
         if len(set(homes)) != len(homes):
             problems.append(f"{inst.name}: pipeline stages share a scale-up domain")
     return problems
+
+
+def greedy_place(
+    pool: Pool, cands: Sequence[Candidate], model_names: Sequence[str], replicas: Mapping[int, int]
+) -> list[PlacedInstance] | None:
+    """GPU ids for the replicas by best fit (largest groups first, each stage into the fullest domain that still
+    holds it, stages on distinct domains), or None when this greedy rule fails (an exact model then decides)."""
+    free = {d: list(dom.gpu_ids) for d, dom in enumerate(pool.domains)}
+    placed = []
+    serial: dict[str, int] = {}
+    for k in sorted(replicas, key=lambda k: (-cands[k].tp, -cands[k].pp, k)):
+        c = cands[k]
+        for _ in range(replicas[k]):
+            fitting = [d for d, dom in enumerate(pool.domains) if dom.gpu == c.gpu and len(free[d]) >= c.tp]
+            if len(fitting) < c.pp:
+                return None
+            chosen = sorted(sorted(fitting, key=lambda d: (len(free[d]), d))[: c.pp])
+            groups = []
+            for d in chosen:
+                groups.append(tuple(free[d][: c.tp]))
+                del free[d][: c.tp]
+            name = model_names[c.model]
+            serial[name] = serial.get(name, 0) + 1
+            placed.append(PlacedInstance(f"{name}#{serial[name]}", name, k, c.gpu, c.tp, c.pp, tuple(groups)))
+    return placed

@@ -14,8 +14,8 @@ import pyomo.environ as pyo
 
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.optimize.fleet.candidates import Candidate, ModelCandidates, model_candidates
-from roofline_opt.optimize.fleet.formulation import build_fleet_model, use_cost_objective
-from roofline_opt.optimize.fleet.placement import PlacedInstance, decompose
+from roofline_opt.optimize.fleet.formulation import CLASSES, DOMAINS, build_fleet_model, use_cost_objective
+from roofline_opt.optimize.fleet.placement import PlacedInstance, decompose, greedy_place
 from roofline_opt.optimize.fleet.problem import COST, Fleet
 from roofline_opt.optimize.fleet.results import FleetPlan, build_plan
 from roofline_opt.optimize.queries import SolverOptions
@@ -67,9 +67,9 @@ def _report(rep: SolveReport, unit: str) -> dict:
     }
 
 
-def solve_mip(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions):
-    """Replica counts, stage counts, reserved/on-demand split and the solve report of the fleet MIP."""
-    m = build_fleet_model(fleet, cands)
+def _solve_model(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions, place: str):
+    """Build and solve (both phases for objective served); the solved model and its report."""
+    m = build_fleet_model(fleet, cands, place)
     rep = _solve(m, options)
     if rep.infeasible:
         raise diagnose(fleet, cands, options)
@@ -77,13 +77,34 @@ def solve_mip(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions):
         raise SolverFailure(f"HiGHS stopped ({rep.termination}) without a plan; raise the time limit")
     solve = {"method": "mip", **_report(rep, "usd_per_hour" if fleet.objective == COST else "value")}
     if fleet.objective != COST:
-        value = pyo.value(m.value)
-        use_cost_objective(m, value * (1 - VALUE_RTOL))
+        use_cost_objective(m, pyo.value(m.value) * (1 - VALUE_RTOL))
         rep2 = _solve(m, options)
         if not rep2.has_solution:
             raise SolverFailure(f"HiGHS stopped ({rep2.termination}) without a plan in the cost phase")
         solve["cost_phase"] = _report(rep2, "usd")
-    return decode(fleet, cands, m), solve
+    return m, solve
+
+
+def solve_mip(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions, exact_placement: bool = False):
+    """Decoded plan (replicas, placement, reserved/on-demand split) and solve report of the fleet MIP.
+
+    On a graph the model over classes of identical domains is solved first; it is a relaxation of the exact
+    placement, so when its replica counts place (greedy best fit) the plan is optimal for the exact model too.
+    Otherwise (or with ``exact_placement``) the exact per-domain model is solved and its stage counts are split
+    into instances.
+    """
+    names = [fm.name for fm in fleet.models]
+    if fleet.pool.has_graph and not exact_placement:
+        m, solve = _solve_model(fleet, cands, options, CLASSES)
+        replicas, _, split = decode(fleet, cands, m)
+        placed = [greedy_place(fleet.pool, cands, names, r) for r in replicas]
+        if all(p is not None for p in placed):
+            solve["placement_model"] = "classes of identical domains (relaxation), placed by best fit"
+            return replicas, placed, split, solve
+    m, solve = _solve_model(fleet, cands, options, DOMAINS)
+    replicas, stages, split = decode(fleet, cands, m)
+    solve["placement_model"] = "per domain (exact)" if fleet.pool.has_graph else "GPU counts"
+    return replicas, place_all(fleet, cands, replicas, stages), split, solve
 
 
 def decode(fleet: Fleet, cands: Sequence[Candidate], m: pyo.ConcreteModel):
@@ -116,7 +137,7 @@ def diagnose(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions) -
     """Why no plan exists: the budget, a GPU shortage per type, or packing into the scale-up domains."""
     if fleet.max_usd_per_hour is not None:
         free = dataclasses.replace(fleet, max_usd_per_hour=None)
-        m = build_fleet_model(free, cands)
+        m = build_fleet_model(free, cands, CLASSES)
         rep = _solve(m, options)
         if rep.has_solution:
             cost = pyo.value(m.cost) / (fleet.periods * fleet.period_hours)
@@ -148,8 +169,11 @@ def diagnose(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions) -
     return Infeasible("no plan meets every demand", reason="target")
 
 
-def plan_fleet(fleet: Fleet, method: str = "mip", options: SolverOptions | None = None) -> FleetPlan:
-    """The optimal plan of ``fleet`` by the MIP or by brute force (small fleets only)."""
+def plan_fleet(
+    fleet: Fleet, method: str = "mip", options: SolverOptions | None = None, exact_placement: bool = False
+) -> FleetPlan:
+    """The optimal plan of ``fleet`` by the MIP or by brute force (small fleets only); ``exact_placement`` skips
+    the class relaxation and solves the per-domain model directly."""
     if method not in METHODS:
         raise InvalidInput("method", f"must be one of {', '.join(METHODS)}. Got {method!r} instead.")
     options = options or SolverOptions(mip_gap=FLEET_MIP_GAP)
@@ -157,9 +181,9 @@ def plan_fleet(fleet: Fleet, method: str = "mip", options: SolverOptions | None 
         from roofline_opt.optimize.fleet.enumerate import enumerate_plan
 
         cands, replicas, stages, split, solve = enumerate_plan(fleet)
+        placement = place_all(fleet, cands, replicas, stages)
     else:
         cands = fleet_candidates(fleet)
-        (replicas, stages, split), solve = solve_mip(fleet, cands, options)
-    placement = place_all(fleet, cands, replicas, stages)
+        replicas, placement, split, solve = solve_mip(fleet, cands, options, exact_placement)
     solve["candidates"] = len(cands)
     return build_plan(fleet, cands, replicas, placement, split, solve)

@@ -169,17 +169,15 @@ def _cluster(fleet: Fleet, usage, placement, split, price) -> dict:
         out["on_demand_gpus"] = {g: list(o) for g, (_, o) in split.items()}
         out["gpus_used_per_period"] = [dict(u) for u in usage]
     if pool.has_graph and placement:
-        per_domain = {}
+        home = {g: d for d, dom in enumerate(pool.domains) for g in dom.gpu_ids}
+        used = dict.fromkeys(range(len(pool.domains)), 0)
         for inst in placement[0]:
             for stage in inst.stages:
-                key = _domain_key(pool, stage[0])
-                per_domain[key] = per_domain.get(key, 0) + len(stage)
-        out["gpus_used_per_domain"] = per_domain
+                used[home[stage[0]]] += len(stage)
+        out["gpus_used_per_domain"] = {f"{pool.domains[d].gpu}:{d}": n for d, n in used.items()}
+        histogram: dict[str, int] = {}
+        for d, n in sorted(used.items(), key=lambda item: -item[1]):
+            key = f"{n}/{pool.domains[d].size} {pool.domains[d].gpu}"
+            histogram[key] = histogram.get(key, 0) + 1
+        out["domains_by_gpus_used"] = histogram
     return out
-
-
-def _domain_key(pool, gpu_id: str) -> str:
-    for d, dom in enumerate(pool.domains):
-        if gpu_id in dom.gpu_ids:
-            return f"{dom.gpu}:{d}({dom.size})"
-    return "?"
