@@ -139,6 +139,8 @@ def enumerate_plan(fleet: Fleet):
         if key is None or (best_key is not None and key >= best_key):
             continue
         counts = {int(offsets[i] + j): n for i, v in enumerate(combo) for j, n in enumerate(v) if n}
+        if not _within_counts(fleet, flat, counts):
+            continue
         if pool.has_graph and not placeable(fleet, _instances(flat, counts)):
             continue
         best, best_key = counts, key
@@ -160,6 +162,13 @@ def _score(fleet: Fleet, per_model, combo) -> tuple[float, float] | None:
     if fleet.max_usd_per_hour is not None and cost > fleet.max_usd_per_hour * (1 + RTOL):
         return None
     return (0.0 if fleet.objective == COST else -round(value, 9), round(cost, 9))
+
+
+def _within_counts(fleet: Fleet, flat: Sequence[Candidate], counts: dict[int, int]) -> bool:
+    used: dict[str, int] = {}
+    for k, n in counts.items():
+        used[flat[k].gpu] = used.get(flat[k].gpu, 0) + n * flat[k].n_gpus
+    return all(fleet.pool.counts.get(g) is None or n <= fleet.pool.counts[g] for g, n in used.items())
 
 
 def _instances(flat: Sequence[Candidate], counts: dict[int, int]) -> list[tuple[str, int, int]]:

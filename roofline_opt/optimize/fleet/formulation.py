@@ -184,6 +184,8 @@ def _counts(m: pyo.ConcreteModel, fleet: Fleet, cands: Sequence[Candidate], type
         m.extra = pyo.Var(limited, domain=pyo.NonNegativeIntegers)
 
     def rule(m, g, t):
+        if not any(c.gpu == g for c in cands):
+            return pyo.Constraint.Skip
         room = counts[g] + (m.extra[g] if extra else 0)
         return _gpu_usage(m, cands, g, t) <= room
 

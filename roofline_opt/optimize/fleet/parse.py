@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
 import yaml
 
-from roofline_opt import catalog, checks
+from roofline_opt import catalog, checks, topology
 from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.fleet.placement import pool_domains
 from roofline_opt.optimize.fleet.problem import (
@@ -113,16 +114,10 @@ def _pool(data: Mapping[str, Any], base: Path) -> Pool:
         raise InvalidInput("cluster", "give exactly one of cluster (a graph file) and gpus (counts per type)")
     known = {g.name for g in catalog.list_gpus()}
     if "cluster" in data:
-        from roofline_opt import topology
-
-        raw = data["cluster"]
-        path = Path(str(raw))
-        if not path.is_absolute() and not path.exists() and (base / path).exists():
-            path = base / path
-        graph = topology.load_cluster(str(path), known_gpus=known)
+        graph, label = _graph(data["cluster"], base, known)
         counts: dict[str, int | None] = dict(topology.gpu_counts(graph))
         gpus = tuple(topology.effective_gpu(graph, t, catalog.load_gpu(t)) for t in counts)
-        pool = Pool(gpus, counts, pool_domains(graph), graph, str(raw))
+        pool = Pool(gpus, counts, pool_domains(graph), graph, label)
     else:
         raw = _mapping("gpus", data["gpus"])
         counts = {}
@@ -134,6 +129,19 @@ def _pool(data: Mapping[str, Any], base: Path) -> Pool:
         gpus = tuple(catalog.load_gpu(n) for n in counts)
         pool = Pool(gpus, counts)
     return _prices(pool, data.get("prices", {}))
+
+
+def _graph(raw: Any, base: Path, known: set[str]) -> tuple[nx.Graph, str]:
+    """A cluster graph from a file path, an inline compact mapping or a networkx graph, with a label for it."""
+    if isinstance(raw, nx.Graph):
+        return topology.validate_cluster(raw, known, "cluster"), str(raw.graph.get("name") or "cluster graph")
+    if isinstance(raw, Mapping):
+        graph = topology.validate_cluster(topology.from_spec(raw, "cluster"), known, "cluster")
+        return graph, str(graph.graph.get("name") or "inline cluster")
+    path = Path(str(raw))
+    if not path.is_absolute() and not path.exists() and (base / path).exists():
+        path = base / path
+    return topology.load_cluster(str(path), known_gpus=known), str(raw)
 
 
 def _prices(pool: Pool, raw: Any) -> Pool:
