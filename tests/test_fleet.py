@@ -49,11 +49,11 @@ FLEETS = {
     ),
     "served within a budget": _fleet(
         [
-            {**_model("chat", "llama-3-70b", 9000, 40), "weight": 3.0},
-            _model("code", "llama-3-8b", 30000, 20),
+            {**_model("chat", "llama-3-70b", 4000, 40), "weight": 3.0},
+            _model("code", "llama-3-8b", 15000, 20),
         ],
         objective="served",
-        max_usd_per_hour=30,
+        max_usd_per_hour=20,
     ),
     "utilisation cap and mixed cluster": {
         "cluster": "instances/clusters/mixed-h100-a100.yaml",

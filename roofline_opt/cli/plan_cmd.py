@@ -99,8 +99,9 @@ def _with_period(plan: FleetPlan, frame: pd.DataFrame) -> pd.DataFrame:
 
 def _solver_line(solve: Mapping[str, Any]) -> str:
     gap = report.format_number(solve.get("mip_gap"))
-    bound = next((f", bound {report.format_number(v)} {k.removeprefix('bound_')}" for k, v in solve.items()
-                  if k.startswith("bound_") and v is not None), "")  # fmt: skip
+    units = {"bound_usd_per_hour": "${}/hour", "bound_value": "{} (weighted demand served)"}
+    bound = "".join(f", bound {units[k].format(report.format_number(v))}" for k, v in solve.items()
+                    if k in units and v is not None)  # fmt: skip
     text = f"solver: {solve['method']}, {solve['status']}{bound}, gap {gap}, {solve['candidates']} candidates"
     if "cost_phase" in solve:
         phase = solve["cost_phase"]
@@ -142,14 +143,14 @@ def plot_plan(plan: FleetPlan, cluster: Any, domains: Sequence[Any], path: str) 
             ax.scatter([x], [y], s=180 if label else 30, c=colour[inst["model"]] if inst else "0.85",
                        edgecolors="0.4", linewidths=0.5, zorder=3)  # fmt: skip
             if label and inst:
-                ax.annotate(inst["instance"], (x, y), ha="center", va="center", fontsize=5, zorder=4)
+                ax.annotate(inst["instance"].rsplit("#", 1)[-1], (x, y), ha="center", va="center", fontsize=6, zorder=4)
     for name, c in colour.items():
         gpus = sum(1 for inst in owner.values() if inst["model"] == name)
         ax.scatter([], [], c=c, label=f"{name} ({gpus} GPUs)")
     ax.scatter([], [], c="0.85", edgecolors="0.4", label="idle GPU")
     spend = report.format_number(plan.usd_per_hour)
     name = cluster.graph.get("name") or plan.cluster["name"]
-    ax.set_title(f"{name}: ${spend}/hour\n(boxes: scale-up domains)", fontsize="medium")
+    ax.set_title(f"{name}: ${spend}/hour\n(boxes: scale-up domains; numbers: instances)", fontsize="medium")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", framealpha=0.85)
     ax.set_aspect("equal")
     ax.set_axis_off()

@@ -62,8 +62,12 @@ def _vectors(fleet: Fleet, cands: Sequence[Candidate], limit: int) -> list[tuple
     counts = fleet.pool.counts
     out: list[tuple[int, ...]] = []
 
+    budget = math.inf if fleet.max_usd_per_hour is None else fleet.max_usd_per_hour * (1 + RTOL)
+
     def walk(j: int, v: list[int], capacity: float, smallest: float, gpus: dict[str, int]) -> None:
         if capacity - smallest >= demand * (1 - RTOL):
+            return
+        if sum(c.instance_usd_per_hour * n for c, n in zip(cands, v, strict=False)) > budget:
             return
         if j == len(cands):
             if fleet.objective != COST or capacity >= demand * (1 - RTOL):

@@ -41,7 +41,7 @@ QuestionFactory = Callable[..., Question]
 
 
 def load_fleet_file(path: str | Path, make_question: QuestionFactory) -> Fleet:
-    """Read and validate a fleet YAML file (relative cluster paths are read from the file's folder)."""
+    """Read and validate a fleet YAML file (a relative cluster path is looked up next to the file first)."""
     path = Path(path)
     if not path.is_file():
         raise InvalidInput("FLEET", f"must be a readable YAML file. Got {str(path)!r} instead.")
@@ -139,7 +139,7 @@ def _graph(raw: Any, base: Path, known: set[str]) -> tuple[nx.Graph, str]:
         graph = topology.validate_cluster(topology.from_spec(raw, "cluster"), known, "cluster")
         return graph, str(graph.graph.get("name") or "inline cluster")
     path = Path(str(raw))
-    if not path.is_absolute() and not path.exists() and (base / path).exists():
+    if not path.is_absolute() and (base / path).exists():
         path = base / path
     return topology.load_cluster(str(path), known_gpus=known), str(raw)
 
