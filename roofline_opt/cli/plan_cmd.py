@@ -69,7 +69,9 @@ def plan_text(plan: FleetPlan, source: str) -> str:
     lines += [report.frame_to_table(_with_period(plan, _frame(plan.rows, ROW_COLUMNS))), ""]
     lines += [report.frame_to_table(_frame(plan.models, MODEL_COLUMNS)), ""]
     spend = report.format_number(c["usd_per_hour"])
-    lines.append(f"cluster: {used} GPUs used (peak period), ${spend}/hour")
+    peak = " (peak period)" if c["periods"] > 1 else ""
+    average = "on average " if c["periods"] > 1 else ""
+    lines.append(f"cluster: {used} GPUs used{peak}, {average}${spend}/hour")
     if "reserved_gpus" in c:
         total = report.format_number(c["usd_total"])
         for g, r in c["reserved_gpus"].items():
@@ -77,7 +79,8 @@ def plan_text(plan: FleetPlan, source: str) -> str:
         lines.append(f"  cost over the {c['periods']} periods: ${total}")
     if c.get("domains_by_gpus_used"):
         domains = ", ".join(f"{n} with {used}" for used, n in c["domains_by_gpus_used"].items())
-        lines.append(f"  scale-up domains by GPUs used: {domains}")
+        first = " in period 0" if c["periods"] > 1 else ""
+        lines.append(f"  scale-up domains by GPUs used{first}: {domains}")
     if plan.placement and plan.placement[0] and c["periods"] == 1:
         lines.append("placement (instance: TP group per pipeline stage):")
         for inst in plan.placement[0][:PLACEMENT_LINES]:
@@ -99,7 +102,8 @@ def _with_period(plan: FleetPlan, frame: pd.DataFrame) -> pd.DataFrame:
 
 def _solver_line(solve: Mapping[str, Any]) -> str:
     gap = report.format_number(solve.get("mip_gap"))
-    units = {"bound_usd_per_hour": "${}/hour", "bound_value": "{} (weighted demand served)"}
+    units = {"bound_usd_per_hour": "${}/hour", "bound_usd": "${} over the profile",
+             "bound_value": "{} (weighted demand served)"}  # fmt: skip
     bound = "".join(f", bound {units[k].format(report.format_number(v))}" for k, v in solve.items()
                     if k in units and v is not None)  # fmt: skip
     text = f"solver: {solve['method']}, {solve['status']}{bound}, gap {gap}, {solve['candidates']} candidates"

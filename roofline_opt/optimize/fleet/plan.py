@@ -75,7 +75,8 @@ def _solve_model(fleet: Fleet, cands: Sequence[Candidate], options: SolverOption
         raise diagnose(fleet, cands, options)
     if not rep.has_solution:
         raise SolverFailure(f"HiGHS stopped ({rep.termination}) without a plan; raise the time limit")
-    solve = {"method": "mip", **_report(rep, "usd_per_hour" if fleet.objective == COST else "value")}
+    unit = ("usd" if fleet.has_profile else "usd_per_hour") if fleet.objective == COST else "value"
+    solve = {"method": "mip", **_report(rep, unit)}
     if fleet.objective != COST:
         use_cost_objective(m, pyo.value(m.value) * (1 - VALUE_RTOL))
         rep2 = _solve(m, options)

@@ -145,6 +145,7 @@ def _model_summary(fleet: Fleet, i: int, served_tok: float, spend: float, gpu_ho
         "demand_tok_s": demand / hours,
         "served_tok_s": served_tok / hours,
         "served_share": served_tok / demand if demand else 1.0,
+        "served_req_s": served_tok / hours / fm.tok_per_request if fm.tok_per_request else None,
         "tpot_limit_ms": None if fm.max_time_per_token_s is None else fm.max_time_per_token_s * 1e3,
         "gpus": gpu_hours / hours,
         "usd_per_hour": spend / hours,
