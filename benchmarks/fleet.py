@@ -57,14 +57,14 @@ def profile() -> dict:
 CASES = {"five": five, "twenty": twenty, "profile": profile}
 
 
-def run(case: str, time_limit: float | None) -> None:
+def run(case: str, time_limit: float | None, exact_placement: bool = False) -> None:
     start = time.perf_counter()
     spec = fl.parse_fleet(CASES[case](), api.question)
     parsed = time.perf_counter()
     cands = fl.plan.fleet_candidates(spec)
     built = time.perf_counter()
     options = api.solver_options(time_limit, 1e-4)
-    replicas, placement, split, solve = fl.plan.solve_mip(spec, cands, options)
+    replicas, placement, split, solve = fl.plan.solve_mip(spec, cands, options, exact_placement)
     solved = time.perf_counter()
     solve["candidates"] = len(cands)
     plan = fl.results.build_plan(spec, cands, replicas, placement, split, solve)
@@ -83,10 +83,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=[*CASES, "all"], default="all")
     parser.add_argument("--time-limit", type=float, default=None)
+    parser.add_argument("--exact-placement", action="store_true",
+                        help="solve the per-domain placement model directly (no class relaxation)")  # fmt: skip
     args = parser.parse_args()
     print(f"load average (1, 5, 15 min): {', '.join(f'{x:.2f}' for x in os.getloadavg())}; cpus {os.cpu_count()}")
     for case in CASES if args.case == "all" else [args.case]:
-        run(case, args.time_limit)
+        run(case, args.time_limit, args.exact_placement)
 
 
 if __name__ == "__main__":

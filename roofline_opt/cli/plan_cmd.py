@@ -101,7 +101,8 @@ def _with_period(plan: FleetPlan, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _solver_line(solve: Mapping[str, Any]) -> str:
-    gap = report.format_number(solve.get("mip_gap"))
+    raw_gap = solve.get("mip_gap")
+    gap = report.format_number(0 if raw_gap is not None and abs(raw_gap) < 1e-12 else raw_gap)
     units = {"bound_usd_per_hour": "${}/hour", "bound_usd": "${} over the profile",
              "bound_value": "{} (weighted demand served)"}  # fmt: skip
     bound = "".join(f", bound {units[k].format(report.format_number(v))}" for k, v in solve.items()
