@@ -155,7 +155,8 @@ def plot_plan(plan: FleetPlan, cluster: Any, domains: Sequence[Any], path: str) 
     ax.scatter([], [], c="0.85", edgecolors="0.4", label="idle GPU")
     spend = report.format_number(plan.usd_per_hour)
     name = cluster.graph.get("name") or plan.cluster["name"]
-    ax.set_title(f"{name}: ${spend}/hour\n(boxes: scale-up domains; numbers: instances)", fontsize="medium")
+    legend = "boxes: scale-up domains; numbers: instances" if label else "boxes: scale-up domains"
+    ax.set_title(f"{name}: ${spend}/hour\n({legend})", fontsize="medium")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", framealpha=0.85)
     ax.set_aspect("equal")
     ax.set_axis_off()
