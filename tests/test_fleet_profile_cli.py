@@ -8,6 +8,7 @@ import pytest
 
 from roofline_opt import api
 from roofline_opt.cli import main
+from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.fleet import parse_fleet, plan_fleet
 from roofline_opt.optimize.queries import SolverOptions
 
@@ -79,3 +80,48 @@ def test_plan_infeasible_fleet_exits_1_with_the_reason(tmp_path, capsys) -> None
     short.write_text("gpus: {h100-sxm: 8}\nmodels: [{model: llama-3-8b, demand_tok_s: 200000, tpot_ms: 20}]\n")
     assert main(["plan", str(short)]) == 1
     assert "more h100-sxm GPUs" in capsys.readouterr().err
+
+
+def test_a_profile_on_a_graph_places_every_period_validly() -> None:
+    from roofline_opt.optimize.fleet.placement import PlacedInstance, placement_problems
+
+    model = {"name": "code", "model": "llama-3-8b", "tpot_ms": 20, **SPACE, "demand_profile": {"tok_s": PROFILE[:3]}}
+    spec = parse_fleet({"cluster": {"nodes": 2, "node_type": "hgx-h100"}, "prices": PRICES, "models": [model]},
+                       api.question)  # fmt: skip
+    plan = plan_fleet(spec, "mip", OPTIONS)
+    assert len(plan.placement) == 3
+    for period, instances in enumerate(plan.placement):
+        placed = [PlacedInstance(i["instance"], i["model"], 0, i["gpu"], i["tp"], i["pp"],
+                                 tuple(tuple(s) for s in i["stages"])) for i in instances]  # fmt: skip
+        assert placement_problems(spec.pool.cluster, placed) == []
+        gpus = sum(i["tp"] * i["pp"] for i in instances)
+        assert gpus == plan.cluster["gpus_used_per_period"][period]["h100-sxm"]
+
+
+def test_the_api_takes_a_dict_with_a_networkx_graph() -> None:
+    from roofline_opt import topology
+
+    graph = topology.single_node("hgx-h100")
+    fleet = {"cluster": graph, "models": [{"model": "llama-3-8b", "demand_tok_s": 5000, "tpot_ms": 20, **SPACE}]}
+    plan = api.plan(fleet)
+    assert plan.models[0]["served_tok_s"] == pytest.approx(5000)
+    assert plan.solve["status"] == "optimal"
+
+
+def test_enumerate_refuses_fleets_beyond_its_stated_limit() -> None:
+    fleet = {"gpus": {"h100-sxm": 128}, "models": [{"model": "llama-3-8b", "demand_tok_s": 5000, "tpot_ms": 20}]}
+    with pytest.raises(InvalidInput, match="enumerate handles small fleets only"):
+        plan_fleet(parse_fleet(fleet, api.question), "enumerate")
+
+
+def test_plan_by_enumeration_from_the_command_line(tmp_path, capsys) -> None:
+    small = tmp_path / "small.yaml"
+    small.write_text(
+        "gpus: {h100-sxm: 8}\nmodels: [{model: llama-3-8b, demand_tok_s: 6000, tpot_ms: 20, tp_degrees: [1, 2, 4],"
+        " pp_degrees: [1], tp_modes: [1d], max_batch: 256}]\n"
+    )
+    assert main(["plan", str(small), "--method", "enumerate", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["solve"]["method"] == "enumerate"
+    assert main(["plan", str(small), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cluster"]["usd_per_hour"] == record["cluster"]["usd_per_hour"]

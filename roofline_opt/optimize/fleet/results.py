@@ -50,7 +50,8 @@ class FleetPlan:
 def exact_figures(fleet: Fleet, c: Candidate) -> dict:
     """The evaluator's figures of candidate ``c`` at its batch (the only source of printed numbers)."""
     q = fleet.models[c.model].question
-    setup = Setup(c.gpu, c.weight_bits, c.tp, c.tp_2d, c.pp, c.ep, c.batch, c.gamma)
+    setup = Setup(gpu=c.gpu, weight_bits=c.weight_bits, tp=c.tp, tp_2d=c.tp_2d, pp=c.pp, ep=c.ep, batch=c.batch,
+                  gamma=c.gamma)  # fmt: skip
     answer = reevaluate(q, setup, "fleet")
     limit = fleet.models[c.model].max_time_per_token_s
     meets = answer.fits_in_memory and (limit is None or answer.figures["time_per_token_s"] <= limit * (1 + LIMIT_RTOL))
