@@ -1,4 +1,7 @@
-"""Public Python API: validated questions from names, and fastest / cheapest / frontier as pandas objects.
+"""Public Python API: validated questions from names, fastest / cheapest / frontier as pandas objects, and plan.
+
+``plan`` takes a fleet file (or the same structure as a dict; see the README section Fleet planning) and returns an
+``optimize.fleet.FleetPlan`` (rows, model and cluster summaries, placement, solver report).
 
 Shared parameters (documented once here):
 

@@ -55,6 +55,17 @@ FLEETS = {
         objective="served",
         max_usd_per_hour=20,
     ),
+    "draft model and MoE by count": {
+        "gpus": {"h100-sxm": 16},
+        "models": [
+            {
+                **_model("chat", "llama-3-70b", 3000, 20, draft="llama-3-8b", gamma_max=4),
+                "tp_degrees": [4, 8],
+                "pp_degrees": [1],
+            },
+            {**_model("moe", "mixtral-8x7b", 5000, 30, ep_degrees=[1, 2]), "tp_degrees": [2, 4], "pp_degrees": [1]},
+        ],
+    },
     "utilisation cap and mixed cluster": {
         "cluster": "instances/clusters/mixed-h100-a100.yaml",
         "max_utilisation": 0.8,
@@ -105,7 +116,8 @@ def test_every_instance_re_evaluated_meets_its_limits_and_the_demand_is_served(p
         q = fm.question
         gpu = next(g for g in q.gpus if g.name == row["gpu"])
         layout = ev.Layout.of(row["tp"], row["tp_2d"], row["pp"], q.context, 1, row["ep"])
-        out = ev.evaluate(q.model, gpu, q.preset, row["weight_bits"], layout, row["batch"])
+        draft = {"draft": q.draft, "acceptance": q.acceptance, "gamma": row["gamma"]} if row["gamma"] else {}
+        out = ev.evaluate(q.model, gpu, q.preset, row["weight_bits"], layout, row["batch"], **draft)
         assert bool(out["fits_in_memory"])
         assert float(out["time_per_token_s"]) <= fm.max_time_per_token_s * (1 + 1e-9)
         assert row["tpot_ms"] == pytest.approx(float(out["time_per_token_s"]) * 1e3, rel=1e-12)
