@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from collections.abc import Callable, Sequence
 
 import pandas as pd
@@ -300,7 +301,8 @@ def plan(
     """
     from roofline_opt.optimize import fleet as fl
 
-    spec = fl.load_fleet_file(fleet, question) if isinstance(fleet, str) else fl.parse_fleet(fleet, question)
+    is_path = isinstance(fleet, str | os.PathLike)
+    spec = fl.load_fleet_file(fleet, question) if is_path else fl.parse_fleet(fleet, question)
     answer = fl.plan_fleet(spec, method, _options(time_limit_s, mip_gap))
     if baseline:
         from roofline_opt.optimize.fleet.baseline import per_model_baseline

@@ -25,6 +25,8 @@ MODEL_COLUMNS = {
     "tpot_limit_ms": "TPOT limit ms", "gpus": "GPUs", "usd_per_hour": "$/hour",
     "effective_usd_per_mtok": "effective $/Mtok",
 }  # fmt: skip
+FLAG_FIELDS = ("time_limit", "mip_gap", "method")
+"""Errors about these API parameters are reported under their flag."""
 PLACEMENT_LINES = 40
 """Placement lines printed in the text answer (all are in --json)."""
 
@@ -174,8 +176,13 @@ def run_plan(args: argparse.Namespace) -> int:
     spec = fl.load_fleet_file(args.fleet, api.question)
     if args.plot and not spec.pool.has_graph:
         raise InvalidInput("--plot", "needs a fleet on a cluster graph (cluster:), not GPU counts")
-    options = api.solver_options(args.time_limit, args.mip_gap)
-    plan = fl.plan_fleet(spec, args.method, options)
+    try:
+        options = api.solver_options(args.time_limit, args.mip_gap)
+        plan = fl.plan_fleet(spec, args.method, options)
+    except InvalidInput as exc:
+        if exc.field not in FLAG_FIELDS:
+            raise
+        raise InvalidInput("--" + exc.field.replace("_", "-"), exc.message) from exc
     if args.compare and not spec.has_profile:
         from roofline_opt.optimize.fleet.baseline import per_model_baseline
 
