@@ -1,4 +1,5 @@
-"""The fleet pipeline: candidates -> one MIP -> HiGHS -> decode -> placement -> exact re-evaluation.
+"""The fleet pipeline: candidates -> one MIP -> HiGHS -> decode -> placement (checked on the graph) -> exact
+re-evaluation.
 
 An infeasible fleet is answered with why: a model whose limit no layout meets on any accelerator offered (with the
 fastest figure it reaches there), a budget below the cheapest plan (its cost), or a GPU shortage (the fewest extra
@@ -15,7 +16,7 @@ import pyomo.environ as pyo
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.optimize.fleet.candidates import Candidate, ModelCandidates, model_candidates
 from roofline_opt.optimize.fleet.formulation import CLASSES, DOMAINS, build_fleet_model, use_cost_objective
-from roofline_opt.optimize.fleet.placement import PlacedInstance, decompose, greedy_place
+from roofline_opt.optimize.fleet.placement import PlacedInstance, decompose, greedy_place, placement_problems
 from roofline_opt.optimize.fleet.problem import COST, Fleet
 from roofline_opt.optimize.fleet.results import FleetPlan, build_plan
 from roofline_opt.optimize.queries import SolverOptions
@@ -187,4 +188,8 @@ def plan_fleet(
         cands = fleet_candidates(fleet)
         replicas, placement, split, solve = solve_mip(fleet, cands, options, exact_placement)
     solve["candidates"] = len(cands)
+    if fleet.pool.has_graph:
+        problems = [p for period in placement for p in placement_problems(fleet.pool.cluster, period)]
+        if problems:
+            raise SolverFailure(f"the decoded placement is invalid on the graph ({problems[0]}); please report this")
     return build_plan(fleet, cands, replicas, placement, split, solve)
