@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import networkx as nx
+import numpy as np
 import pytest
 
 from roofline_opt import api, topology
@@ -14,14 +15,17 @@ from roofline_opt.optimize.fleet.enumerate import grid_candidates
 from roofline_opt.optimize.fleet.placement import PlacedInstance, greedy_place, placement_problems
 from roofline_opt.optimize.queries import SolverOptions
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import requests as rq
 
 POD4 = "instances/clusters/pod-4x-hgx-h100.yaml"
 SMALL = {"tp_degrees": [1, 2, 4, 8], "pp_degrees": [1, 2], "tp_modes": ["1d"], "max_batch": 512}
 OPTIONS = SolverOptions(mip_gap=1e-9)
 
 
-def _model(name: str, model: str, demand: float, tpot: float, **extra) -> dict:
-    return {"name": name, "model": model, "demand_tok_s": demand, "tpot_ms": tpot, **SMALL, **extra}
+def _model(name: str, model: str, demand: float | None, tpot: float, **extra) -> dict:
+    """A model entry of the small search space; ``demand`` in tok/s (None: the entry gives demand_req_s)."""
+    given = {} if demand is None else {"demand_tok_s": demand}
+    return {"name": name, "model": model, "tpot_ms": tpot, **given, **SMALL, **extra}
 
 
 def _fleet(models: list[dict], **top) -> dict:
@@ -66,6 +70,27 @@ FLEETS = {
             {**_model("moe", "mixtral-8x7b", 5000, 30, ep_degrees=[1, 2]), "tp_degrees": [2, 4], "pp_degrees": [1]},
         ],
     },
+    "whole requests with TTFT and KV precision": _fleet(
+        [
+            {
+                **_model("chat", "llama-3-70b", None, 45),
+                "demand_req_s": 8,
+                "isl": 2000,
+                "osl": 400,
+                "ttft_ms": 800,
+                "kv_bits": [16, 8],
+                "weight_bits": [8],
+            },
+            {
+                **_model("rag", "llama-3-8b", None, 25),
+                "demand_req_s": 20,
+                "isl": 6000,
+                "osl": 300,
+                "ttft_ms": 500,
+                "chunk_tokens": [1024, 4096],
+            },
+        ]
+    ),
     "utilisation cap and mixed cluster": {
         "cluster": "instances/clusters/mixed-h100-a100.yaml",
         "max_utilisation": 0.8,
@@ -115,12 +140,22 @@ def test_every_instance_re_evaluated_meets_its_limits_and_the_demand_is_served(p
         fm = by_name[row["model"]]
         q = fm.question
         gpu = next(g for g in q.gpus if g.name == row["gpu"])
-        layout = ev.Layout.of(row["tp"], row["tp_2d"], row["pp"], q.context, 1, row["ep"])
-        draft = {"draft": q.draft, "acceptance": q.acceptance, "gamma": row["gamma"]} if row["gamma"] else {}
-        out = ev.evaluate(q.model, gpu, q.preset, row["weight_bits"], layout, row["batch"], **draft)
-        assert bool(out["fits_in_memory"])
-        assert float(out["time_per_token_s"]) <= fm.max_time_per_token_s * (1 + 1e-9)
-        assert row["tpot_ms"] == pytest.approx(float(out["time_per_token_s"]) * 1e3, rel=1e-12)
+        layout = ev.Layout.of(row["tp"], row["tp_2d"], row["pp"], q.context, 1, row["ep"], row["kv_bits"])
+        if q.workload is None:
+            draft = {"draft": q.draft, "acceptance": q.acceptance, "gamma": row["gamma"]} if row["gamma"] else {}
+            out = ev.evaluate(q.model, gpu, q.preset, row["weight_bits"], layout, row["batch"], **draft)
+            tpot = float(out["time_per_token_s"])
+        else:
+            out = rq.aggregated_figures(
+                q.model, gpu, q.preset, row["weight_bits"], layout, row["batch"], q.workload, row["chunk_tokens"]
+            )
+            tpot = float(out["tpot_s"])
+            assert float(out["ttft_s"]) <= q.max_ttft_s * (1 + 1e-9)
+            assert row["ttft_ms"] == pytest.approx(float(out["ttft_s"]) * 1e3, rel=1e-12)
+            assert bool(out["prefill_within_chunk_budget"])
+        assert bool(np.asarray(out["fits_in_memory"]))
+        assert tpot <= fm.max_time_per_token_s * (1 + 1e-9)
+        assert row["tpot_ms"] == pytest.approx(tpot * 1e3, rel=1e-12)
         assert row["utilisation"] <= spec.max_utilisation + 1e-12
     if spec.objective == "cost":
         for summary in mip.models:

@@ -16,7 +16,8 @@ from roofline_opt.optimize.fleet import FleetPlan
 
 ROW_COLUMNS = {
     "model": "model", "gpu": "gpu", "weight_bits": "bits", "tp": "tp", "pp": "pp", "batch": "batch",
-    "replicas": "replicas", "total_gpus": "GPUs", "tpot_ms": "TPOT ms", "tok_s_per_request": "tok/s per request",
+    "replicas": "replicas", "total_gpus": "GPUs", "kv_bits": "kv", "chunk_tokens": "chunk", "tpot_ms": "TPOT ms",
+    "ttft_ms": "TTFT ms", "tok_s_per_request": "tok/s per request",
     "utilisation": "util %", "served_tok_s": "served tok/s", "usd_per_hour": "$/hour",
     "effective_usd_per_mtok": "effective $/Mtok",
 }  # fmt: skip
@@ -27,12 +28,16 @@ MODEL_COLUMNS = {
 }  # fmt: skip
 FLAG_FIELDS = ("time_limit", "mip_gap", "method")
 """Errors about these API parameters are reported under their flag."""
+OPTIONAL = ("kv_bits", "chunk_tokens", "ttft_ms")
+"""Row columns shown only when some row has a value (whole requests)."""
 PLACEMENT_LINES = 40
 """Placement lines printed in the text answer (all are in --json)."""
 
 
 def _frame(records: Sequence[Mapping[str, Any]], columns: Mapping[str, str]) -> pd.DataFrame:
-    frame = pd.DataFrame([{label: r.get(key) for key, label in columns.items()} for r in records])
+    """The columns present in the records (TTFT, KV bits and chunk only for fleets with whole requests)."""
+    shown = {k: v for k, v in columns.items() if any(r.get(k) not in (None, 0) for r in records) or k not in OPTIONAL}
+    frame = pd.DataFrame([{label: r.get(key) for key, label in shown.items()} for r in records])
     if "util %" in frame:
         frame["util %"] = frame["util %"] * 100
     return frame

@@ -25,7 +25,7 @@ def model_alone(fleet: Fleet, i: int, options: SolverOptions) -> tuple[Candidate
     answer = cheapest(q, speed, "mip", options)
     s = answer.setup
     gpu = fleet.pool.gpu(s.gpu)
-    c = Candidate(i, s.gpu, s.weight_bits, s.tp, s.tp_2d, s.pp, s.ep, s.gamma, s.batch,
+    c = Candidate(i, s.gpu, s.weight_bits, s.tp, s.tp_2d, s.pp, s.ep, s.gamma, s.kv_bits, s.chunk_tokens, s.batch,
                   answer.figures["time_per_token_s"], gpu.usd_per_hour)  # fmt: skip
     need = max(fm.demand_tok_s) / (fleet.max_utilisation * c.throughput_tok_s)
     return c, max(1, math.ceil(need - 1e-9))

@@ -10,8 +10,10 @@ bisection on the evaluator. Then:
   throughput: floor(tp / tp') * floor(pp / pp') copies of (tp', pp') fit in the GPUs of one (tp, pp) instance, TP
   groups inside the same domains and stages on distinct domains, so the larger one is never needed.
 
-Whole-request physics (TTFT, prefill) plugs in at ``_limits_ok``: any further limit that is monotone in the batch
-keeps the largest-batch argument and the bisection exact.
+With whole requests (isl/osl; aggregated serving with chunked prefill, model-notes 10.3) the time per token is the
+TPOT of a step carrying the prompts' prefill load, memory holds the prompts in flight, and two more limits hold up to
+some batch and fail beyond it: TTFT within its limit and the prefill load within the chunk budget. Throughput
+(B / TPOT) still rises with B, so the largest batch meeting every limit is still the best one.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 from roofline_opt.optimize.fleet.problem import FleetModel, Pool
 from roofline_opt.optimize.space import Layouts, Question, layouts
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import requests as rq
 
 LIMIT_RTOL = 1e-12
 
@@ -39,6 +42,8 @@ class Candidate:
     pp: int
     ep: int
     gamma: int
+    kv_bits: int
+    chunk_tokens: int
     batch: int
     time_per_token_s: float
     usd_per_hour: float
@@ -67,13 +72,25 @@ class ModelCandidates:
 
 
 def _eval_layout(question: Question, gi: int, bits: int, lay: Layouts, idx: np.ndarray) -> ev.Layout:
-    return ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, 1.0, lay.ep[idx])
+    return ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, 1.0, lay.ep[idx], lay.kv_bits[idx])
 
 
 def time_and_fit(question: Question, gi: int, bits: int, lay: Layouts, idx: np.ndarray, batch: np.ndarray):
-    """Exact time per generated token and the memory check of layouts ``idx`` at the given batches."""
+    """Exact time per generated token (the TPOT with whole requests), the memory check, and the other limits
+    (TTFT within its limit and the prefill load within the chunk budget; always true without a workload) of layouts
+    ``idx`` at the given batches."""
     gpu = question.gpus[gi]
     layout = _eval_layout(question, gi, bits, lay, idx)
+    shape = np.shape(batch)
+    if question.workload is not None:
+        w, chunk = question.workload, lay.chunk[idx].astype(float)
+        args = (question.model, gpu, question.preset, bits, layout, batch)
+        tau = rq.tpot_step(*args, w, chunk, 1.0).step_time_s
+        fits = rq.aggregated_memory(*args, w).fits
+        other = batch <= rq.stable_batch_limit(w, chunk)
+        if question.max_ttft_s is not None:
+            other = other & (rq.ttft_aggregated_s(*args, w, chunk) <= question.max_ttft_s * (1 + LIMIT_RTOL))
+        return tuple(np.broadcast_to(a, shape) for a in (tau, fits, other))
     gamma = lay.gamma[idx].astype(float)
     tau = ev.time_per_token_with_gamma(
         question.model, gpu, question.preset, bits, layout, batch, gamma, question.draft, question.acceptance
@@ -82,14 +99,15 @@ def time_and_fit(question: Question, gi: int, bits: int, lay: Layouts, idx: np.n
     if question.draft is not None:
         with_draft = ev.memory(question.model, gpu, question.preset, bits, layout, batch, question.draft).fits
         fits = np.where(gamma > 0, with_draft, fits)
-    return np.broadcast_to(tau, np.shape(batch)), np.broadcast_to(fits, np.shape(batch))
+    return np.broadcast_to(tau, shape), np.broadcast_to(fits, shape), np.ones(shape, dtype=bool)
 
 
-def _limits_ok(tau: np.ndarray, fits: np.ndarray, max_time_per_token_s: float | None) -> np.ndarray:
-    """Memory and latency limits at a batch: both hold up to some batch and fail beyond it."""
+def _limits_ok(tau: np.ndarray, fits: np.ndarray, other: np.ndarray, max_time_per_token_s: float | None) -> np.ndarray:
+    """Memory and every latency limit at a batch: each holds up to some batch and fails beyond it."""
+    ok = fits & other
     if max_time_per_token_s is None:
-        return fits
-    return fits & (tau <= max_time_per_token_s * (1 + LIMIT_RTOL))
+        return ok
+    return ok & (tau <= max_time_per_token_s * (1 + LIMIT_RTOL))
 
 
 def largest_batches(fm: FleetModel, question: Question, lay: Layouts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -99,15 +117,15 @@ def largest_batches(fm: FleetModel, question: Question, lay: Layouts) -> tuple[n
     tau_lo = np.full(len(lay), np.inf)
     for gi, bits, idx in lay.groups():
         lo = lay.pp[idx].astype(float)
-        tau0, fit0 = time_and_fit(question, gi, bits, lay, idx, lo)
-        fits_lo[idx], tau_lo[idx] = fit0, tau0
-        ok = _limits_ok(tau0, fit0, fm.max_time_per_token_s)
+        tau0, fit0, other0 = time_and_fit(question, gi, bits, lay, idx, lo)
+        fits_lo[idx], tau_lo[idx] = fit0, np.where(other0, tau0, np.inf)
+        ok = _limits_ok(tau0, fit0, other0, fm.max_time_per_token_s)
         lo = np.where(ok, lo, lo - 1.0)
         hi = np.where(ok, float(question.max_batch), lo)
         while np.any(lo < hi):
             mid = np.ceil((lo + hi) / 2.0)
-            tau, fits = time_and_fit(question, gi, bits, lay, idx, np.maximum(mid, 1.0))
-            good = _limits_ok(tau, fits, fm.max_time_per_token_s)
+            tau, fits, other = time_and_fit(question, gi, bits, lay, idx, np.maximum(mid, 1.0))
+            good = _limits_ok(tau, fits, other, fm.max_time_per_token_s)
             active = lo < hi
             lo = np.where(active & good, mid, lo)
             hi = np.where(active & ~good, mid - 1.0, hi)
@@ -131,8 +149,8 @@ def model_candidates(index: int, fm: FleetModel, pool: Pool, prune: bool = True)
     found = []
     for j in np.flatnonzero(usable):
         gpu = question.gpus[int(lay.gpu_index[j])]
-        tau, _ = time_and_fit(question, int(lay.gpu_index[j]), int(lay.weight_bits[j]), lay, np.array([j]),
-                              np.array([batch[j]]))  # fmt: skip
+        tau, _, _ = time_and_fit(question, int(lay.gpu_index[j]), int(lay.weight_bits[j]), lay, np.array([j]),
+                                 np.array([batch[j]]))  # fmt: skip
         found.append(
             Candidate(
                 model=index,
@@ -143,6 +161,8 @@ def model_candidates(index: int, fm: FleetModel, pool: Pool, prune: bool = True)
                 pp=int(lay.pp[j]),
                 ep=int(lay.ep[j]),
                 gamma=int(lay.gamma[j]),
+                kv_bits=int(lay.kv_bits[j]),
+                chunk_tokens=int(lay.chunk[j]),
                 batch=int(batch[j]),
                 time_per_token_s=float(tau[0]),
                 usd_per_hour=gpu.usd_per_hour,

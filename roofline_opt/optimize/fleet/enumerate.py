@@ -37,8 +37,8 @@ def grid_candidates(fleet: Fleet, i: int) -> list[Candidate]:
         for j in idx:
             if room is not None and lay.tp[j] > room:
                 continue
-            tau, fits = time_and_fit(q, gi, bits, lay, np.array([j]), batches)
-            ok = fits & (batches >= lay.pp[j])
+            tau, fits, other = time_and_fit(q, gi, bits, lay, np.array([j]), batches)
+            ok = fits & other & (batches >= lay.pp[j])
             if fm.max_time_per_token_s is not None:
                 ok &= tau <= fm.max_time_per_token_s * (1 + 1e-12)
             if not ok.any():
@@ -46,8 +46,8 @@ def grid_candidates(fleet: Fleet, i: int) -> list[Candidate]:
             thr = np.where(ok, batches / tau, -np.inf)
             b = int(np.argmax(thr))
             found.append(Candidate(i, gpu.name, int(bits), int(lay.tp[j]), bool(lay.tp_2d[j]), int(lay.pp[j]),
-                                   int(lay.ep[j]), int(lay.gamma[j]), int(batches[b]), float(tau[b]),
-                                   gpu.usd_per_hour))  # fmt: skip
+                                   int(lay.ep[j]), int(lay.gamma[j]), int(lay.kv_bits[j]), int(lay.chunk[j]),
+                                   int(batches[b]), float(tau[b]), gpu.usd_per_hour))  # fmt: skip
     return best_per_shape(found)
 
 

@@ -30,10 +30,10 @@ from roofline_opt.optimize.space import Question
 FLEET_KEYS = ("cluster", "gpus", "objective", "max_usd_per_hour", "max_utilisation", "models", "prices", "period_hours")
 SPACE_KEYS = ("weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "max_batch", "context", "draft",
               "acceptance", "gamma_max", "preset")  # fmt: skip
-MODEL_KEYS = ("name", "model", "demand_req_s", "demand_tok_s", "demand_profile", "isl", "osl", "tpot_ms", "min_tok_s",
-              "weight", *SPACE_KEYS)  # fmt: skip
-WHOLE_REQUEST_KEYS = ("ttft_ms", "kv_bits", "serving")
-"""Keys that need the whole-request model (prefill, TTFT); refused with that reason until it exists."""
+REQUEST_KEYS = ("isl", "osl", "ttft_ms", "kv_bits", "chunk_tokens", "serving")
+"""Whole-request keys handed to the question (prefill, TTFT, KV precision, chunked prefill; model-notes 10.1-10.3)."""
+MODEL_KEYS = ("name", "model", "demand_req_s", "demand_tok_s", "demand_profile", "tpot_ms", "min_tok_s", "weight",
+              *REQUEST_KEYS, *SPACE_KEYS)  # fmt: skip
 UNLIMITED = "unlimited"
 MAX_FILE_BYTES = 1 << 20
 
@@ -66,8 +66,6 @@ def _mapping(field: str, value: Any) -> Mapping[str, Any]:
 
 def _unknown(field: str, data: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
     for key in data:
-        if key in WHOLE_REQUEST_KEYS:
-            raise InvalidInput(f"{field}{key}", "needs the whole-request model (prefill, TTFT), not in this version")
         if key not in allowed:
             raise InvalidInput(f"{field}{key}", f"is not a fleet key; use {', '.join(allowed)}")
 
@@ -203,8 +201,14 @@ def _model(where, raw, pool: Pool, make_question: QuestionFactory, cache) -> Fle
     elif "min_tok_s" in raw:
         limit = 1.0 / checks.positive_float(f"{where}min_tok_s", raw["min_tok_s"])
     space = {k: raw[k] for k in SPACE_KEYS if k in raw}
-    if "context" not in space and isl is not None:
-        space["context"] = isl + (osl or 0) // 2
+    if raw.get("serving", "agg") != "agg":
+        msg = (
+            "must be agg: a fleet plans aggregated instances (chunked prefill); disaggregated pools are not planned yet"
+        )
+        raise InvalidInput(f"{where}serving", msg)
+    if isl is not None:
+        space.update(isl=isl, osl=osl)
+    space.update({k: raw[k] for k in ("ttft_ms", "kv_bits", "chunk_tokens") if k in raw})
     question = _question(where, make_question, raw["model"], pool, space)
     return FleetModel(
         name=name,

@@ -51,10 +51,13 @@ def exact_figures(fleet: Fleet, c: Candidate) -> dict:
     """The evaluator's figures of candidate ``c`` at its batch (the only source of printed numbers)."""
     q = fleet.models[c.model].question
     setup = Setup(gpu=c.gpu, weight_bits=c.weight_bits, tp=c.tp, tp_2d=c.tp_2d, pp=c.pp, ep=c.ep, batch=c.batch,
-                  gamma=c.gamma)  # fmt: skip
+                  gamma=c.gamma, kv_bits=c.kv_bits, chunk_tokens=c.chunk_tokens)  # fmt: skip
     answer = reevaluate(q, setup, "fleet")
-    limit = fleet.models[c.model].max_time_per_token_s
+    limit, q = fleet.models[c.model].max_time_per_token_s, fleet.models[c.model].question
     meets = answer.fits_in_memory and (limit is None or answer.figures["time_per_token_s"] <= limit * (1 + LIMIT_RTOL))
+    if q.workload is not None:
+        ttft = answer.figures["ttft_s"]
+        meets = meets and (q.max_ttft_s is None or ttft <= q.max_ttft_s * (1 + LIMIT_RTOL))
     return {**answer.figures, "bottleneck": answer.bottleneck, "fits_in_memory": answer.fits_in_memory,
             "meets_limits": bool(meets)}  # fmt: skip
 
@@ -121,6 +124,7 @@ def _row(fleet: Fleet, i: int, t: int, c: Candidate, n: int, f: dict, util: floa
         total_gpus=n * c.n_gpus,
         tok_s_per_request=f["tok_s_per_request"],
         tpot_ms=f["time_per_token_s"] * 1e3,
+        ttft_ms=f["ttft_s"] * 1e3 if "ttft_s" in f else None,
         throughput_tok_s_per_instance=f["throughput_tok_s"],
         capacity_tok_s=capacity,
         served_tok_s=served,
