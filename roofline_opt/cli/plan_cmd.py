@@ -126,6 +126,7 @@ def _baseline_line(plan: FleetPlan) -> str:
     cost = base["usd_per_hour"]
     fits = "" if base["packs_onto_pool"] else ", and its instances do not fit the pool"
     saved = cost - plan.usd_per_hour
+    saved = 0.0 if abs(saved) < 1e-9 * max(cost, 1.0) else saved
     share = report.format_number(100 * saved / cost) if cost else "0"
     return (f"per-model planning (each model's cheapest $/Mtok layout, ceil(demand / throughput) replicas): "
             f"${report.format_number(cost)}/hour{fits}; the plan saves ${report.format_number(saved)}/hour "

@@ -50,7 +50,8 @@ def per_model_baseline(fleet: Fleet, options: SolverOptions) -> dict | None:
         "packs_onto_pool": packs,
         "models": [
             {"model": fleet.models[c.model].name, "gpu": c.gpu, "weight_bits": c.weight_bits, "tp": c.tp,
-             "pp": c.pp, "batch": c.batch, "replicas": n, "usd_per_hour": c.instance_usd_per_hour * n}
+             "pp": c.pp, "tp_2d": c.tp_2d, "batch": c.batch, "replicas": n, "throughput_tok_s_per_instance":
+             c.throughput_tok_s, "usd_per_hour": c.instance_usd_per_hour * n}
             for c, n in picks
         ],
     }  # fmt: skip
