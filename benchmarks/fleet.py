@@ -1,7 +1,8 @@
 """Fleet-planning benchmarks, run by hand: ``python benchmarks/fleet.py [--case five|twenty|profile] [--time-limit S]``.
 
-Cases: five models on the 1,024-GPU pod (128 HGX H100 servers, rail-optimised), twenty models on the same pod, and
-a 24-period demand profile of three models (reserved + on-demand GPUs; the same pod). Prints, per case, the seconds
+Cases: five models on the 1,024-GPU pod (128 HGX H100 servers, rail-optimised; chat as whole requests with a TTFT
+limit), twenty models on the same pod, and a 24-period demand profile of three models (reserved + on-demand GPUs; the
+same pod). Prints, per case, the seconds
 spent deriving the graph's figures (topology), building candidates (evaluator), building and solving the MIP, the
 solver status and gap, then the plan's model table. The machine load (1-minute load average) is printed first.
 """
@@ -19,7 +20,17 @@ from roofline_opt.optimize import fleet as fl
 
 POD = str(Path(__file__).resolve().parents[1] / "instances" / "clusters" / "pod-128x-hgx-h100.yaml")
 BASE = [
-    {"name": "chat", "model": "llama-3-70b", "weight_bits": [16, 8], "demand_tok_s": 150_000, "tpot_ms": 40},
+    {
+        "name": "chat",
+        "model": "llama-3-70b",
+        "weight_bits": [16, 8],
+        "kv_bits": [16, 8],
+        "demand_req_s": 375,
+        "isl": 2000,
+        "osl": 400,
+        "tpot_ms": 40,
+        "ttft_ms": 1500,
+    },
     {"name": "code", "model": "llama-3.1-8b", "demand_tok_s": 300_000, "tpot_ms": 20},
     {"name": "moe", "model": "mixtral-8x22b", "weight_bits": [16, 8], "demand_tok_s": 100_000, "tpot_ms": 50},
     {"name": "big", "model": "llama-3.1-405b", "weight_bits": [8], "demand_tok_s": 30_000, "tpot_ms": 60},
@@ -46,10 +57,11 @@ def twenty() -> dict:
 
 def profile() -> dict:
     models = []
-    for m, peak in zip(BASE[:3], (60_000, 120_000, 40_000), strict=True):
+    for m, peak in zip(BASE[:3], (150, 120_000, 40_000), strict=True):
         shifted = DAY[m["name"] == "code" and 3 :] + DAY[: m["name"] == "code" and 3]
-        models.append({**{k: v for k, v in m.items() if k != "demand_tok_s"},
-                       "demand_profile": {"tok_s": [round(peak * f) for f in shifted]}})  # fmt: skip
+        unit = "req_s" if "demand_req_s" in m else "tok_s"
+        models.append({**{k: v for k, v in m.items() if not k.startswith("demand_")},
+                       "demand_profile": {unit: [round(peak * f, 1) for f in shifted]}})  # fmt: skip
     prices = {"h100-sxm": {"reserved": 1.4, "on_demand": 2.8}}
     return {"cluster": POD, "models": models, "prices": prices}
 
