@@ -386,3 +386,17 @@ def test_a_worker_prepares_a_sweep_once_and_answers_as_a_fresh_question(
     for q, row in zip(task, rows, strict=True):
         fresh = api.fastest_answer(prepared[0], q.values["max_usd_per_mtok"]).to_record()
         assert {k: row[k] for k in COMPARED} == {k: fresh[k] for k in COMPARED}
+
+
+def test_plan_rows_equal_the_single_fleet_plans(scheduler: str, tmp_path: Path) -> None:
+    from roofline_opt import api
+
+    fleets = [str(catalog.REPO_ROOT / "instances/fleets/chat-and-code.yaml"), str(tmp_path / "missing.yaml")]
+    study = {"kind": "plan", "axes": {"fleet": fleets}}
+    frame = run_study(load_study(write_study(tmp_path, "plan", study)), tmp_path / "plan.parquet",
+                      scheduler=scheduler).frame  # fmt: skip
+    assert list(frame["status"]) == ["ok", "invalid"] and "missing.yaml" in frame["message"][1]
+    plan = api.plan(fleets[0])
+    assert frame["usd_per_hour"][0] == plan.cluster["usd_per_hour"]
+    assert frame["solver_status"][0] == plan.solve["status"]
+    assert json.loads(frame["models_json"][0]) == json.loads(json.dumps(plan.models, default=str))

@@ -75,8 +75,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "study",
         help="answer every question of a study file (a grid or a list) on Dask, into one Parquet file",
-        description="Answers every question of STUDY.yaml (kind: fastest, cheapest or frontier; axes whose product "
-        "is the grid and/or a list of questions; any flag of the query and accelerator card fields) on an "
+        description="Answers every question of STUDY.yaml (kind: fastest, cheapest, frontier or plan; axes whose "
+        "product is the grid and/or a list of questions; any flag of the query and accelerator card fields) on an "
         "embedded Dask cluster or a running one. Rows are written in chunks as they arrive; re-running skips the "
         "questions already answered. Infeasible and failed questions are rows with their reason.",
     )

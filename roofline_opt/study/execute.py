@@ -20,6 +20,7 @@ from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.study.spec import (
     CARD_FIELDS,
     CARD_FLOP_FIELDS,
+    PLAN,
     query_functions,
     query_parameters,
     question_parameters,
@@ -30,6 +31,8 @@ CACHED_QUESTIONS = 16
 REUSE_PARAMETERS = ("time_limit_s", "mip_gap")
 """Query parameters a prepared question carries besides its target."""
 STATUSES = ("ok", "infeasible", "invalid", "solver_failure", "error")
+ROW_KEYS = ("question_id", "kind", "status", "message", "reason")
+"""A row's own fields; an answer field of the same name is kept as ``answer_<name>``."""
 
 _local = threading.local()
 
@@ -114,6 +117,8 @@ def _reusable(kind: str, query: Mapping[str, Any]) -> bool:
 
 def answer_record(kind: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The answer's fields of one question, as the single-question API call gives them."""
+    if kind == PLAN:
+        return plan_record(api.plan(**{k: inputs[k] for k in query_parameters(kind) if k in inputs}))
     space = _space_key(inputs)
     q = _cached("q" + space, lambda: build_question(inputs))
     query = {k: inputs[k] for k in query_parameters(kind) if k in inputs}
@@ -145,6 +150,16 @@ def frontier_record(frame: Any) -> dict[str, Any]:
     return record
 
 
+def plan_record(plan: Any) -> dict[str, Any]:
+    """A fleet plan as one row: the cluster's and the solve's figures, models and layouts as JSON."""
+    record = {k: v for k, v in plan.cluster.items() if k != "name"}
+    names = {"status": "solver_status"}
+    record.update({names.get(k, f"solve_{k}" if k in record else k): v for k, v in plan.solve.items()})
+    record["models_json"] = json.dumps(plan.models, default=str)
+    record["rows_json"] = json.dumps(plan.rows, default=str)
+    return record
+
+
 def _flat(record: Mapping[str, Any]) -> dict[str, Any]:
     """Nested values (a cluster placement) as JSON text, so every column is a plain Parquet type."""
     return {k: json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v for k, v in record.items()}
@@ -153,9 +168,10 @@ def _flat(record: Mapping[str, Any]) -> dict[str, Any]:
 def answer_row(kind: str, question_id: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """One question's row: id, status, message, reason, seconds and the answer's fields (absent when unanswered)."""
     start = time.perf_counter()
-    row: dict[str, Any] = {"question_id": question_id, "kind": kind, "status": "ok", "message": None, "reason": None}
+    row: dict[str, Any] = dict.fromkeys(ROW_KEYS) | {"question_id": question_id, "kind": kind, "status": "ok"}
     try:
-        row.update(_flat(answer_record(kind, inputs)))
+        record = _flat(answer_record(kind, inputs))
+        row.update({f"answer_{k}" if k in ROW_KEYS else k: v for k, v in record.items()})
     except Infeasible as exc:
         row.update(status="infeasible", message=str(exc), reason=exc.reason)
     except InvalidInput as exc:

@@ -42,7 +42,8 @@ CARD_FIELDS = tuple(
     f.name for f in dataclasses.fields(GpuSpec) if f.type in ("float", "int") and f.name != "name"
 ) + tuple(CARD_FLOP_FIELDS)
 """Accelerator card fields a study may set for hypothetical parts."""
-MODEL_KEYS, GPU_KEYS, FILE_KEYS = ("model", "draft"), ("gpu", "prefill_gpu", "decode_gpu"), ("cluster", "workload")
+MODEL_KEYS, GPU_KEYS = ("model", "draft"), ("gpu", "prefill_gpu", "decode_gpu")
+FILE_KEYS = ("cluster", "workload", "fleet")
 PATH_KEYS = (*MODEL_KEYS, *GPU_KEYS, *FILE_KEYS)
 """Inputs that name cards or files: their content is part of a question's id."""
 
@@ -54,7 +55,13 @@ def query_functions() -> dict[str, Callable[..., Any]]:
         "cheapest": api.cheapest_answer,
         "frontier": api.frontier_frame,
     }
+    if hasattr(api, "plan"):
+        kinds["plan"] = api.plan
     return kinds
+
+
+PLAN = "plan"
+"""The fleet query: its inputs are api.plan's (a fleet file per question), not a single model's question."""
 
 
 def _parameters(function: Callable[..., Any]) -> dict[str, Any]:
@@ -63,8 +70,9 @@ def _parameters(function: Callable[..., Any]) -> dict[str, Any]:
     return {p.name: p.default for p in params if p.name not in NOT_INPUTS and p.kind is not p.VAR_KEYWORD}
 
 
-def question_parameters() -> dict[str, Any]:
-    return _parameters(api.question)
+def question_parameters(kind: str | None = None) -> dict[str, Any]:
+    """Parameters of api.question (none for a fleet plan, whose file holds its models' questions)."""
+    return {} if kind == PLAN else _parameters(api.question)
 
 
 def query_parameters(kind: str) -> dict[str, Any]:
@@ -145,8 +153,8 @@ def load_study(path: str | Path) -> Study:
     for key in data:
         checks.choice(f"{path}: key", key, STUDY_KEYS)
     kind = checks.choice(f"{path}: kind", data.get("kind"), query_functions())
-    defaults = {**question_parameters(), **query_parameters(kind)}
-    known = (*defaults, *CARD_FIELDS)
+    defaults = {**question_parameters(kind), **query_parameters(kind)}
+    known = (*defaults, *(() if kind == PLAN else CARD_FIELDS))
     fixed = {
         _key(k, f"{path}: fixed", known): _value(str(k), v, f"{path}: fixed")
         for k, v in _mapping(data.get("fixed"), f"{path}: fixed").items()

@@ -16,7 +16,12 @@ from roofline_opt import api, report
 from roofline_opt.errors import InvalidInput
 from roofline_opt.study.spec import Study
 
-OBJECTIVES = {"fastest": "tok_s_per_request", "cheapest": "usd_per_mtok", "frontier": "tok_s_per_request"}
+OBJECTIVES = {
+    "fastest": "tok_s_per_request",
+    "cheapest": "usd_per_mtok",
+    "frontier": "tok_s_per_request",
+    "plan": "usd_per_hour",
+}
 
 
 @dataclass(frozen=True)
