@@ -33,14 +33,17 @@ from roofline_opt.optimize.space import (
     DEFAULT_CONTEXT,
     DEFAULT_MAX_BATCH,
     DEFAULT_PP_DEGREES,
+    MAX_BATCH_LIMIT,
+    MAX_CONTEXT,
+    MAX_DEGREE,
+    MAX_GAMMA,
+    MAX_POINTS,
+    MAX_UTILITY_EXPONENT,
     Question,
 )
 from roofline_opt.optimize.space import DEFAULT_TP_DEGREES as _TP
 from roofline_opt.optimize.sweep import frontier_answers, is_monotone, preferred_index
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
-
-MAX_GAMMA = 64
-MAX_BATCH_LIMIT = 1 << 20
 
 
 def _model(model: str | ModelSpec, field: str = "model") -> tuple[ModelSpec, int | None]:
@@ -115,7 +118,7 @@ def _ep_degrees(model: ModelSpec, ep_degrees) -> tuple[int, ...]:
 
 def _degrees(field: str, values) -> tuple[int, ...]:
     raw = checks.parse_int_list(field, values) if isinstance(values, str) else values
-    out = tuple(sorted({checks.positive_int(field, v) for v in raw}))
+    out = tuple(sorted({checks.positive_int(field, v, maximum=MAX_DEGREE) for v in raw}))
     if not out:
         raise InvalidInput(field, "must list at least one degree. Got none instead.")
     return out
@@ -148,14 +151,10 @@ def question(
     """A validated Question (see the module docstring for every parameter)."""
     spec, suffix_bits = _model(model)
     draft_spec = None if draft is None else _model(draft, "draft")[0]
-    gamma_max = checks.positive_int("gamma_max", gamma_max, minimum=0)
-    if gamma_max > MAX_GAMMA:
-        raise InvalidInput("gamma_max", f"must be at most {MAX_GAMMA}. Got {gamma_max} instead.")
+    gamma_max = checks.positive_int("gamma_max", gamma_max, minimum=0, maximum=MAX_GAMMA)
     if gamma_max > 0 and draft_spec is None:
         raise InvalidInput("gamma_max", "needs a draft model (--draft). Got no draft instead.")
-    max_batch = checks.positive_int("max_batch", max_batch)
-    if max_batch > MAX_BATCH_LIMIT:
-        raise InvalidInput("max_batch", f"must be at most {MAX_BATCH_LIMIT}. Got {max_batch} instead.")
+    max_batch = checks.positive_int("max_batch", max_batch, maximum=MAX_BATCH_LIMIT)
     instance_limit, graph = None, None
     if cluster is not None:
         graph, gpus, instance_limit = _cluster(cluster, gpu)
@@ -172,7 +171,7 @@ def question(
         pp_degrees=_degrees("pp_degrees", pp_degrees),
         ep_degrees=_ep_degrees(spec, ep_degrees),
         max_batch=max_batch,
-        context=checks.positive_int("context", context, minimum=0),
+        context=checks.positive_int("context", context, minimum=0, maximum=MAX_CONTEXT),
         draft=draft_spec,
         acceptance=checks.probability("acceptance", acceptance),
         gamma_max=gamma_max,
@@ -187,7 +186,7 @@ def question(
 
 def _options(time_limit_s: float | None, mip_gap: float) -> SolverOptions:
     limit = None if time_limit_s is None else checks.positive_float("time_limit", time_limit_s)
-    return SolverOptions(limit, checks.positive_float("mip_gap", mip_gap, allow_zero=True))
+    return SolverOptions(limit, checks.positive_float("mip_gap", mip_gap, allow_zero=True, maximum=1.0))
 
 
 def fastest_answer(
@@ -256,8 +255,8 @@ def frontier_frame(
     method: str = "mip",
 ) -> pd.DataFrame:
     """The frontier of a Question as a DataFrame, cheapest first, with a boolean ``preferred`` column."""
-    points = checks.positive_int("points", points, minimum=2)
-    exponent = checks.positive_float("utility_exponent", utility_exponent)
+    points = checks.positive_int("points", points, minimum=2, maximum=MAX_POINTS)
+    exponent = checks.positive_float("utility_exponent", utility_exponent, maximum=MAX_UTILITY_EXPONENT)
     answers = frontier_answers(q, points, _options(time_limit_s, mip_gap), progress, method)
     frame = pd.DataFrame([a.to_record() for a in answers])
     frame["preferred"] = False

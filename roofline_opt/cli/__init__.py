@@ -1,7 +1,8 @@
 """Command-line entry point: maps arguments to API calls and our errors to one line plus an exit code.
 
-Exit codes: 0 answered, 1 a well-formed question nobody can answer (infeasible), 2 bad input, 3 solver failure.
-Each sub-command lives in its own module of this package and registers itself through ``add_parser``.
+Exit codes: 0 answered, 1 a well-formed question nobody can answer (infeasible), 2 bad input (or an output that cannot
+be written), 3 solver failure, 4 internal error (a bug: the message asks to report it), 130 interrupted by SIGINT,
+143 by SIGTERM. Each sub-command lives in its own module of this package and registers itself through ``add_parser``.
 
 May import: every layer below (api, fidelity, report, topology, catalog, physics, base modules). Nothing imports
 the CLI but ``roofline_opt.__main__``.
@@ -10,12 +11,17 @@ the CLI but ``roofline_opt.__main__``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
-from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
+from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure, one_line
 
-EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_SOLVER = 0, 1, 2, 3
+EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERNAL = 0, 1, 2, 3, 4
+EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -35,23 +41,87 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; never lets a traceback reach the user for errors we can name."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like SIGINT so that every cleanup path (temporary files and folders) runs."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_as_sigint() -> Iterator[None]:
+    """Turn SIGTERM into an exception like SIGINT's for the duration of a command (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        args = build_parser().parse_args(argv)
-        return int(args.func(args) or EXIT_OK)
-    except InvalidInput as exc:
-        print(f"roofline-opt: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except Infeasible as exc:
-        print(f"roofline-opt: infeasible: {exc}", file=sys.stderr)
-        return EXIT_INFEASIBLE
-    except SolverFailure as exc:
-        print(f"roofline-opt: solver failure: {exc}", file=sys.stderr)
-        return EXIT_SOLVER
-    except BrokenPipeError:
-        sys.stderr.close()
-        return EXIT_OK
-    except KeyboardInterrupt:
-        print("roofline-opt: interrupted", file=sys.stderr)
-        return 130
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device so the interpreter's final flush of unwritable output cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _stdout_failed() -> OSError | None:
+    """The error flushing stdout raises, if it cannot be written (a full device, a closed pipe)."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        return exc
+    return None
+
+
+def _error(kind: str, message: object) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(f"roofline-opt: {kind}: {one_line(message)}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; never lets a traceback reach the user: our errors as one line and their exit code, anything
+    else as an internal error (exit 4) asking to report it."""
+    with _sigterm_as_sigint():
+        try:
+            args = build_parser().parse_args(argv)
+            code = int(args.func(args) or EXIT_OK)
+            failed = _stdout_failed()
+            if failed is not None:
+                raise failed
+            return code
+        except InvalidInput as exc:
+            _error("error", exc)
+            return EXIT_BAD_INPUT
+        except Infeasible as exc:
+            _error("infeasible", exc)
+            return EXIT_INFEASIBLE
+        except SolverFailure as exc:
+            _error("solver failure", exc)
+            return EXIT_SOLVER
+        except BrokenPipeError:
+            _silence_stdout()
+            return EXIT_OK
+        except KeyboardInterrupt as exc:
+            terminated = isinstance(exc, Terminated)
+            _error("interrupted", "SIGTERM" if terminated else "SIGINT")
+            return EXIT_SIGTERM if terminated else EXIT_SIGINT
+        except OSError as exc:
+            failed = _stdout_failed()
+            if failed is None:
+                return _internal(exc)
+            _silence_stdout()
+            _error("error", f"cannot write the output to standard output: {failed.strerror or failed}")
+            return EXIT_BAD_INPUT
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported on one line
+            return _internal(exc)
+
+
+def _internal(exc: BaseException) -> int:
+    _error("internal error", f"{type(exc).__name__}: {exc} (a bug in roofline-opt: please report it with the command)")
+    return EXIT_INTERNAL

@@ -13,6 +13,7 @@ import pandas as pd
 
 from roofline_opt import catalog, checks, files, report
 from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize.space import MAX_BATCH_LIMIT, MAX_CONTEXT, MAX_DEGREE, MAX_GAMMA, MAX_TOKENS_PER_STEP
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
 
@@ -135,15 +136,15 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
     gpu = specs.gpu(gpu_text, label("gpu"))
     bits = _weight_bits(label("weight_bits"), values["weight_bits"], suffix_bits, model_text)
     _check_runs(label("weight_bits"), gpu, bits)
-    tp = checks.positive_int(label("tp"), values["tp"])
-    ep = checks.positive_int(label("ep"), values["ep"])
+    tp = checks.positive_int(label("tp"), values["tp"], maximum=MAX_DEGREE)
+    ep = checks.positive_int(label("ep"), values["ep"], maximum=MAX_DEGREE)
     _check_expert_parallel(label("ep"), model, ep, tp)
     draft_text = "" if values["draft"] is None else _text(label("draft"), values["draft"])
     draft_bits = DRAFT_DEFAULT_BITS
     if draft_text:
         draft_bits = specs.model(draft_text, label("draft"))[1] or DRAFT_DEFAULT_BITS
         _check_runs(label("draft"), gpu, draft_bits)
-    gamma_max = checks.positive_int(label("gamma_max"), values["gamma_max"], minimum=0)
+    gamma_max = checks.positive_int(label("gamma_max"), values["gamma_max"], minimum=0, maximum=MAX_GAMMA)
     if bool(gamma_max) != bool(draft_text):
         wanted = "at least 1 with a draft model (0 leaves it unused)" if draft_text else "0 without a draft model"
         raise InvalidInput(label("gamma_max"), f"must be {wanted}. Got {gamma_max} instead.")
@@ -153,11 +154,13 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
         gpu=gpu_text,
         tp=tp,
         tp_2d=_bool(label("tp_2d"), values["tp_2d"]),
-        pp=checks.positive_int(label("pp"), values["pp"]),
+        pp=checks.positive_int(label("pp"), values["pp"], maximum=MAX_DEGREE),
         ep=ep,
-        batch=checks.positive_int(label("batch"), values["batch"]),
-        context=checks.positive_int(label("context"), values["context"], minimum=0),
-        tokens_per_step=checks.positive_int(label("tokens_per_step"), values["tokens_per_step"]),
+        batch=checks.positive_int(label("batch"), values["batch"], maximum=MAX_BATCH_LIMIT),
+        context=checks.positive_int(label("context"), values["context"], minimum=0, maximum=MAX_CONTEXT),
+        tokens_per_step=checks.positive_int(
+            label("tokens_per_step"), values["tokens_per_step"], maximum=MAX_TOKENS_PER_STEP
+        ),  # fmt: skip
         draft=draft_text,
         draft_weight_bits=draft_bits,
         acceptance=checks.probability(label("acceptance"), values["acceptance"]),
@@ -259,10 +262,12 @@ def _table(frame: pd.DataFrame) -> str:
 
 def run(args: argparse.Namespace) -> int:
     specs = _Specs()
+    if args.csv:
+        files.check_destination(args.csv, "--csv", inputs=(args.from_csv, args.model, args.gpu, args.draft))
     setups = setups_from_csv(args, specs) if args.from_csv else setups_from_flags(args, specs)
     frame = evaluate_setups(setups, specs)
     if args.csv:
-        files.write_text_atomic(args.csv, frame.to_csv(index=False), field="--csv")
+        files.write_csv(args.csv, frame, field="--csv")
     print(report.to_json(frame.to_dict("records")) if args.json else _table(frame))
     return 0
 

@@ -20,6 +20,20 @@ DEFAULT_PP_DEGREES = (1, 2, 4, 8)
 DEFAULT_MAX_BATCH = 4096
 DEFAULT_CONTEXT = 8000
 DEFAULT_ACCEPTANCE = 0.8
+MAX_GAMMA = 64
+"""Longest draft (gamma) offered or evaluated."""
+MAX_BATCH_LIMIT = 1 << 20
+"""Largest batch, in sequences per instance."""
+MAX_DEGREE = 1 << 16
+"""Largest tensor-, pipeline- or expert-parallel degree (GPUs in one instance)."""
+MAX_CONTEXT = 1 << 27
+"""Most tokens of context in the KV cache (134M)."""
+MAX_TOKENS_PER_STEP = 1 << 16
+"""Most tokens per sequence in one step."""
+MAX_POINTS = 1000
+"""Most budgets a frontier sweeps."""
+MAX_UTILITY_EXPONENT = 64.0
+"""Largest exponent a of the preferred point's speed^a / price."""
 
 InstanceLimit = Callable[[GpuSpec, int, int], int]
 """How many disjoint instances of (accelerator, tp, pp) fit at once (a cluster's placement rule)."""

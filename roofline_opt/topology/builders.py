@@ -118,6 +118,15 @@ def torus(
     return graph
 
 
+MAX_SPEC_GPUS = 16_384
+"""Most GPUs the compact YAML form may describe (a larger graph takes minutes to analyse)."""
+
+
+def _check_size(field: str, gpus: int) -> None:
+    if gpus > MAX_SPEC_GPUS:
+        raise InvalidInput(field, f"describes {gpus:,} GPUs: at most {MAX_SPEC_GPUS:,} are allowed")
+
+
 _SERVER_KEYS = ("nodes", "node_type", "gpu", "nic_gb_s")
 
 
@@ -146,11 +155,11 @@ def _group(where: str, spec: Mapping[str, Any]) -> NodeGroup:
         raise InvalidInput(f"{where}node_type", f"is required: one of {', '.join(NODE_TYPES)}")
     gpu = spec.get("gpu")
     if gpu is not None and (not isinstance(gpu, str) or not gpu.strip()):
-        raise InvalidInput(f"{where}gpu", f"must be a GPU name. Got {gpu!r} instead.")
+        raise InvalidInput(f"{where}gpu", f"must be a GPU name. Got {checks.shown(gpu)} instead.")
     nic = spec.get("nic_gb_s")
     return NodeGroup(
         node_type=checks.choice(f"{where}node_type", spec["node_type"], NODE_TYPES),
-        nodes=checks.positive_int(f"{where}nodes", spec.get("nodes", 1)),
+        nodes=checks.positive_int(f"{where}nodes", spec.get("nodes", 1), maximum=MAX_SPEC_GPUS),
         gpu=gpu,
         nic_gb_s=None if nic is None else checks.positive_float(f"{where}nic_gb_s", nic),
     )
@@ -169,9 +178,12 @@ def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
             raise InvalidInput(f"{source}: {clash[0]}", "cannot be combined with torus")
         dims = spec["torus"]
         if not isinstance(dims, list) or not dims:
-            raise InvalidInput(f"{source}: torus", f"must be a list of sizes like [4, 4]. Got {dims!r} instead.")
+            msg = f"must be a list of sizes like [4, 4]. Got {checks.shown(dims)} instead."
+            raise InvalidInput(f"{source}: torus", msg)
+        sizes = [checks.positive_int(f"{source}: torus", d, maximum=MAX_SPEC_GPUS) for d in dims]
+        _check_size(f"{source}: torus", math.prod(sizes))
         graph = torus(
-            [checks.positive_int(f"{source}: torus", d) for d in dims],
+            sizes,
             gpu=str(spec.get("gpu", "h100-sxm")),
             link_gb_s=checks.positive_float(f"{source}: link_gb_s", spec.get("link_gb_s", 100.0)),
             link_kind=checks.choice(f"{source}: link_kind", spec.get("link_kind", "nvlink"), LINK_KINDS),
@@ -190,6 +202,7 @@ def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
             ]
         else:
             groups = [_group(f"{source}: ", {k: spec[k] for k in _SERVER_KEYS if k in spec})]
+        _check_size(source, sum(g.nodes * NODE_TYPES[g.node_type].gpus for g in groups))
         fabric = spec.get("fabric")
         graph = pod(
             groups,
