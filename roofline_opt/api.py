@@ -36,6 +36,7 @@ from roofline_opt.optimize.space import (
     MAX_BATCH_LIMIT,
     MAX_CONTEXT,
     MAX_DEGREE,
+    MAX_DEMAND_TOK_S,
     MAX_GAMMA,
     MAX_POINTS,
     MAX_UTILITY_EXPONENT,
@@ -177,11 +178,15 @@ def question(
         gamma_max=gamma_max,
         preset=PRESETS[checks.choice("preset", preset, PRESETS)],
         max_gpus=None if max_gpus is None else checks.positive_int("max_gpus", max_gpus),
-        demand_tok_s=None if demand_tok_s is None else checks.positive_float("demand_tok_s", demand_tok_s),
+        demand_tok_s=None if demand_tok_s is None else _demand(demand_tok_s),
         instance_limit=instance_limit,
         cluster_name=None if cluster is None else str(cluster),
         cluster=graph,
     )
+
+
+def _demand(demand_tok_s: float) -> float:
+    return checks.positive_float("demand_tok_s", demand_tok_s, maximum=MAX_DEMAND_TOK_S)
 
 
 def _options(time_limit_s: float | None, mip_gap: float) -> SolverOptions:

@@ -72,7 +72,8 @@ def positive_float(
     if bad or not minimum <= number <= maximum:
         wanted = "a finite number >= 0" if allow_zero else "a finite number > 0"
         if not bad:
-            wanted = f"a number in {minimum:g}..{maximum:g}"
+            low = f">= {minimum:g}" if minimum > 0 or allow_zero else "> 0"
+            wanted = f"a number {low} and <= {maximum:g}"
         msg = f"must be {wanted}. Got {shown(value)} instead."
         raise InvalidInput(field, msg)
     return number

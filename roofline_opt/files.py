@@ -84,6 +84,12 @@ def _yaml_loader() -> type:
             self.depth, self.aliases, self.values = 0, 0, 0
             self.sizes: dict[int, int] = {}
 
+        def fetch_flow_collection_start(self, token_class: Any) -> None:
+            # the scanner looks ahead over a whole flow collection: refuse deep [[[... before that costs seconds
+            if self.flow_level >= MAX_NESTING:
+                raise _Refused(f"nests lists and mappings deeper than {MAX_NESTING} levels")
+            super().fetch_flow_collection_start(token_class)
+
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 self.aliases += 1
@@ -348,10 +354,12 @@ def formula_safe(value: Any) -> Any:
 
 def csv_text(frame: Any) -> str:
     """A pandas frame as CSV text (no index) with every text cell made formula-safe."""
+    from pandas.api.types import is_numeric_dtype
+
     safe = frame.copy()
     safe.columns = [formula_safe(str(c)) for c in safe.columns]
     for column in safe.columns:
-        if safe[column].dtype == object or str(safe[column].dtype) == "string":
+        if not is_numeric_dtype(safe[column]):
             safe[column] = safe[column].map(formula_safe, na_action="ignore")
     return safe.to_csv(index=False)
 

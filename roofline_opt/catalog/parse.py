@@ -34,6 +34,10 @@ def require_mapping(path: Path, data: Any) -> dict[str, Any]:
     return data
 
 
+MAX_CARD_NUMBER = 1e300
+"""Largest number a card field takes: products of a few card numbers must stay finite."""
+
+
 Spec = typing.TypeVar("Spec", ModelSpec, GpuSpec)
 
 
@@ -65,7 +69,7 @@ def _field_value(field: str, hint: Any, value: Any, zero_ok: bool) -> Any:
     if hint is int:
         return checks.positive_int(field, value, minimum=0 if zero_ok else 1)
     if hint is float:
-        return checks.positive_float(field, value, allow_zero=zero_ok)
+        return checks.positive_float(field, value, allow_zero=zero_ok, maximum=MAX_CARD_NUMBER)
     if hint is str:
         if not isinstance(value, str):
             raise InvalidInput(field, f"must be a text. Got {checks.shown(value)} instead.")
@@ -82,8 +86,9 @@ def _flop_rates(field: str, value: Any) -> dict[int, float]:
         like = "{16: 1.0e+15, 8: 2.0e+15}"
         msg = f"must be a mapping of weight bits to FLOP/s, like {like}. Got {checks.shown(value)} instead."
         raise InvalidInput(field, msg)
+    top = MAX_CARD_NUMBER
     rates = {
-        checks.choice(field, bits, WEIGHT_BITS): checks.positive_float(f"{field}[{bits}]", rate)
+        checks.choice(field, bits, WEIGHT_BITS): checks.positive_float(f"{field}[{bits}]", rate, maximum=top)
         for bits, rate in value.items()
         if rate is not None
     }

@@ -70,13 +70,46 @@ def _silence_stdout() -> None:
         os.close(devnull)
 
 
-def _stdout_failed() -> OSError | None:
-    """The error flushing stdout raises, if it cannot be written (a full device, a closed pipe)."""
+class StdoutFailed(Exception):
+    """Standard output cannot be written (a full device, an I/O error); a closed pipe stays a BrokenPipeError."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error.strerror or str(error))
+
+
+class _GuardedStdout:
+    """stdout as the command sees it: a write or flush that fails becomes StdoutFailed, told apart from the
+    OSErrors of a bug."""
+
+    def __init__(self, stream: object) -> None:
+        self._stream = stream
+
+    def _guard(self, method: str, *args: object) -> object:
+        try:
+            return getattr(self._stream, method)(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutFailed(exc) from exc
+
+    def write(self, text: str) -> object:
+        return self._guard("write", text)
+
+    def flush(self) -> object:
+        return self._guard("flush")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _guarded_stdout() -> Iterator[None]:
+    original = sys.stdout
+    sys.stdout = _GuardedStdout(original)  # type: ignore[assignment]
     try:
-        sys.stdout.flush()
-    except OSError as exc:
-        return exc
-    return None
+        yield
+    finally:
+        sys.stdout = original
 
 
 def _error(kind: str, message: object) -> None:
@@ -87,13 +120,11 @@ def _error(kind: str, message: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; never lets a traceback reach the user: our errors as one line and their exit code, anything
     else as an internal error (exit 4) asking to report it."""
-    with _sigterm_as_sigint():
+    with _sigterm_as_sigint(), _guarded_stdout():
         try:
             args = build_parser().parse_args(argv)
             code = int(args.func(args) or EXIT_OK)
-            failed = _stdout_failed()
-            if failed is not None:
-                raise failed
+            sys.stdout.flush()
             return code
         except InvalidInput as exc:
             _error("error", exc)
@@ -111,12 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             terminated = isinstance(exc, Terminated)
             _error("interrupted", "SIGTERM" if terminated else "SIGINT")
             return EXIT_SIGTERM if terminated else EXIT_SIGINT
-        except OSError as exc:
-            failed = _stdout_failed()
-            if failed is None:
-                return _internal(exc)
+        except StdoutFailed as exc:
             _silence_stdout()
-            _error("error", f"cannot write the output to standard output: {failed.strerror or failed}")
+            _error("error", f"cannot write to standard output: {exc}")
             return EXIT_BAD_INPUT
         except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported on one line
             return _internal(exc)

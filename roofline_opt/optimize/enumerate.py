@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline_opt.optimize.results import Answer, Setup, reevaluate
-from roofline_opt.optimize.space import Layouts, Question, layouts, replica_caps
+from roofline_opt.optimize.space import TARGET_RTOL, Layouts, Question, layouts, replica_caps
 from roofline_opt.physics import evaluator as ev
 
 CHUNK_CELLS = 2_000_000
@@ -96,10 +96,14 @@ def _setup(question: Question, pts: Points, i: int) -> Setup:
 def best_point(pts: Points, kind: str, target: float | None) -> int | None:
     """Index of the fastest point within a budget, or of the cheapest at a speed; ties go to the other figure."""
     if kind == "fastest":
-        ok = np.ones(len(pts.batch), bool) if target is None else pts.usd_per_mtok <= target
+        ok = np.ones(len(pts.batch), bool) if target is None else pts.usd_per_mtok <= target * (1 + TARGET_RTOL)
         primary, secondary = pts.time_per_token_s, pts.usd_per_mtok
     else:
-        ok = np.ones(len(pts.batch), bool) if target is None else 1.0 / pts.time_per_token_s >= target
+        ok = (
+            np.ones(len(pts.batch), bool)
+            if target is None
+            else 1.0 / pts.time_per_token_s >= target * (1 - TARGET_RTOL)
+        )
         primary, secondary = pts.usd_per_mtok, pts.time_per_token_s
     cand = np.flatnonzero(ok)
     if not len(cand):

@@ -20,11 +20,10 @@ from __future__ import annotations
 import numpy as np
 import pyomo.environ as pyo
 
+from roofline_opt.optimize.space import TARGET_RTOL
 from roofline_opt.optimize.tables import Tables
 
 FASTEST, CHEAPEST = "fastest", "cheapest"
-TARGET_RTOL = 1e-9
-"""Relative slack on a target, so a setup exactly at the target is not lost to rounding (checked again exactly)."""
 
 
 def define_choice_variables(m: pyo.ConcreteModel, t: Tables) -> None:

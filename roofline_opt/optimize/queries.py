@@ -128,7 +128,8 @@ class Prepared:
         """A budget no choice reaches (an inactive budget constraint with sane coefficients)."""
         t = self.tables
         worst = (t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max(axis=1)
-        return float(np.max(t.usd_per_mtok_coef * worst / t.batch_lo) * 2.0 + 1.0)
+        most = float(np.max(t.usd_per_mtok_coef * worst / t.batch_lo))
+        return most * 2.0 if most > 0 else 1.0  # relative headroom: an absolute one swamps $1e-300 prices
 
     @property
     def max_time_per_token(self) -> float:

@@ -20,6 +20,9 @@ DEFAULT_PP_DEGREES = (1, 2, 4, 8)
 DEFAULT_MAX_BATCH = 4096
 DEFAULT_CONTEXT = 8000
 DEFAULT_ACCEPTANCE = 0.8
+TARGET_RTOL = 1e-9
+"""Relative slack on a target, so a setup exactly at the target is not lost to rounding; the MIP and the oracle both
+accept a setup within it (and the answer is checked again on the exact figures)."""
 MAX_GAMMA = 64
 """Longest draft (gamma) offered or evaluated."""
 MAX_BATCH_LIMIT = 1 << 20
@@ -28,6 +31,8 @@ MAX_DEGREE = 1 << 16
 """Largest tensor-, pipeline- or expert-parallel degree (GPUs in one instance)."""
 MAX_CONTEXT = 1 << 27
 """Most tokens of context in the KV cache (134M)."""
+MAX_DEMAND_TOK_S = 1e12
+"""Largest total demand in tokens/s (a thousand times the world's inference traffic)."""
 MAX_TOKENS_PER_STEP = 1 << 16
 """Most tokens per sequence in one step."""
 MAX_POINTS = 1000

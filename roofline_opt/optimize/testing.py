@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from roofline_opt.optimize.results import Answer
+from roofline_opt.optimize.space import TARGET_RTOL
 
 OBJECTIVE_RTOL = 1e-5
 """Default tolerance between the MIP's objective and the oracle's: ten times the solver's default gap."""
-TARGET_RTOL = 1e-9
 EXACT_RTOL = 1e-6
 """The solver's default relative MIP gap: the tolerance of a comparison that expects the MIP to be exact."""
 

@@ -61,6 +61,13 @@ def _node_link_shape(data: Any, source: str) -> str:
     if not isinstance(links, list) or not all(isinstance(e, dict) and {"source", "target"} <= e.keys() for e in links):
         msg = f"must be a list of objects each with 'source' and 'target'. Got {checks.shown(links)} instead."
         raise InvalidInput(f"{source}: {edges}", msg)
+    pairs: set[frozenset[str]] = set()
+    for link in links:
+        pair = frozenset(json.dumps(link[end], sort_keys=True) for end in ("source", "target"))
+        if pair in pairs and not data.get("multigraph"):
+            where = f"{source}: edge {checks.shown(link['source'])}-{checks.shown(link['target'])}"
+            raise InvalidInput(where, "is given twice: merge the two into one edge (summed bandwidth_gb_s)")
+        pairs.add(pair)
     return edges
 
 
