@@ -41,25 +41,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like SIGINT so that every cleanup path (temporary files and folders) runs."""
+_received: list[int] = []
+"""Signals received during the running command: one a library swallowed (Pyomo catches broadly while it loads
+HiGHS) still ends the run as interrupted."""
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGINT and SIGTERM alike: remember the signal and raise KeyboardInterrupt, so every cleanup path runs."""
+    _received.append(signum)
+    raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
-def _sigterm_as_sigint() -> Iterator[None]:
-    """Turn SIGTERM into an exception like SIGINT's for the duration of a command (main thread only)."""
+def _signals_interrupt() -> Iterator[None]:
+    """Handle SIGTERM as SIGINT for the duration of a command (main thread only), then restore the handlers."""
+    _received.clear()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _silence_stdout() -> None:
@@ -112,44 +117,39 @@ def _guarded_stdout() -> Iterator[None]:
         sys.stdout = original
 
 
-def _error(kind: str, message: object) -> None:
+def _error(kind: str, message: object, code: int) -> int:
+    """Print the one line of a failed run and return its exit code; a run a signal reached ends as interrupted."""
+    if _received:
+        kind, message = "interrupted", signal.Signals(_received[0]).name
+        code = 128 + _received[0]
     with contextlib.suppress(OSError, ValueError):
         print(f"roofline-opt: {kind}: {one_line(message)}", file=sys.stderr)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; never lets a traceback reach the user: our errors as one line and their exit code, anything
     else as an internal error (exit 4) asking to report it."""
-    with _sigterm_as_sigint(), _guarded_stdout():
+    with _signals_interrupt(), _guarded_stdout():
         try:
             args = build_parser().parse_args(argv)
             code = int(args.func(args) or EXIT_OK)
             sys.stdout.flush()
-            return code
+            return _error("interrupted", "", code) if _received else code
         except InvalidInput as exc:
-            _error("error", exc)
-            return EXIT_BAD_INPUT
+            return _error("error", exc, EXIT_BAD_INPUT)
         except Infeasible as exc:
-            _error("infeasible", exc)
-            return EXIT_INFEASIBLE
+            return _error("infeasible", exc, EXIT_INFEASIBLE)
         except SolverFailure as exc:
-            _error("solver failure", exc)
-            return EXIT_SOLVER
+            return _error("solver failure", exc, EXIT_SOLVER)
         except BrokenPipeError:
             _silence_stdout()
             return EXIT_OK
-        except KeyboardInterrupt as exc:
-            terminated = isinstance(exc, Terminated)
-            _error("interrupted", "SIGTERM" if terminated else "SIGINT")
-            return EXIT_SIGTERM if terminated else EXIT_SIGINT
+        except KeyboardInterrupt:
+            return _error("interrupted", "SIGINT", EXIT_SIGINT)
         except StdoutFailed as exc:
             _silence_stdout()
-            _error("error", f"cannot write to standard output: {exc}")
-            return EXIT_BAD_INPUT
+            return _error("error", f"cannot write to standard output: {exc}", EXIT_BAD_INPUT)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported on one line
-            return _internal(exc)
-
-
-def _internal(exc: BaseException) -> int:
-    _error("internal error", f"{type(exc).__name__}: {exc} (a bug in roofline-opt: please report it with the command)")
-    return EXIT_INTERNAL
+            report = f"{type(exc).__name__}: {exc} (a bug in roofline-opt: please report it with the command)"
+            return _error("internal error", report, EXIT_INTERNAL)
