@@ -268,10 +268,42 @@ def _kind(mode: int) -> str | None:
     return None
 
 
-def _write_through(path: Path, data: bytes, field: str) -> None:
-    """Write into an existing character device or FIFO (a FIFO needs a reader) without replacing it."""
+SYSTEM_PREFIXES = ("/dev/", "/proc/")
+"""Paths under these folders (``/dev/stdout``, ``/proc/self/fd/1``) are written through, never replaced."""
+
+
+_OWN_FD = re.compile(r"/(?:proc/self|dev)/fd/(\d+)")
+_STANDARD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _own_descriptor(path: Path) -> int | None:
+    """The descriptor number ``/dev/stdout``, ``/dev/fd/N`` or ``/proc/self/fd/N`` names, else None."""
+    text = os.path.abspath(path)
+    match = _OWN_FD.fullmatch(text)
+    return int(match.group(1)) if match else _STANDARD_STREAMS.get(text)
+
+
+def _write_descriptor(fd: int, data: bytes, path: Path, field: str) -> None:
+    """Write to one of our own descriptors after what Python has buffered for it, sharing its file offset."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            if stream.fileno() == fd:
+                stream.flush()
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as exc:
+        raise _cannot(field, path, exc) from exc
+
+
+def _write_through(path: Path, data: bytes, field: str, append: bool = False) -> None:
+    """Write into an existing character device, FIFO (it needs a reader) or system path without replacing it."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | (os.O_APPEND if append else 0)
+    try:
+        fd = os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise _cannot(field, path, "it is a FIFO with no reader") from exc
@@ -313,23 +345,27 @@ def write_output(path: str | os.PathLike[str], write: Any, field: str) -> None:
     target) is replaced atomically; a character device or FIFO is written through; a folder, block device or socket
     is refused. A symlink stays a symlink."""
     path = Path(path)
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
     try:
-        info = os.stat(target)
+        info = os.stat(path)  # what the path is, through any symlinks
     except FileNotFoundError:
         info = None
     except OSError as exc:
         raise _cannot(field, path, exc) from exc
-    if info is not None and not stat.S_ISREG(info.st_mode):
-        kind = _kind(info.st_mode)
-        if kind is not None:
-            raise _cannot(field, path, kind)
+    special = info is not None and not stat.S_ISREG(info.st_mode)
+    if special and _kind(info.st_mode) is not None:
+        raise _cannot(field, path, _kind(info.st_mode))
+    if special or (info is not None and os.path.abspath(path).startswith(SYSTEM_PREFIXES)):
         import io
 
         buffer = io.BytesIO()
         write(buffer)
-        _write_through(target, buffer.getvalue(), field)
+        fd = _own_descriptor(path)
+        if fd is not None:
+            _write_descriptor(fd, buffer.getvalue(), path, field)
+        else:
+            _write_through(path, buffer.getvalue(), field, append=not special)
         return
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
     if not target.parent.is_dir():
         raise _cannot(field, path, os.strerror(errno.ENOENT))
     _replace_atomically(target, write, field, None if info is None else stat.S_IMODE(info.st_mode))
@@ -397,7 +433,7 @@ def check_destination(
         raise _cannot(field, path, os.strerror(errno.ENOENT))
     if formats is not None:
         formats = tuple(formats)
-        if path.suffix.lower().lstrip(".") not in formats:
+        if _format(path, formats) not in formats:
             wanted = ", ".join(f".{f}" for f in formats)
             raise InvalidInput(field, f"must end in one of {wanted}. Got {str(path)!r} instead.")
 
@@ -405,8 +441,17 @@ def check_destination(
 def save_figure_atomic(figure: Any, path: str | os.PathLike[str], field: str = "--plot") -> None:
     """Save a matplotlib figure (format from the extension) whole or not at all (see write_output)."""
     path = Path(path)
-    check_destination(path, field, plot_formats())
-    write_output(path, lambda f: figure.savefig(f, format=path.suffix.lower().lstrip(".")), field)
+    formats = plot_formats()
+    check_destination(path, field, formats)
+    write_output(path, lambda f: figure.savefig(f, format=_format(path, formats)), field)
+
+
+def _format(path: Path, formats: tuple[str, ...]) -> str:
+    """The file format an output path asks for: its extension; PNG for a device or FIFO named without one."""
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix not in formats and path.exists() and not path.is_file() and not path.is_dir():
+        return "png"
+    return suffix
 
 
 def check_folder(path: str | os.PathLike[str], field: str = "--out") -> Path:

@@ -14,7 +14,7 @@ import pytest
 from hardening import EVALUATE, assert_one_line, hidden_leftovers, run
 
 from roofline_opt import files
-from roofline_opt.cli import EXIT_BAD_INPUT, EXIT_OK
+from roofline_opt.cli import EXIT_BAD_INPUT, EXIT_OK, main
 from roofline_opt.errors import InvalidInput
 
 NULL_DEVICE = os.makedev(1, 3)
@@ -200,3 +200,21 @@ def test_validate_csv_output_quotes_a_formula_in_a_measured_cell(tmp_path, capsy
 
     assert code == EXIT_OK
     assert pd.read_csv(out)["model"].tolist() == ['\'=HYPERLINK("http://evil")']
+
+
+def test_csv_to_dev_stdout_writes_into_standard_output(capfd):
+    code = main([*EVALUATE, "--csv", "/dev/stdout", "--json"])
+    captured = capfd.readouterr()
+
+    assert (code, captured.err) == (EXIT_OK, "")
+    assert "model,weight_bits," in captured.out and '"model": "llama-3-8b"' in captured.out
+
+
+def test_a_plot_onto_a_character_device_without_extension_is_drawn_as_png(tmp_path, capsys):
+    null = make_device(tmp_path / "null", NULL_DEVICE)
+    cluster = files.Path(__file__).parent / "data" / "clusters" / "twelve-gpus.yaml"
+
+    code, _, err = run(capsys, "cluster", "draw", str(cluster), "--out", str(null))
+
+    assert (code, err) == (EXIT_OK, "")
+    assert stat.S_ISCHR(os.lstat(null).st_mode)
