@@ -51,10 +51,11 @@ def read_text(path: str | os.PathLike[str], field: str, max_bytes: int, what: st
     if path.is_dir():
         raise InvalidInput(field, f"cannot be read: {str(path)!r} is a folder")
     try:
-        with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
+        data = _read_at_most(path, max_bytes + 1)
     except OSError as exc:
         raise InvalidInput(field, f"cannot be read: {exc.strerror or exc}") from exc
+    if data is None:
+        raise InvalidInput(field, "cannot be read: it is a FIFO with no writer")
     if len(data) > max_bytes:
         raise InvalidInput(field, f"is larger than {_size_text(max_bytes)}, the limit for {what}")
     try:
@@ -64,6 +65,34 @@ def read_text(path: str | os.PathLike[str], field: str, max_bytes: int, what: st
     if not text.strip():
         raise InvalidInput(field, "is empty")
     return text
+
+
+def _read_at_most(path: Path, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes of ``path``; None for a FIFO nobody writes to (reading it would wait forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            try:
+                first = os.read(fd, limit)
+            except BlockingIOError:  # a writer is connected and has not written yet
+                first = b""
+            else:
+                if not first:
+                    return None
+        else:
+            first = b""
+        os.set_blocking(fd, True)
+        chunks = [first]
+        size = len(first)
+        while size < limit:
+            chunk = os.read(fd, min(limit - size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class _Refused(Exception):
@@ -228,7 +257,8 @@ def read_csv_cells(
 
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM while a few renames complete, then act on them: no half-moved output."""
+    """Hold SIGINT and SIGTERM while a few renames complete, then deliver them to the previous handlers: no
+    half-moved output."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -242,7 +272,7 @@ def signals_deferred() -> Iterator[None]:
         for s, handler in previous.items():
             signal.signal(s, handler)
         if caught:
-            raise KeyboardInterrupt
+            signal.raise_signal(caught[0])
 
 
 def _umask() -> int:
@@ -292,11 +322,15 @@ def _write_descriptor(fd: int, data: bytes, path: Path, field: str) -> None:
             if stream.fileno() == fd:
                 stream.flush()
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        _write_all(fd, data)
     except OSError as exc:
         raise _cannot(field, path, exc) from exc
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _write_through(path: Path, data: bytes, field: str, append: bool = False) -> None:
@@ -310,9 +344,7 @@ def _write_through(path: Path, data: bytes, field: str, append: bool = False) ->
         raise _cannot(field, path, exc) from exc
     try:
         os.set_blocking(fd, True)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        _write_all(fd, data)
     except OSError as exc:
         raise _cannot(field, path, exc) from exc
     finally:

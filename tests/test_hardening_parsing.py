@@ -4,6 +4,8 @@ bombs, duplicate keys and node ids, node-link JSON of the wrong shape, oversized
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -267,3 +269,21 @@ def test_observed_points_above_their_cap_are_refused_before_solving(tmp_path, ca
     code, _, err = run(capsys, "frontier", *SMALL_QUERY, "--observed", str(observed))
 
     assert_one_line(err, code, EXIT_BAD_INPUT, "--observed", f"more than {MAX_OBSERVED_POINTS:,} rows")
+
+
+def test_a_fifo_nobody_writes_to_is_refused_instead_of_waiting(tmp_path, capsys):
+    fifo = tmp_path / "measured.csv"
+    os.mkfifo(fifo)
+
+    code, _, err = run(capsys, "validate", "--measured", str(fifo))
+
+    assert_one_line(err, code, EXIT_BAD_INPUT, "--measured", "FIFO with no writer")
+
+
+def test_an_endless_device_as_input_is_read_only_up_to_the_cap(tmp_path, capsys):
+    zeros = tmp_path / "zeros.csv"
+    os.mknod(zeros, 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # like /dev/zero
+
+    code, _, err = run(capsys, "validate", "--measured", str(zeros))
+
+    assert_one_line(err, code, EXIT_BAD_INPUT, "--measured", "larger than 64 MiB")

@@ -132,13 +132,14 @@ def test_an_unrecognised_termination_becomes_unknown_with_a_warning(monkeypatch,
 
 
 def test_the_time_limit_stops_a_solve_that_needs_seconds(large_tables):
+    """No wall-clock assertion (a loaded machine takes longer to load the model): HiGHS must stop on the limit,
+    without proving optimality."""
     model = raw_model(large_tables, rows=SLOW_MODEL_ROWS)
-    loading = PersistentHighs(model, time_limit_s=NO_TIME).solve().seconds  # building the HiGHS model, no search
 
     report = PersistentHighs(model, time_limit_s=0.2).solve()
 
     assert report.termination == "time_limit"
-    assert report.seconds < loading + 0.2 + 1.0, (report.seconds, loading)
+    assert report.mip_gap is None or report.mip_gap > 1e-6, report
 
 
 def test_a_solve_stopped_before_any_incumbent_reports_no_solution(large_tables):
