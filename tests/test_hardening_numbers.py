@@ -214,12 +214,24 @@ def measured_file(tmp_path, **changes: str):
         ({"layout": "TP1 PP0"}, ("layout", "PP must be in 1..")),
         ({"layout": "TP1 x 0 instances"}, ("layout", "instances")),
         ({"tok_s_per_request": "0"}, ("tok_s_per_request", "> 0")),
+        ({"input_len": "99999999999999999999"}, ("input_len", "at most")),
         ({"tok_s_per_gpu": "-3"}, ("tok_s_per_gpu",)),
         ({"tok_s_per_request": "1e300"}, ("tok_s_per_request",)),
         ({"layout": "TP٢"}, ("layout", "digits 0-9")),
         ({"batch_or_concurrency": "batch 99999999999999999999"}, ("batch_or_concurrency",)),
     ],
-    ids=["tp-huge", "tp0", "pp0", "no-instances", "speed0", "negative", "speed-huge", "unicode", "batch-huge"],
+    ids=[
+        "tp-huge",
+        "tp0",
+        "pp0",
+        "no-instances",
+        "speed0",
+        "length-huge",
+        "negative",
+        "speed-huge",
+        "unicode",
+        "batch-huge",
+    ],  # fmt: skip
 )
 @pytest.mark.parametrize("command", ["validate", "calibrate"])
 def test_an_impossible_measured_row_is_refused_naming_line_and_column(tmp_path, capsys, changes, words, command):

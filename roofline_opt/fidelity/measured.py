@@ -10,8 +10,7 @@ from pathlib import Path
 
 from roofline_opt import catalog, checks, files
 from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.space import MAX_BATCH_LIMIT as MAX_INT_BATCH
-from roofline_opt.optimize.space import MAX_DEGREE
+from roofline_opt.optimize.space import MAX_BATCH_LIMIT, MAX_CONTEXT, MAX_DEGREE
 from roofline_opt.physics.specs import GpuSpec, ModelSpec
 
 MEASURED_COLUMNS = (
@@ -143,8 +142,15 @@ def _check_cells(cells: Mapping[str, str]) -> None:
             raise InvalidInput(f"line {line}: {column}", msg)
     for column in ("tok_s_per_request", "tok_s_per_gpu"):
         text = str(cells.get(column, "")).strip()
-        if text:
-            checks.positive_float(f"line {line}: {column}", text.lstrip("~").strip(), maximum=MAX_MEASURED_SPEED)
+        value = _number(text)
+        if text.startswith("-") or (value is not None and not 0 < value <= MAX_MEASURED_SPEED):
+            msg = f"must be a measured speed > 0 and <= {MAX_MEASURED_SPEED:g} tok/s. Got {checks.shown(text)} instead."
+            raise InvalidInput(f"line {line}: {column}", msg)
+    for column in ("input_len", "output_len"):
+        value = _number(str(cells.get(column, "")))
+        if value is not None and value > MAX_CONTEXT:
+            msg = f"must be at most {MAX_CONTEXT:,} tokens. Got {checks.shown(cells[column])} instead."
+            raise InvalidInput(f"line {line}: {column}", msg)
 
 
 def _normalise(name: str) -> str:
@@ -228,7 +234,9 @@ def _map_batch(text: str, instances: int, pp: int, reasons: list[str], line: str
     if match is None:
         reasons.append(f"batch {text!r} states no batch or concurrency")
         return None
-    stated = _whole(f"line {line}: batch_or_concurrency", match.group(1) or match.group(2), "the batch", MAX_INT_BATCH)
+    stated = _whole(
+        f"line {line}: batch_or_concurrency", match.group(1) or match.group(2), "the batch", MAX_BATCH_LIMIT
+    )
     batch = max(round(stated / instances), 1)
     if batch < pp:
         reasons.append(f"batch {batch} per instance is smaller than the pipeline degree {pp}")
