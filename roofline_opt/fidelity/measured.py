@@ -71,6 +71,9 @@ _BATCH_RE = re.compile(r"(?:static batch|batch|concurrency)\s+(\d+)|^~?(\d+)\s+i
 _NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)", re.ASCII)
 
 
+_FULL_NUMBER_RE = re.compile(r"~?\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)", re.ASCII | re.IGNORECASE)
+
+
 _NON_ASCII_DIGIT_RE = re.compile(r"(?![0-9])\d")
 """A Unicode digit other than 0-9 (Arabic-Indic, full-width, ...): never read as a number."""
 
@@ -121,7 +124,12 @@ class MeasuredRow:
 
 
 def _number(text: str) -> float | None:
-    match = _NUMBER_RE.match(text.strip())
+    """A cell's number: the whole cell (``1e3``, ``-2``, ``~50``), else the number it starts with (``50 (est.)``)."""
+    text = text.strip()
+    full = _FULL_NUMBER_RE.fullmatch(text)
+    if full:
+        return float(full.group(1))
+    match = _NUMBER_RE.match(text)
     return float(match.group(1)) if match else None
 
 
@@ -143,13 +151,13 @@ def _check_cells(cells: Mapping[str, str]) -> None:
     for column in ("tok_s_per_request", "tok_s_per_gpu"):
         text = str(cells.get(column, "")).strip()
         value = _number(text)
-        if text.startswith("-") or (value is not None and not 0 < value <= MAX_MEASURED_SPEED):
+        if value is not None and not 0 < value <= MAX_MEASURED_SPEED:
             msg = f"must be a measured speed > 0 and <= {MAX_MEASURED_SPEED:g} tok/s. Got {checks.shown(text)} instead."
             raise InvalidInput(f"line {line}: {column}", msg)
     for column in ("input_len", "output_len"):
         value = _number(str(cells.get(column, "")))
-        if value is not None and value > MAX_CONTEXT:
-            msg = f"must be at most {MAX_CONTEXT:,} tokens. Got {checks.shown(cells[column])} instead."
+        if value is not None and not 0 <= value <= MAX_CONTEXT:
+            msg = f"must be a number of tokens in 0..{MAX_CONTEXT:,}. Got {checks.shown(cells[column])} instead."
             raise InvalidInput(f"line {line}: {column}", msg)
 
 
