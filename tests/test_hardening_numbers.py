@@ -228,11 +228,12 @@ def measured_file(tmp_path, **changes: str):
         "no-instances",
         "speed0",
         "length-huge",
+        "length-negative",
         "negative",
         "speed-huge",
         "unicode",
         "batch-huge",
-    ],  # fmt: skip
+    ],
 )
 @pytest.mark.parametrize("command", ["validate", "calibrate"])
 def test_an_impossible_measured_row_is_refused_naming_line_and_column(tmp_path, capsys, changes, words, command):
