@@ -287,3 +287,25 @@ def test_an_endless_device_as_input_is_read_only_up_to_the_cap(tmp_path, capsys)
     code, _, err = run(capsys, "validate", "--measured", str(zeros))
 
     assert_one_line(err, code, EXIT_BAD_INPUT, "--measured", "larger than 64 MiB")
+
+
+def test_a_cluster_file_with_more_gpus_than_the_cap_is_refused_before_analysis(tmp_path, capsys):
+    from roofline_opt.topology.schema import MAX_CLUSTER_GPUS
+
+    n = MAX_CLUSTER_GPUS + 1
+    nodes = [{"id": f"g{i}", "kind": "gpu", "gpu": "h100-sxm"} for i in range(n)]
+    edges = [dict(LINK, source=f"g{i}", target=f"g{i + 1}") for i in range(n - 1)]
+    path = tmp_path / "c.json"
+    path.write_text(node_link(nodes, edges))
+
+    code, _, err = cluster_show(capsys, path)
+
+    assert_one_line(err, code, EXIT_BAD_INPUT, "c.json", f"at most {MAX_CLUSTER_GPUS:,}")
+
+
+def test_an_inline_cluster_spec_is_parsed_with_the_same_bounds(tmp_path, capsys):
+    code, _, err = run(capsys, "cluster", "build", "{nodes: 2, nodes: 3, node_type: hgx-h100}", "--out",
+                       str(tmp_path / "c.json"))  # fmt: skip
+
+    assert_one_line(err, code, EXIT_BAD_INPUT, "SPEC: nodes", "twice")
+    assert list(tmp_path.iterdir()) == []

@@ -16,6 +16,7 @@ from roofline_opt.topology.schema import (
     GPUS_PER_PCIE_SWITCH,
     LATENCY,
     LINK_KINDS,
+    MAX_CLUSTER_GPUS,
     NIC_KINDS,
     NODE_TYPES,
     NodeGroup,
@@ -118,13 +119,10 @@ def torus(
     return graph
 
 
-MAX_SPEC_GPUS = 16_384
-"""Most GPUs the compact YAML form may describe (a larger graph takes minutes to analyse)."""
-
-
 def _check_size(field: str, gpus: int) -> None:
-    if gpus > MAX_SPEC_GPUS:
-        raise InvalidInput(field, f"describes {gpus:,} GPUs: at most {MAX_SPEC_GPUS:,} are allowed")
+    """Refuse a compact form describing more than MAX_CLUSTER_GPUS GPUs before building its graph."""
+    if gpus > MAX_CLUSTER_GPUS:
+        raise InvalidInput(field, f"describes {gpus:,} GPUs: at most {MAX_CLUSTER_GPUS:,} are allowed")
 
 
 _SERVER_KEYS = ("nodes", "node_type", "gpu", "nic_gb_s")
@@ -159,7 +157,7 @@ def _group(where: str, spec: Mapping[str, Any]) -> NodeGroup:
     nic = spec.get("nic_gb_s")
     return NodeGroup(
         node_type=checks.choice(f"{where}node_type", spec["node_type"], NODE_TYPES),
-        nodes=checks.positive_int(f"{where}nodes", spec.get("nodes", 1), maximum=MAX_SPEC_GPUS),
+        nodes=checks.positive_int(f"{where}nodes", spec.get("nodes", 1), maximum=MAX_CLUSTER_GPUS),
         gpu=gpu,
         nic_gb_s=None if nic is None else checks.positive_float(f"{where}nic_gb_s", nic),
     )
@@ -180,7 +178,7 @@ def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
         if not isinstance(dims, list) or not dims:
             msg = f"must be a list of sizes like [4, 4]. Got {checks.shown(dims)} instead."
             raise InvalidInput(f"{source}: torus", msg)
-        sizes = [checks.positive_int(f"{source}: torus", d, maximum=MAX_SPEC_GPUS) for d in dims]
+        sizes = [checks.positive_int(f"{source}: torus", d, maximum=MAX_CLUSTER_GPUS) for d in dims]
         _check_size(f"{source}: torus", math.prod(sizes))
         graph = torus(
             sizes,
