@@ -34,6 +34,7 @@ from roofline_opt.optimize.space import (
     DEFAULT_MAX_BATCH,
     DEFAULT_PP_DEGREES,
     MAX_BATCH_LIMIT,
+    MAX_CHOICES,
     MAX_CONTEXT,
     MAX_DEGREE,
     MAX_DEMAND_TOK_S,
@@ -57,6 +58,8 @@ def _gpus(gpu: str | GpuSpec | Sequence[str | GpuSpec]) -> tuple[GpuSpec, ...]:
     if isinstance(gpu, GpuSpec):
         return (gpu,)
     names = checks.parse_name_list("gpu", gpu) if isinstance(gpu, str) else tuple(gpu)
+    if len(names) > MAX_CHOICES:
+        raise InvalidInput("gpu", f"must name at most {MAX_CHOICES} accelerators. Got {len(names):,} instead.")
     specs = tuple(g if isinstance(g, GpuSpec) else catalog.load_gpu(g) for g in names)
     if len({g.name for g in specs}) != len(specs):
         raise InvalidInput("gpu", f"must name each accelerator once. Got {', '.join(g.name for g in specs)} instead.")
@@ -122,6 +125,8 @@ def _degrees(field: str, values) -> tuple[int, ...]:
     out = tuple(sorted({checks.positive_int(field, v, maximum=MAX_DEGREE) for v in raw}))
     if not out:
         raise InvalidInput(field, "must list at least one degree. Got none instead.")
+    if len(out) > MAX_CHOICES:
+        raise InvalidInput(field, f"must list at most {MAX_CHOICES} degrees. Got {len(out):,} instead.")
     return out
 
 

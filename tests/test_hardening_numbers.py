@@ -251,3 +251,10 @@ def test_a_plausible_measured_row_still_gets_a_verdict(tmp_path, capsys):
 
     assert (code, err) == (EXIT_OK, "")
     assert "1 of 1 rows mapped" in out
+
+
+@pytest.mark.parametrize("flag", ["--tp-degrees", "--pp-degrees"])
+def test_a_list_flag_offering_more_than_the_cap_is_refused(capsys, flag):
+    code, _, err = run(capsys, *with_flag(["fastest", *SMALL_QUERY], flag, ",".join(str(i) for i in range(1, 101))))
+
+    assert_one_line(err, code, EXIT_BAD_INPUT, flag, "at most 64")

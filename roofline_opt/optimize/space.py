@@ -31,6 +31,8 @@ MAX_DEGREE = 1 << 16
 """Largest tensor-, pipeline- or expert-parallel degree (GPUs in one instance)."""
 MAX_CONTEXT = 1 << 27
 """Most tokens of context in the KV cache (134M)."""
+MAX_CHOICES = 64
+"""Most values one list flag may offer (--tp-degrees, --pp-degrees, --ep-degrees, --gpu)."""
 MAX_DEMAND_TOK_S = 1e12
 """Largest total demand in tokens/s (a thousand times the world's inference traffic)."""
 MAX_TOKENS_PER_STEP = 1 << 16
