@@ -28,6 +28,8 @@ MAX_CSV_BYTES = 64 * MiB
 """Largest CSV read (--from-csv, --measured, --observed)."""
 MAX_CSV_ROWS = 10_000
 """Most data rows of a CSV read (--from-csv, --measured; --observed has its own, smaller cap)."""
+MAX_CSV_COLUMNS = 256
+"""Most fields in one CSV line."""
 MAX_NESTING = 64
 """Deepest nesting of lists and mappings in a YAML or JSON file."""
 MAX_YAML_ALIASES = 100
@@ -59,7 +61,7 @@ def read_text(path: str | os.PathLike[str], field: str, max_bytes: int, what: st
     if len(data) > max_bytes:
         raise InvalidInput(field, f"is larger than {_size_text(max_bytes)}, the limit for {what}")
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark (spreadsheet exports) is not part of the text
     except UnicodeDecodeError as exc:
         raise InvalidInput(field, f"cannot be read: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     if not text.strip():
@@ -168,8 +170,9 @@ def load_yaml(text: str, source: str) -> Any:
     duplicate keys; any problem is one InvalidInput naming ``source`` (and the key)."""
     import yaml
 
-    loader = _yaml_loader()(text)
+    loader = None
     try:
+        loader = _yaml_loader()(text)  # the reader already refuses control characters
         return loader.get_single_data()
     except _Refused as exc:
         raise _refusal(source, exc) from None
@@ -180,7 +183,8 @@ def load_yaml(text: str, source: str) -> Any:
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, a pathological document
         raise InvalidInput(source, f"is not valid YAML: {exc or type(exc).__name__}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -231,25 +235,46 @@ def read_csv_cells(
     if not path.exists():
         raise InvalidInput(field, f"must be an existing CSV file. Got {str(path)!r} instead (no such file).")
     text = read_text(path, field, MAX_CSV_BYTES, "a CSV file")
+    _check_csv_shape(text, path, field, required, max_rows)
     try:
-        with pd.read_csv(
-            io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True, chunksize=max_rows + 1
-        ) as reader:
-            frame = next(iter(reader))
-    except (pd.errors.EmptyDataError, StopIteration) as exc:
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True)
+    except pd.errors.EmptyDataError as exc:
         raise InvalidInput(field, f"{path} is empty: it needs a header line and one row per {rows_are}") from exc
     except (pd.errors.ParserError, ValueError) as exc:
         raise InvalidInput(field, f"{path} cannot be read as CSV: {exc}") from exc
-    if len(frame) > max_rows:
-        raise InvalidInput(field, f"{path} has more than {max_rows:,} rows, the limit for one run: split it")
     frame.columns = [str(c).strip() for c in frame.columns]
-    missing = [c for c in required if c not in frame.columns]
-    if missing:
-        msg = f"column is missing: {field} needs columns {', '.join(required)}"
-        raise InvalidInput(f"{path}: {missing[0]}", msg)
     if frame.empty:
         raise InvalidInput(field, f"{path} has a header but no rows")
     return frame
+
+
+def _check_csv_shape(text: str, path: Path, field: str, required: Sequence[str], max_rows: int) -> None:
+    """Refuse, before pandas sees it, a CSV without a ``required`` column, of more than ``max_rows`` rows, with a line
+    of more than MAX_CSV_COLUMNS fields or more fields than its header (pandas would silently shift them into an
+    index), or with an oversized cell."""
+    import csv
+    import io
+
+    width = None
+    try:
+        for number, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
+            if not row:
+                continue
+            if len(row) > MAX_CSV_COLUMNS:
+                raise InvalidInput(field, f"{path} line {number} has more than {MAX_CSV_COLUMNS} fields")
+            if width is None:
+                width = len(row)
+                missing = [c for c in required if c not in {cell.strip() for cell in row}]
+                if missing:
+                    msg = f"column is missing: {field} needs columns {', '.join(required)}"
+                    raise InvalidInput(f"{path}: {missing[0]}", msg)
+            elif len(row) > width:
+                msg = f"{path} line {number} has {len(row)} fields but the header {width}: quote cells with commas"
+                raise InvalidInput(field, msg)
+            if number > max_rows + 1:
+                raise InvalidInput(field, f"{path} has more than {max_rows:,} rows, the limit for one run: split it")
+    except csv.Error as exc:
+        raise InvalidInput(field, f"{path} cannot be read as CSV: {exc}") from exc
 
 
 # ----------------------------------------------------------------------------------------------- writing

@@ -309,3 +309,40 @@ def test_an_inline_cluster_spec_is_parsed_with_the_same_bounds(tmp_path, capsys)
 
     assert_one_line(err, code, EXIT_BAD_INPUT, "SPEC: nodes", "twice")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_csv_row_with_more_fields_than_the_header_is_refused_not_shifted(tmp_path, capsys):
+    rows = tmp_path / "rows.csv"
+    rows.write_text("model,gpu,tp,pp,batch\nllama-3-8b,h100-sxm,1,1,1,8\n")
+
+    code, _, err = run(capsys, "evaluate", "--from-csv", str(rows))
+
+    assert_one_line(err, code, EXIT_BAD_INPUT, "line 2 has 6 fields")
+
+
+def test_a_csv_line_of_too_many_fields_is_refused_before_parsing(tmp_path, capsys):
+    rows = tmp_path / "rows.csv"
+    rows.write_text(",".join(f"c{i}" for i in range(100_000)) + "\n")
+
+    code, _, err = run(capsys, "evaluate", "--from-csv", str(rows))
+
+    assert_one_line(err, code, EXIT_BAD_INPUT, f"more than {files.MAX_CSV_COLUMNS} fields")
+
+
+def test_a_csv_with_a_byte_order_mark_is_read(tmp_path, capsys):
+    rows = tmp_path / "rows.csv"
+    rows.write_bytes("\ufeffmodel,gpu,tp,pp,batch\nllama-3-8b,h100-sxm,1,1,1\n".encode())
+
+    code, out, err = run(capsys, "evaluate", "--from-csv", str(rows))
+
+    assert (code, err) == (0, "")
+    assert "llama-3-8b" in out
+
+
+def test_a_control_character_in_a_card_is_one_line(tmp_path, capsys):
+    card = tmp_path / "nul.yaml"
+    card.write_text("\x00" + LLAMA_CARD)
+
+    code, _, err = evaluate_model(capsys, card)
+
+    assert_one_line(err, code, EXIT_BAD_INPUT, "nul.yaml", "not valid YAML")

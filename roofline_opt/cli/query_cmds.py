@@ -26,6 +26,8 @@ OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
 """Required columns of --observed FILE (``label`` is optional)."""
 MAX_OBSERVED_POINTS = 1000
 """Most points --observed may overlay on a plot."""
+MAX_LABEL_CHARS = 60
+"""Characters of an observed point's label drawn on the plot."""
 """The frontier re-solves one persistent MIP; enumeration is offered by fastest and cheapest only."""
 
 
@@ -199,7 +201,8 @@ def read_observed(path: Path) -> pd.DataFrame:
 
 def _observed_values(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     """The numeric columns checked cell by cell (finite and > 0: the price axis is logarithmic)."""
-    out = pd.DataFrame({"label": frame["label"].str.strip()}) if "label" in frame.columns else pd.DataFrame()
+    labels = frame["label"].str.strip().str.slice(0, MAX_LABEL_CHARS) if "label" in frame.columns else None
+    out = pd.DataFrame({"label": labels}) if labels is not None else pd.DataFrame()
     for column in OBSERVED_COLUMNS:
         out[column] = [
             checks.positive_float(f"{path} line {line}: {column}", value)

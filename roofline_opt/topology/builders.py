@@ -119,6 +119,10 @@ def torus(
     return graph
 
 
+MAX_SPINES = 64
+"""Most spine switches of a rail-optimised fabric in the compact form."""
+
+
 def _check_size(field: str, gpus: int) -> None:
     """Refuse a compact form describing more than MAX_CLUSTER_GPUS GPUs before building its graph."""
     if gpus > MAX_CLUSTER_GPUS:
@@ -205,7 +209,7 @@ def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
         graph = pod(
             groups,
             fabric=None if fabric is None else checks.choice(f"{source}: fabric", fabric, FABRICS),
-            spines=checks.positive_int(f"{source}: spines", spec.get("spines", 2)),
+            spines=checks.positive_int(f"{source}: spines", spec.get("spines", 2), maximum=MAX_SPINES),
             nic_kind=checks.choice(f"{source}: nic_kind", spec.get("nic_kind", "infiniband"), NIC_KINDS),
             name=name,
         )

@@ -45,6 +45,9 @@ def _node_link_shape(data: Any, source: str) -> str:
     if not isinstance(data, dict) or "nodes" not in data:
         raise InvalidInput(source, "must be networkx node-link JSON: an object with 'nodes' and 'edges'")
     edges = "links" if "links" in data and "edges" not in data else "edges"
+    if not isinstance(data.get("graph", {}), dict):
+        msg = f"must be an object of graph attributes. Got {checks.shown(data['graph'])} instead."
+        raise InvalidInput(f"{source}: graph", msg)
     seen: set[Any] = set()
     nodes = data["nodes"]
     if not isinstance(nodes, list) or not all(isinstance(n, dict) and "id" in n for n in nodes):

@@ -10,8 +10,9 @@ import networkx as nx
 from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
 
-MAX_CLUSTER_GPUS = 1024
-"""Most GPUs a cluster may have: deriving bandwidths and placements takes about 25 s at this size on 2 loaded cores."""
+MAX_CLUSTER_GPUS = 512
+"""Most GPUs a cluster may have: deriving bandwidths and placements of an 8x8x8 torus or a 64-server pod takes about
+20 s on 2 loaded cores, and the time grows faster than the size."""
 MAX_CLUSTER_NODES = 4 * MAX_CLUSTER_GPUS
 """Most nodes (GPUs, switches, hosts) a cluster may have."""
 MAX_CLUSTER_EDGES = 16 * MAX_CLUSTER_GPUS
