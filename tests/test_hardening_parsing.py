@@ -346,3 +346,17 @@ def test_a_control_character_in_a_card_is_one_line(tmp_path, capsys):
     code, _, err = evaluate_model(capsys, card)
 
     assert_one_line(err, code, EXIT_BAD_INPUT, "nul.yaml", "not valid YAML")
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [(alias_bomb(), ("FLEET", "aliases")), ("gpus: 8\ngpus: 16\n", ("FLEET: gpus", "twice"))],
+    ids=["alias-bomb", "duplicate-key"],
+)
+def test_a_hostile_fleet_file_is_refused_on_one_line(tmp_path, capsys, text, words):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(text)
+
+    code, _, err = run(capsys, "plan", str(fleet))
+
+    assert_one_line(err, code, EXIT_BAD_INPUT, *words)
