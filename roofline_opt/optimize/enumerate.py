@@ -41,7 +41,7 @@ def feasible_points(question: Question) -> Points:
         for start in range(0, len(idx_all), step):
             idx = idx_all[start : start + step]
             col = idx[:, None]
-            layout = ev.Layout.of(lay.tp[col], lay.tp_2d[col], lay.pp[col], question.context, 1.0, lay.ep[col])
+            layout = lay.layout(col, question.context)
             gamma = lay.gamma[col].astype(float)
             tau = ev.time_per_token_with_gamma(
                 question.model,
@@ -90,6 +90,7 @@ def _setup(question: Question, pts: Points, i: int) -> Setup:
         ep=int(lay.ep[j]),
         batch=int(pts.batch[i]),
         gamma=int(lay.gamma[j]),
+        dp_attention=bool(lay.dp_attention[j]),
     )
 
 

@@ -179,6 +179,7 @@ def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float
         ep=int(lay.ep[j]),
         batch=int(round(pyo.value(model.batch[local]))),
         gamma=int(lay.gamma[j]),
+        dp_attention=bool(lay.dp_attention[j]),
     )
     return c, setup, float(pyo.value(model.tau[local]))
 

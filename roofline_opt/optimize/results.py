@@ -37,7 +37,9 @@ FIGURES = (
 
 @dataclass(frozen=True)
 class Setup:
-    """Every decision of one deployment: the instance's layout, its batch and how many replicas serve the demand."""
+    """Every decision of one deployment: the instance's layout, its batch and how many replicas serve the demand.
+
+    With ``dp_attention`` the instance is a data-parallel-attention group of ``tp`` GPUs (experts over ``ep`` = tp)."""
 
     gpu: str
     weight_bits: int
@@ -48,6 +50,7 @@ class Setup:
     batch: int
     gamma: int
     replicas: int = 1
+    dp_attention: bool = False
 
     @property
     def n_gpus(self) -> int:
@@ -105,7 +108,7 @@ def replicas_for(question: Question, throughput_tok_s: float) -> int:
 def reevaluate(question: Question, setup: Setup, method: str, report: SolveReport | None = None) -> Answer:
     """Exact figures of ``setup`` from the evaluator; the only source of printed numbers."""
     gpu = next(g for g in question.gpus if g.name == setup.gpu)
-    layout = ev.Layout.of(setup.tp, setup.tp_2d, setup.pp, question.context, 1, setup.ep)
+    layout = ev.Layout.of(setup.tp, setup.tp_2d, setup.pp, question.context, 1, setup.ep, setup.dp_attention)
     draft = question.draft if setup.gamma > 0 else None
     out = ev.evaluate(
         question.model,

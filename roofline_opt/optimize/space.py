@@ -1,8 +1,11 @@
 """The discrete decision space of a deployment question, defined once for both the MIP and the enumeration oracle.
 
 A *layout* fixes every discrete choice but the batch: accelerator, weight precision, tensor-parallel degree and
-1-D/2-D mode, pipeline degree, expert-parallel degree and draft length gamma. The batch ranges over whole numbers
-from the pipeline degree (a microbatch holds at least one sequence) up to ``max_batch``. Nothing here scores a point.
+1-D/2-D mode, pipeline degree, expert-parallel degree, data-parallel attention and draft length gamma. With
+``dp_attention`` a MoE model is also offered data-parallel attention with wide expert parallelism (model-notes 10.5):
+for every EP degree G > 1 dividing the experts, one group of G GPUs (``tp`` = ``ep`` = G, ``pp`` = 1), EP beyond
+TP. The batch ranges over whole numbers from the pipeline degree (a microbatch holds at least one sequence) up to
+``max_batch``. Nothing here scores a point.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
 
 DEFAULT_TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
@@ -36,6 +40,7 @@ class Question:
     tp_modes: tuple[bool, ...] = (False, True)
     pp_degrees: tuple[int, ...] = DEFAULT_PP_DEGREES
     ep_degrees: tuple[int, ...] = (1,)
+    dp_attention: bool = False
     max_batch: int = DEFAULT_MAX_BATCH
     context: int = DEFAULT_CONTEXT
     draft: ModelSpec | None = None
@@ -64,6 +69,7 @@ class Layouts:
     pp: np.ndarray
     ep: np.ndarray
     gamma: np.ndarray
+    dp_attention: np.ndarray
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -74,6 +80,12 @@ class Layouts:
     @property
     def n_gpus(self) -> np.ndarray:
         return self.tp * self.pp
+
+    def layout(self, idx, context, tokens_per_step=1.0) -> ev.Layout:
+        """The evaluator's Layout of the layouts at ``idx`` (any index shape)."""
+        return ev.Layout.of(
+            self.tp[idx], self.tp_2d[idx], self.pp[idx], context, tokens_per_step, self.ep[idx], self.dp_attention[idx]
+        )
 
     def groups(self, rows: np.ndarray | None = None) -> Iterator[tuple[int, int, np.ndarray]]:
         """(gpu index, weight bits, positions in rows) per accelerator/precision pair: the evaluator's unit of work.
@@ -105,9 +117,10 @@ def layouts(question: Question) -> Layouts:
                             if ep > 1 and (tp % ep or model.n_experts % ep):
                                 continue
                             for gamma in question.gammas:
-                                rows.append((g, bits, tp, two_d, pp, ep, gamma))
+                                rows.append((g, bits, tp, two_d, pp, ep, gamma, False))
+            rows += _dp_attention_rows(question, g, bits)
     if not rows:
-        return Layouts(*(np.zeros(0, dtype=t) for t in (int, int, int, bool, int, int, int)))
+        return Layouts(*(np.zeros(0, dtype=t) for t in (int, int, int, bool, int, int, int, bool)))
     cols = list(zip(*rows, strict=True))
     return Layouts(
         gpu_index=np.array(cols[0], dtype=int),
@@ -117,7 +130,17 @@ def layouts(question: Question) -> Layouts:
         pp=np.array(cols[4], dtype=int),
         ep=np.array(cols[5], dtype=int),
         gamma=np.array(cols[6], dtype=int),
+        dp_attention=np.array(cols[7], dtype=bool),
     )
+
+
+def _dp_attention_rows(question: Question, g: int, bits: int) -> list[tuple]:
+    """Data-parallel-attention layouts: a group of G GPUs per EP degree G > 1 that divides the experts."""
+    model = question.model
+    if not (question.dp_attention and model.is_moe):
+        return []
+    groups = [ep for ep in question.ep_degrees if ep > 1 and model.n_experts % ep == 0]
+    return [(g, bits, ep, False, 1, ep, gamma, True) for ep in groups for gamma in question.gammas]
 
 
 def replica_caps(question: Question, lay: Layouts) -> np.ndarray:

@@ -63,7 +63,7 @@ class Tables:
 
 
 def _group_layout(lay: Layouts, idx: np.ndarray, question: Question, tokens: np.ndarray) -> ev.Layout:
-    return ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, tokens, lay.ep[idx])
+    return lay.layout(idx, question.context, tokens)
 
 
 def _step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch: np.ndarray):
@@ -73,7 +73,8 @@ def _step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx
     layout = _group_layout(lay, idx, question, 1.0)
     terms = [ev.step(question.model, gpu, question.preset, bits, layout.verifying(gamma), batch)]
     if question.draft is not None:
-        terms.append(ev.step(question.draft, gpu, question.preset, ev.DRAFT_WEIGHT_BITS, layout.for_draft(), batch))
+        draft_layout = layout.for_draft(question.draft)
+        terms.append(ev.step(question.draft, gpu, question.preset, ev.DRAFT_WEIGHT_BITS, draft_layout, batch))
     return terms
 
 
@@ -83,7 +84,7 @@ def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, id
     layout = _group_layout(lay, idx, question, 1.0)
     groups = [(question.model, bits, layout.verifying(lay.gamma[idx]))]
     if question.draft is not None:
-        groups.append((question.draft, ev.DRAFT_WEIGHT_BITS, layout.for_draft()))
+        groups.append((question.draft, ev.DRAFT_WEIGHT_BITS, layout.for_draft(question.draft)))
     points = []
     for model, b, layout in groups:
         for coll in ev.collectives(model, gpu, question.preset, b, layout):

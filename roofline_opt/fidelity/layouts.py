@@ -1,0 +1,144 @@
+"""Layout and batch texts of measured rows: tensor/pipeline/expert degrees, replicas, data-parallel attention and
+the decode side of disaggregated deployments.
+
+``TP2 x 4 instances`` and ``TP1 DP8`` are replicas of one instance; ``DEP8``, ``TP8 EP8 with attention DP`` and
+``EP72 + DP attention`` are one data-parallel-attention group of 8 or 72 GPUs; wide EP named without a TP degree
+(``decode 32 GPU EP32``) is read as data-parallel attention, the convention of wide-EP deployments. In a
+disaggregated layout (``prefill 4 GPU TP4 + decode 32 GPU EP32``) only the decode side is parsed: it produces every
+output token, so its prediction bounds the deployment's output speed and throughput.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from roofline_opt.physics.specs import ModelSpec
+
+_NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)")
+_DISAGG_RE = re.compile(r"prefill|disagg|\bpd\b")
+_DP_ATTENTION_RE = re.compile(r"dp[\s-]*attention|attention[\s-]*dp|attention data[\s-]*parallel")
+_REPLICAS_RE = re.compile(r"x\s*(\d+)\s*(?:instances?|replicas?)|(\d+)\s*(?:instances|replicas)|\bdp\s*(\d+)\b")
+_UNSIZED_EP_RE = re.compile(r"\bep\b(?!\s*\d)")
+_PER_GPU_BATCH_RE = re.compile(r"(\d+)\s*seqs?\s*/\s*gpu")
+_LITTLE_RE = re.compile(r"~?\s*(\d+)\s+in flight")
+_BATCH_RE = re.compile(r"(?:static batch|batch|concurrency)\s+(\d+)")
+
+
+@dataclass(frozen=True)
+class ParsedLayout:
+    """One instance's shape, how many instances, and the GPUs the row's per-GPU figure is spread over."""
+
+    tp: int
+    pp: int
+    ep: int
+    instances: int
+    dp_attention: bool
+    serving: str
+    total_gpus: int
+
+
+def _number(text: str) -> int | None:
+    match = _NUMBER_RE.match(text.strip())
+    return int(float(match.group(1))) if match else None
+
+
+def _degree(text: str, key: str) -> int | None:
+    match = re.search(rf"\b{key}\s*(\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+def _decode_side(low: str, stated: int | None, reasons: list[str]) -> tuple[str, int] | None:
+    """The decode part of a disaggregated layout (all of it when it names no side) and its GPU count."""
+    part = low[low.index("decode") :].split(";")[0] if "decode" in low else low
+    gpus = re.search(r"(\d+)\s*gpus?\b", part)
+    count = int(gpus.group(1)) if gpus else stated
+    if count is None:
+        reasons.append(f"layout {low!r}: the number of decode GPUs is not stated")
+        return None
+    return part, count
+
+
+def map_layout(
+    text: str, n_gpus: str, model: ModelSpec | None, reasons: list[str], notes: list[str]
+) -> ParsedLayout | None:
+    """The layout of a measured row, or None with the reason."""
+    low = text.lower()
+    stated = _number(n_gpus)
+    disaggregated = bool(_DISAGG_RE.search(low)) or low.startswith("decode")
+    pool = stated
+    if disaggregated:
+        side = _decode_side(low, stated, reasons)
+        if side is None:
+            return None
+        low, pool = side
+    tp, pp, ep, dep = (_degree(low, key) for key in ("tp", "pp", "ep", "dep"))
+    dp_attention = dep is not None or bool(_DP_ATTENTION_RE.search(low))
+    wide_ep = (ep is not None or _UNSIZED_EP_RE.search(low)) and tp is None
+    if not dp_attention and wide_ep:
+        dp_attention = True
+        notes.append("attention layout not stated with wide EP: data-parallel attention (the wide-EP convention)")
+    serving = "disaggregated" if disaggregated else "aggregated"
+    if dp_attention:
+        return _dp_attention(text, dep or ep or pool, pool, stated, model, serving, reasons, notes)
+    if tp is None:
+        reasons.append(f"layout {text!r} gives no tensor-parallel degree TPn")
+        return None
+    pp, ep = pp or 1, ep or 1
+    copies = _REPLICAS_RE.search(low)
+    instances = next((int(g) for g in copies.groups() if g), 1) if copies else 1
+    if disaggregated and not copies:
+        instances = max(pool // (tp * pp), 1)
+    used = tp * pp * instances
+    if pool is not None and pool != used:
+        reasons.append(f"layout {text!r} uses {used} GPUs but n_gpus is {n_gpus}")
+        return None
+    if ep > 1 and model is not None and (not model.is_moe or model.n_experts % ep or tp % ep):
+        reasons.append(f"layout {text!r}: EP{ep} must divide TP{tp} and the experts of a MoE model")
+        return None
+    return ParsedLayout(tp, pp, ep, instances, False, serving, stated or used)
+
+
+def _dp_attention(
+    text: str,
+    group: int | None,
+    pool: int | None,
+    stated: int | None,
+    model: ModelSpec | None,
+    serving: str,
+    reasons: list[str],
+    notes: list[str],
+) -> ParsedLayout | None:
+    """A data-parallel-attention layout: ``group`` GPUs per instance, ``pool`` GPUs of such instances."""
+    if group is None:
+        reasons.append(f"layout {text!r}: data-parallel attention over an unstated number of GPUs")
+        return None
+    if model is not None and not model.is_moe:
+        reasons.append(f"layout {text!r}: data-parallel attention with expert parallelism needs a MoE model")
+        return None
+    pool = pool or group
+    if pool % group:
+        reasons.append(f"layout {text!r}: {pool} GPUs are not whole groups of {group}")
+        return None
+    if model is not None and model.n_experts % group:
+        notes.append(f"EP{group} does not divide {model.n_experts} experts: E/G on average per GPU")
+    return ParsedLayout(group, 1, group, pool // group, True, serving, stated or pool)
+
+
+def map_batch(text: str, layout: ParsedLayout, reasons: list[str], notes: list[str]) -> int | None:
+    """Sequences per instance, or None when the row states no batch (its check then needs no batch)."""
+    low = text.lower()
+    per_gpu = _PER_GPU_BATCH_RE.search(low)
+    if per_gpu:
+        return int(per_gpu.group(1)) * layout.tp * layout.pp
+    if _LITTLE_RE.search(low):
+        notes.append("in-flight requests computed by Little's law are not a batch: no batch taken")
+        return None
+    match = _BATCH_RE.search(low)
+    if match is None:
+        return None
+    batch = max(round(int(match.group(1)) / layout.instances), 1)
+    if batch < layout.pp:
+        reasons.append(f"batch {batch} per instance is smaller than the pipeline degree {layout.pp}")
+        return None
+    return batch
