@@ -46,8 +46,8 @@ def test_validate_gives_every_shared_row_a_verdict_or_a_reason() -> None:
     assert len(records) == len(pd.read_csv(MEASURED))
     for record in records:
         assert isinstance(record["bound_holds"], bool) or (record["bound_holds"] is None and record["reason"])
-    assert sum(isinstance(r["bound_holds"], bool) for r in records) == 32
-    assert err.startswith("validate: 32 of 59 rows mapped")
+    assert sum(isinstance(r["bound_holds"], bool) for r in records) == 49
+    assert err.startswith("validate: 49 of 59 rows mapped")
 
 
 def test_validate_maps_a_row_and_predicts_with_the_evaluator() -> None:
@@ -60,7 +60,7 @@ def test_validate_maps_a_row_and_predicts_with_the_evaluator() -> None:
         evaluator.Layout.of(1, False, 1, 1152),
         1,
     )["tok_s_per_request"]
-    assert row.row.setup == MeasuredSetup("llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152)
+    assert row.row.setup == MeasuredSetup("llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152, total_gpus=1)
     assert row.predicted_tok_s_per_request == pytest.approx(float(expected))
     assert row.ratio_tok_s_per_request == pytest.approx(float(expected) / 98.92)
     assert row.bound_holds is True
@@ -81,7 +81,7 @@ def test_validate_splits_instances_and_reads_an_fp8_kv_cache() -> None:
             "tok_s_per_gpu": "500",
         }
     )
-    assert row.setup == MeasuredSetup("llama-2-70b", 8, 8, "h100-sxm", 2, 1, 1, 4, 100, 1100)
+    assert row.setup == MeasuredSetup("llama-2-70b", 8, 8, "h100-sxm", 2, 1, 1, 4, 100, 1100, total_gpus=8)
     assert row.reasons == ()
 
 
@@ -93,24 +93,23 @@ def test_unmappable_rows_are_listed_with_their_reason(tmp_path: Path) -> None:
     assert code == 0
     assert "line 2 (Foo-13B, H100 SXM 80GB): model 'Foo-13B' has no catalog card" in out
     assert "layout 'not disclosed' gives no tensor-parallel degree TPn" in out
-    assert "validate: 1 of 3 rows mapped (2 listed with a reason)" in out
+    assert "validate: 1 of 3 rows mapped (2 listed with a reason; 1 of 1 well-stated rows have a verdict)" in out
 
 
-def test_speculative_measurement_gets_a_prediction_but_no_verdict(tmp_path: Path) -> None:
+def test_speculative_measurement_of_a_model_without_mtp_module_gets_no_verdict(tmp_path: Path) -> None:
     path = tmp_path / "m.csv"
     path.write_text(f"{HEADER},notes\n{GOOD_ROW},MTP-3 enabled\n")
     (row,) = fidelity.validate(path)
-    assert row.predicted_tok_s_per_request is not None
+    assert row.predicted_tok_s_per_request is None
     assert row.bound_holds is None
-    assert "speculative decoding" in row.to_record()["reason"]
+    assert "speculative decoding but the model has no MTP module" in row.to_record()["reason"]
 
 
 def test_default_efficiencies_bound_the_synthetic_measurements() -> None:
     summary = fidelity.summarise(fidelity.validate(SYNTHETIC))
     assert (summary.compared, summary.bounded) == (11, 11)
     assert summary.median_ratio_tok_s_per_request == pytest.approx(1.2, abs=0.2)
-    assert summary.line().endswith(f"bound holds on 11/11 = 100%; median predicted/measured tok/s per request "
-                                   f"{summary.median_ratio_tok_s_per_request:.4g}")  # fmt: skip
+    assert f"bound holds on 11/11 = 100%; median predicted/measured {summary.median_ratio:.4g}" in summary.line()
 
 
 # ----------------------------------------------------------------------------------------------- calibrate
