@@ -4,6 +4,7 @@ batch (throughput ceiling, frontier), MTP, FP4/FP8 KV, name aliases, the JSON ve
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 from pathlib import Path
@@ -40,6 +41,11 @@ def _validate(tmp_path: Path, *rows: dict[str, str]) -> list[fidelity.Validation
     lines = [",".join(f'"{r[c]}"' for c in COLUMNS.split(",")) for r in rows]
     path.write_text(COLUMNS + "\n" + "\n".join(lines) + "\n")
     return fidelity.validate(path)
+
+
+@functools.cache
+def _shared_rows() -> list[fidelity.ValidationRow]:
+    return fidelity.validate(SHARED)
 
 
 def _run(argv: list[str]) -> tuple[int, str, str]:
@@ -214,8 +220,7 @@ def test_json_gives_every_row_a_verdict_and_its_kind_or_null_with_a_reason(tmp_p
             assert r["reason"] and r["check"] is None
         else:
             assert r["check"] in CHECKS and r["reason"] is None and r["ratio"] > 0
-    rows = fidelity.validate(SHARED)
-    summary = fidelity.summarise(rows)
+    summary = fidelity.summarise(_shared_rows())
     assert summary.compared / summary.well_stated >= 0.85
 
 
@@ -224,12 +229,12 @@ def test_plot_draws_every_accelerator_with_a_verdict(tmp_path: Path) -> None:
     code, out, _ = _run(["validate", "--measured", str(SHARED), "--plot", str(path)])
     assert code == 0 and f"wrote {path}" in out
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    panels = fidelity.plot_panels(fidelity.validate(SHARED))
+    panels = fidelity.plot_panels(_shared_rows())
     assert {"h100-sxm", "h200", "b200", "gb200"} <= set(panels)
 
 
 def test_per_framework_summary_counts_every_row() -> None:
-    rows = fidelity.validate(SHARED)
+    rows = _shared_rows()
     table = fidelity.by_framework(rows)
     assert sum(t["rows"] for t in table) == len(rows)
     assert {"TensorRT-LLM", "vLLM", "SGLang", "LMDeploy"} <= {t["framework"] for t in table}

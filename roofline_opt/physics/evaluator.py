@@ -431,7 +431,8 @@ def memory(
         kv = sum(kv_bytes_per_token(m, a) for m in models) * layout.context * batch
         act = np.zeros_like(kv)
         cap = n * gpu.hbm_bytes
-        return DeviceMemory(weights, kv, act, cap, weights + kv <= cap)
+        weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights, kv, act), n)
+        return DeviceMemory(weights, kv, act, cap, weights + kv + act <= cap)
     weights = sum(w * model_sizes(m).total_params for m in models) / n
     kv = np.zeros_like(n * batch)
     act = np.zeros_like(kv)
@@ -442,13 +443,18 @@ def memory(
         kv = kv + kv_bytes_per_token(m, a) * (layout.context + layout.tokens_per_step) * batch / (layout.pp * kv_ways)
         widest = max(sz.qkv_out_width, m.m_in * max(m.d_ff, m.dense_layer_d_ff), m.d_model)
         act = act + a * batch * layout.tokens_per_step * (2.0 * m.d_model + widest / layout.tp)
-    weights = weights + 0.0 * kv
-    if layout.any_dp_attention:
-        dp = [dp_attention.per_gpu_memory_bytes(m, preset, weight_bits, layout, batch) for m in models]
-        parts = enumerate((weights, kv, act))
-        weights, kv, act = (np.where(layout.dp_attention, sum(d[i] for d in dp), x) for i, x in parts)
+    weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights + 0.0 * kv, kv, act))
     cap = np.full_like(kv, gpu.hbm_bytes * preset.usable_hbm_fraction)
     return DeviceMemory(weights, kv, act, cap, weights + kv + act <= cap)
+
+
+def _dp_attention_memory(models, preset, weight_bits, layout, batch, plain, scale=1.0):
+    """(weights, KV, activations) with data-parallel-attention layouts' per-GPU bytes (x ``scale``: the aggregate
+    check counts the whole instance, every GPU holding the same)."""
+    if not layout.any_dp_attention:
+        return plain
+    dp = [dp_attention.per_gpu_memory_bytes(m, preset, weight_bits, layout, batch) for m in models]
+    return tuple(np.where(layout.dp_attention, sum(d[i] for d in dp) * scale, x) for i, x in enumerate(plain))
 
 
 def expected_tokens_per_round(acceptance: float, gamma) -> np.ndarray:
