@@ -64,6 +64,52 @@ def test_replicas_are_instances_of_one_layout(layout: str) -> None:
     assert (setup.tp, setup.instances, setup.batch, setup.gpus_in_all) == (1, 8, 8, 8)
 
 
+@pytest.mark.parametrize(
+    ("layout", "batch", "label", "per_instance"),
+    [
+        ("TP8EP8", "batch 32", "tp8 pp1 ep8", 32),
+        ("tp=8, ep=8", "bs=32", "tp8 pp1 ep8", 32),
+        ("TP4 DP2", "concurrency=64", "tp4 pp1 x2", 32),
+        ("2 x TP4", "64 concurrent requests", "tp4 pp1 x2", 32),
+        ("TP8 DP8 enable-dp-attention", "conc 512", "dp-attention8 ep8", 512),
+        ("DEP8", "concurrency 1024 (max 128/rank)", "dp-attention8 ep8", 1024),
+    ],
+)
+def test_layout_and_batch_spellings(layout: str, batch: str, label: str, per_instance: int) -> None:
+    cells = _row(model="Mixtral-8x7B", precision="FP16", gpu="H100", n_gpus="8", layout=layout,
+                 batch_or_concurrency=batch)  # fmt: skip
+    row = fidelity.map_row(cells)
+    assert row.reasons == ()
+    assert (row.setup.label, row.setup.batch) == (label, per_instance)
+
+
+def test_a_maximum_batch_is_a_cap_not_a_batch(tmp_path: Path) -> None:
+    capped, free = _validate(
+        tmp_path,
+        _row(batch_or_concurrency="max batch 16", tok_s_per_request=""),
+        _row(batch_or_concurrency="max load", tok_s_per_request=""),
+    )
+    assert (capped.row.setup.batch, capped.row.setup.batch_cap) == (None, 16)
+    assert capped.prediction.batch <= 16 < free.prediction.batch
+    assert capped.predicted_tok_s_per_gpu < free.predicted_tok_s_per_gpu
+
+
+@pytest.mark.parametrize(
+    ("text", "bits"),
+    [("FP8 (weights+KV)", (8, 8)), ("FP8, kv_cache_dtype=fp8", (8, 8)), ("W8A8", (8, 16)), ("bfloat16", (16, 16)),
+     ("INT4-AWQ", (4, 16)), ("NVFP4 weights, FP8 KV", (4, 8))],
+)  # fmt: skip
+def test_precision_spellings(text: str, bits: tuple[int, int]) -> None:
+    s = fidelity.map_row(_row(precision=text, gpu="B200")).setup
+    assert (s.weight_bits, s.kv_bits) == bits
+
+
+def test_numbers_with_thousands_separators_and_k_suffixes() -> None:
+    s = fidelity.map_row(_row(input_len="8k", output_len="1,024", tok_s_per_gpu="10,907")).setup
+    assert s.context == 8512
+    assert fidelity.map_row(_row(tok_s_per_gpu="10,907")).measured_tok_s_per_gpu == 10907
+
+
 def test_replicas_give_the_same_tok_s_per_gpu_as_one_instance(tmp_path: Path) -> None:
     one, eight = _validate(
         tmp_path,

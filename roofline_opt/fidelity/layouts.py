@@ -17,12 +17,21 @@ from roofline_opt.physics.specs import ModelSpec
 
 _NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)")
 _DISAGG_RE = re.compile(r"prefill|disagg|\bpd\b")
-_DP_ATTENTION_RE = re.compile(r"dp[\s-]*attention|attention[\s-]*dp|attention data[\s-]*parallel")
-_REPLICAS_RE = re.compile(r"x\s*(\d+)\s*(?:instances?|replicas?)|(\d+)\s*(?:instances|replicas)|\bdp\s*(\d+)\b")
+_DP_ATTENTION_RE = re.compile(
+    r"(?:dp|data[\s-]*parallel)[\s_-]*(?:attention|attn)|(?:attention|attn)[\s_-]*(?:dp|data[\s-]*parallel)"
+)
+_REPLICAS_RE = re.compile(
+    r"[x×]\s*(\d+)\s*(?:instances?|replicas?|copies)|(\d+)\s*(?:instances|replicas|copies)|(?<![a-z])dp\s*[=:]?\s*(\d+)"
+    r"|tp\s*\d+\s*[x×]\s*(\d+)\b(?!\s*gpu)|(\d+)\s*[x×]\s*tp\s*\d"
+)
 _UNSIZED_EP_RE = re.compile(r"\bep\b(?!\s*\d)")
-_PER_GPU_BATCH_RE = re.compile(r"(\d+)\s*seqs?\s*/\s*gpu")
+_PER_GPU_BATCH_RE = re.compile(r"(\d+)\s*(?:seqs?|sequences|requests)?\s*(?:/|per)\s*(?:gpu|device|rank)")
 _LITTLE_RE = re.compile(r"~?\s*(\d+)\s+in flight")
-_BATCH_RE = re.compile(r"(?:static batch|batch|concurrency)\s+(\d+)")
+_CAP_RE = re.compile(r"max(?:imum)?[\s_-]*(?:batch(?:[\s_-]*size)?|bs)\s*[=:]?\s*(\d+)")
+_BATCH_RE = re.compile(
+    r"(?:static batch|batch[\s_-]*size|batch|bs|max[\s_-]*concurrency|concurrency|conc)\s*[=:]?\s*(\d+)"
+    r"|(\d+)\s*(?:concurrent|parallel)"
+)
 
 
 @dataclass(frozen=True)
@@ -44,7 +53,8 @@ def _number(text: str) -> int | None:
 
 
 def _degree(text: str, key: str) -> int | None:
-    match = re.search(rf"\b{key}\s*(\d+)", text)
+    """``TP8``, ``tp=8``, ``TP 8`` and ``TP8EP8``; ``ep`` inside ``dep8`` is not an EP degree."""
+    match = re.search(rf"(?<![a-z]){key}(?:[\s_-]*size)?\s*[=:]?\s*(\d+)", text)
     return int(match.group(1)) if match else None
 
 
@@ -74,13 +84,15 @@ def map_layout(
         low, pool = side
     tp, pp, ep, dep = (_degree(low, key) for key in ("tp", "pp", "ep", "dep"))
     dp_attention = dep is not None or bool(_DP_ATTENTION_RE.search(low))
+    dp_degree = _degree(low, "dp")
     wide_ep = (ep is not None or _UNSIZED_EP_RE.search(low)) and tp is None
     if not dp_attention and wide_ep:
         dp_attention = True
         notes.append("attention layout not stated with wide EP: data-parallel attention (the wide-EP convention)")
     serving = "disaggregated" if disaggregated else "aggregated"
     if dp_attention:
-        return _dp_attention(text, dep or ep or pool, pool, stated, model, serving, reasons, notes)
+        group = dep or ep or dp_degree or tp or pool
+        return _dp_attention(text, group, pool, stated, model, serving, reasons, notes)
     if tp is None:
         reasons.append(f"layout {text!r} gives no tensor-parallel degree TPn")
         return None
@@ -125,20 +137,26 @@ def _dp_attention(
     return ParsedLayout(group, 1, group, pool // group, True, serving, stated or pool)
 
 
-def map_batch(text: str, layout: ParsedLayout, reasons: list[str], notes: list[str]) -> int | None:
-    """Sequences per instance, or None when the row states no batch (its check then needs no batch)."""
+def map_batch(text: str, layout: ParsedLayout, reasons: list[str], notes: list[str]) -> tuple[int | None, int | None]:
+    """(sequences per instance, the most sequences per instance the row allows); a batch of None means the row
+    states none (its check then needs none), a cap of None no cap (``max batch 256`` is a cap, not a batch)."""
     low = text.lower()
-    per_gpu = _PER_GPU_BATCH_RE.search(low)
-    if per_gpu:
-        return int(per_gpu.group(1)) * layout.tp * layout.pp
+    cap_match = _CAP_RE.search(low)
+    cap = int(cap_match.group(1)) if cap_match else None
+    if cap_match:
+        low = low[: cap_match.start()] + low[cap_match.end() :]
     if _LITTLE_RE.search(low):
         notes.append("in-flight requests computed by Little's law are not a batch: no batch taken")
-        return None
+        return None, cap
     match = _BATCH_RE.search(low)
-    if match is None:
-        return None
-    batch = max(round(int(match.group(1)) / layout.instances), 1)
+    per_gpu = _PER_GPU_BATCH_RE.search(low)
+    if match is None and per_gpu is None:
+        return None, cap
+    if match is not None:
+        batch = max(round(int(match.group(1) or match.group(2)) / layout.instances), 1)
+    else:
+        batch = int(per_gpu.group(1)) * layout.tp * layout.pp
     if batch < layout.pp:
         reasons.append(f"batch {batch} per instance is smaller than the pipeline degree {layout.pp}")
-        return None
-    return batch
+        return None, cap
+    return batch, cap

@@ -50,16 +50,22 @@ DEFAULT_MTP_ACCEPTANCE = 0.9
 """Acceptance of each drafted token when the row states none: the top of the 85-90% DeepSeek-V3's technical report
 gives for its second-token prediction (the generous end, since a bound must not rest on a guess that slows us)."""
 
-PRECISION_BITS = {"nvfp4": 4, "mxfp4": 4, "fp4": 4, "int4": 4, "fp8": 8, "int8": 8, "bf16": 16, "fp16": 16}
+PRECISION_BITS = {
+    "nvfp4": 4, "mxfp4": 4, "fp4": 4, "int4": 4, "w4a16": 4, "w4a8": 4, "awq": 4, "gptq": 4,
+    "fp8": 8, "int8": 8, "w8a8": 8, "bf16": 16, "fp16": 16, "bfloat16": 16, "float16": 16,
+}  # fmt: skip
 """Weight precision of a measured row: the first of these words its precision text names."""
 
 _PRECISION_RE = re.compile("|".join(PRECISION_BITS))
-_FP8_KV_RE = re.compile(r"fp8\s*kv|fp8 \(weights\+kv\)")
+_KV_FORMATS = {"fp8": 8, "int8": 8}
+_KV_RE = re.compile(
+    r"(fp8|int8)[\s_-]*(?:kv|\(weights\s*\+\s*kv\))|kv[\s_-]*(?:cache)?[\s_-]*(?:dtype)?[\s=:_-]*(fp8|int8)"
+)
 _FP8_KV_FOR_RE = re.compile(r"fp8 kv for ([\w.-]+)")
 _SPECULATIVE_RE = re.compile(r"\bspeculative\b|\bmtp(-?\d+)?\s+(on|enabled|included)", re.IGNORECASE)
 _MTP_DEPTH_RE = re.compile(r"\bmtp-?(\d+)\s+(?:on|enabled|included)", re.IGNORECASE)
 _ACCEPTANCE_RE = re.compile(r"acceptance(?: rate)?\s*(?:=|of)?\s*(0?\.\d+|\d+(?:\.\d+)?\s*%)", re.IGNORECASE)
-_NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)")
+_NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)\s*(k\b)?", re.IGNORECASE)
 _KV_LEN_RE = re.compile(r"^kv\s*(\d+)$")
 
 
@@ -67,7 +73,8 @@ _KV_LEN_RE = re.compile(r"^kv\s*(\d+)$")
 class MeasuredSetup:
     """What a measured row describes, in catalog terms: ``instances`` instances of ``tp * pp`` GPUs each (``tp`` is
     the group size with data-parallel attention), ``total_gpus`` GPUs in all (prefill GPUs of a disaggregated
-    deployment included), ``batch`` sequences per instance (None: no batch), decoding at ``context``."""
+    deployment included), ``batch`` sequences per instance (None: no batch; ``batch_cap``: at most that many),
+    decoding at ``context``."""
 
     model_card: str
     weight_bits: int
@@ -86,6 +93,7 @@ class MeasuredSetup:
     mtp_depth: int = 0
     acceptance: float = DEFAULT_MTP_ACCEPTANCE
     assumptions: tuple[str, ...] = ()
+    batch_cap: int | None = None
 
     @property
     def n_gpus(self) -> int:
@@ -124,8 +132,11 @@ class MeasuredRow:
 
 
 def _number(text: str) -> float | None:
-    match = _NUMBER_RE.match(text.strip())
-    return float(match.group(1)) if match else None
+    """``"10,907"`` -> 10907, ``"~290 mean"`` -> 290, ``"8k"`` -> 8000; None without a leading number."""
+    match = _NUMBER_RE.match(re.sub(r"(?<=\d)[,_](?=\d{3})", "", text.strip()))
+    if match is None:
+        return None
+    return float(match.group(1)) * (1000.0 if match.group(2) else 1.0)
 
 
 @cache
@@ -163,7 +174,10 @@ def _map_precision(text: str, notes: str, model: ModelSpec | None, reasons: list
         reasons.append(f"precision {text!r} names no weight format")
         return None
     noted = _FP8_KV_FOR_RE.search(notes.lower())
-    fp8_kv = _FP8_KV_RE.search(low) or (noted and model is not None and noted.group(1) in model.name)
+    kv = _KV_RE.search(low)
+    if kv:
+        return PRECISION_BITS[match.group(0)], _KV_FORMATS[kv.group(1) or kv.group(2)]
+    fp8_kv = noted is not None and model is not None and noted.group(1) in model.name
     return PRECISION_BITS[match.group(0)], 8 if fp8_kv else 16
 
 
@@ -238,7 +252,7 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     if bits is not None and gpu_name is not None and not gpu_card(gpu_name).supports(bits[0]):
         reasons.append(f"gpu {gpu_name} has no FLOP rate for {bits[0]}-bit weights")
     layout = parse.map_layout(text["layout"], text["n_gpus"], model, reasons, notes)
-    batch = parse.map_batch(text["batch_or_concurrency"], layout, reasons, notes) if layout else None
+    batch, cap = parse.map_batch(text["batch_or_concurrency"], layout, reasons, notes) if layout else (None, None)
     context = _map_lengths(text["input_len"], text["output_len"], reasons, notes)
     per_request, per_gpu = _number(text["tok_s_per_request"]), _number(text["tok_s_per_gpu"])
     tpot = _number(text["tpot_ms"])
@@ -267,6 +281,7 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             mtp_depth=depth,
             acceptance=acceptance,
             assumptions=tuple(notes),
+            batch_cap=cap,
         )
     return MeasuredRow(
         line=int(text["line"] or 0),

@@ -15,6 +15,7 @@ MODEL_ALIASES = {
     "deepseek-v3/r1": "deepseek-v3",
     "deepseek-v3-base": "deepseek-v3",
     "llama-3.1-70b": "llama-3-70b",
+    "mistral-large": "mistral-large-2",
 }
 """Normalised names of the same architecture under another name -> catalog card."""
 
@@ -22,7 +23,10 @@ MTP_MODELS = frozenset({"deepseek-v3"})
 """Cards whose checkpoints carry a multi-token-prediction module (DeepSeek-V3/R1: one module, config
 ``num_nextn_predict_layers: 1``)."""
 
-_SUFFIXES = re.compile(r"-(instruct|chat|hf|base|it|fp8|bf16|awq|gptq|turbo|\d{4})$")
+_SUFFIXES = re.compile(
+    r"-(instruct|chat|hf|base|it|fp8|bf16|fp16|awq|gptq|int4|int8|w8a8|w4a16|nvfp4|fp4|dynamic|turbo|preview|\d{4}"
+    r"|v\d+(\.\d+)*)$"
+)
 _PREFIXES = re.compile(r"^(meta-)")
 
 GPU_PATTERNS = (
@@ -41,8 +45,11 @@ GPU_PATTERNS = (
 """Substring of a lower-cased measured accelerator name -> catalog card, first match wins (GB200 before B200,
 GH200 before H200)."""
 
-_OTHER_VARIANTS = re.compile(r"pcie|\bnvl\b(?!\d)|\bnvl$")
-"""H100 PCIe and H100 NVL have other figures than the SXM card: they are not mapped to it."""
+_OTHER_VARIANTS = {
+    "h100-sxm": re.compile(r"pcie|\bnvl\b(?!\d)|\bnvl$"),
+    "a100-80gb": re.compile(r"\b40\s*gb|-40gb"),
+}
+"""Variants with other figures than the card their family maps to (H100 PCIe and NVL, A100 40GB): not mapped."""
 
 
 def normalise(name: str) -> str:
@@ -76,6 +83,7 @@ def gpu_card_name(text: str) -> str | None:
     """The catalog card of a measured accelerator name, or None."""
     low = text.lower()
     card = next((card for pattern, card in GPU_PATTERNS if pattern in low), None)
-    if card == "h100-sxm" and _OTHER_VARIANTS.search(low):
+    other = _OTHER_VARIANTS.get(card or "")
+    if other is not None and other.search(low):
         return None
     return card

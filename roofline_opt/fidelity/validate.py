@@ -247,6 +247,8 @@ def _sweep_batches(top: int) -> np.ndarray:
 def predict(s: MeasuredSetup, measured_per_request: float | None, preset: Preset) -> Prediction:
     """The figures the row's check compares, from the evaluator."""
     top = largest_fitting_batch(s, preset)
+    if s.batch_cap is not None:
+        top = min(top, s.batch_cap)
     batches = _sweep_batches(max(top, 1))
     sweep = _evaluate(s, preset, batches)
     per_gpu = sweep["throughput_tok_s"] * s.instances / s.gpus_in_all
