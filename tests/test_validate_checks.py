@@ -181,6 +181,15 @@ def test_a_row_with_a_speed_and_a_throughput_is_checked_against_the_frontier(tmp
     assert row.predicted_tok_s_per_request >= 25.0
 
 
+def test_a_row_with_only_a_per_user_speed_is_checked_against_the_fastest_batch(tmp_path: Path) -> None:
+    (row,) = _validate(tmp_path, _row(batch_or_concurrency="not stated", tok_s_per_gpu=""))
+    model, gpu = catalog.load_model("llama-3.3-70b"), catalog.load_gpu("h100-sxm")
+    fastest = evaluator.evaluate(model, gpu, DEFAULT, 8, evaluator.Layout.of(2, False, 1, 1500), 1.0)
+    assert row.check == "speed ceiling"
+    assert row.predicted_tok_s_per_request == pytest.approx(float(fastest["tok_s_per_request"]))
+    assert row.bound_holds is True
+
+
 def test_a_speed_beyond_every_fitting_batch_fails_the_frontier_check_with_the_reason(tmp_path: Path) -> None:
     (row,) = _validate(tmp_path, _row(batch_or_concurrency="not stated", tok_s_per_request="", tpot_ms="1"))
     assert row.bound_holds is False
@@ -257,10 +266,17 @@ def test_accelerator_aliases(name: str, card: str | None) -> None:
 # ----------------------------------------------------------------------------------------------- output
 
 
-def test_json_gives_every_row_a_verdict_and_its_kind_or_null_with_a_reason(tmp_path: Path) -> None:
-    code, out, _ = _run(["validate", "--measured", str(SHARED), "--json"])
-    records = json.loads(out)
-    assert code == 0
+@pytest.fixture(scope="module")
+def shared_cli(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, list[dict], str, Path]:
+    """One CLI run on the shared file with --json and --plot: exit code, records, stderr, plot path."""
+    plot = tmp_path_factory.mktemp("plot") / "v.png"
+    code, out, err = _run(["validate", "--measured", str(SHARED), "--json", "--plot", str(plot)])
+    return code, json.loads(out), err, plot
+
+
+def test_json_gives_every_row_a_verdict_and_its_kind_or_null_with_a_reason(shared_cli) -> None:
+    code, records, err, _ = shared_cli
+    assert code == 0 and err.startswith("validate: ")
     for r in records:
         if r["bound_holds"] is None:
             assert r["reason"] and r["check"] is None
@@ -270,13 +286,12 @@ def test_json_gives_every_row_a_verdict_and_its_kind_or_null_with_a_reason(tmp_p
     assert summary.compared / summary.well_stated >= 0.85
 
 
-def test_plot_draws_every_accelerator_with_a_verdict(tmp_path: Path) -> None:
-    path = tmp_path / "v.png"
-    code, out, _ = _run(["validate", "--measured", str(SHARED), "--plot", str(path)])
-    assert code == 0 and f"wrote {path}" in out
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def test_plot_draws_every_accelerator_with_a_verdict(shared_cli) -> None:
+    plot = shared_cli[3]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     panels = fidelity.plot_panels(_shared_rows())
     assert {"h100-sxm", "h200", "b200", "gb200"} <= set(panels)
+    assert sum(len(p) for p in panels.values()) == fidelity.summarise(_shared_rows()).compared
 
 
 def test_per_framework_summary_counts_every_row() -> None:
