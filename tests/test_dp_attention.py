@@ -20,7 +20,7 @@ BATCHES = np.array([1.0, 8.0, 64.0, 512.0])
 
 
 def _dp(group: int, context: int = 2000) -> ev.Layout:
-    return ev.Layout.of(group, False, 1, context, 1, group, True)
+    return ev.Layout.of(group, False, 1, context, 1, group, dp_attention=True)
 
 
 def test_a_group_of_one_gpu_is_a_single_gpu() -> None:

@@ -147,7 +147,7 @@ def test_a_data_parallel_attention_prediction_is_the_evaluators(tmp_path: Path) 
     (row,) = _validate(tmp_path, cells)
     figures = evaluator.evaluate(
         catalog.load_model("deepseek-v3"), catalog.load_gpu("h200"), DEFAULT, 8,
-        evaluator.Layout.of(8, False, 1, 1500, 1, 8, True), 1024.0,
+        evaluator.Layout.of(8, False, 1, 1500, 1, 8, dp_attention=True), 1024.0,
     )  # fmt: skip
     assert row.predicted_tok_s_per_request == pytest.approx(float(figures["tok_s_per_request"]))
     assert row.predicted_tok_s_per_gpu == pytest.approx(float(figures["throughput_tok_s"]) / 8)

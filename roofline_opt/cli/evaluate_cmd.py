@@ -232,7 +232,7 @@ def _evaluate_group(setups: list[Setup], specs: _Specs) -> dict[str, np.ndarray]
         column("context"),
         column("tokens_per_step"),
         column("ep"),
-        column("dp_attention"),
+        dp_attention=column("dp_attention"),
     )
     return evaluator.evaluate(
         model,

@@ -174,7 +174,7 @@ def group_setups(setups: Sequence[MeasuredSetup]) -> list[SetupGroup]:
             return np.array([getattr(s, name) for s in chosen])
 
         layout = evaluator.Layout.of(
-            column("tp"), False, column("pp"), column("context"), 1, column("ep"), column("dp_attention")
+            column("tp"), False, column("pp"), column("context"), 1, column("ep"), dp_attention=column("dp_attention")
         )
         spec = model_card(model)
         assert spec is not None  # map_row only builds setups of catalog models
@@ -207,7 +207,7 @@ def _evaluate(s: MeasuredSetup, preset: Preset, batch) -> dict[str, np.ndarray]:
     """Every figure of the row's instance at the given batches (its MTP draft included)."""
     model = model_card(s.model_card)
     assert model is not None  # map_row only builds setups of catalog models
-    layout = evaluator.Layout.of(s.tp, False, s.pp, s.context, 1, s.ep, s.dp_attention)
+    layout = evaluator.Layout.of(s.tp, False, s.pp, s.context, 1, s.ep, dp_attention=s.dp_attention)
     return evaluator.evaluate(
         model,
         gpu_card(s.gpu_card),

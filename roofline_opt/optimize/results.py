@@ -108,7 +108,9 @@ def replicas_for(question: Question, throughput_tok_s: float) -> int:
 def reevaluate(question: Question, setup: Setup, method: str, report: SolveReport | None = None) -> Answer:
     """Exact figures of ``setup`` from the evaluator; the only source of printed numbers."""
     gpu = next(g for g in question.gpus if g.name == setup.gpu)
-    layout = ev.Layout.of(setup.tp, setup.tp_2d, setup.pp, question.context, 1, setup.ep, setup.dp_attention)
+    layout = ev.Layout.of(
+        setup.tp, setup.tp_2d, setup.pp, question.context, 1, setup.ep, dp_attention=setup.dp_attention
+    )
     draft = question.draft if setup.gamma > 0 else None
     out = ev.evaluate(
         question.model,

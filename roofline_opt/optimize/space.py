@@ -84,7 +84,13 @@ class Layouts:
     def layout(self, idx, context, tokens_per_step=1.0) -> ev.Layout:
         """The evaluator's Layout of the layouts at ``idx`` (any index shape)."""
         return ev.Layout.of(
-            self.tp[idx], self.tp_2d[idx], self.pp[idx], context, tokens_per_step, self.ep[idx], self.dp_attention[idx]
+            self.tp[idx],
+            self.tp_2d[idx],
+            self.pp[idx],
+            context,
+            tokens_per_step,
+            self.ep[idx],
+            dp_attention=self.dp_attention[idx],
         )
 
     def groups(self, rows: np.ndarray | None = None) -> Iterator[tuple[int, int, np.ndarray]]:
