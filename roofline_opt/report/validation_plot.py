@@ -36,7 +36,7 @@ def plot_validation(panels: dict[str, Sequence[PlottedRow]], path: str | os.Path
     (green: the bound holds, red: it does not), marker by the kind of check, labelled with its CSV line."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     cols = min(4, max(len(panels), 1))
     rows = max(math.ceil(len(panels) / cols), 1)
@@ -52,12 +52,16 @@ def plot_validation(panels: dict[str, Sequence[PlottedRow]], path: str | os.Path
                         fontsize=6)  # fmt: skip
         ax.set_xscale("log")
         ax.set_yscale("log")
-        for axis in (ax.xaxis, ax.yaxis):
-            axis.set_minor_formatter(NullFormatter())
+        plain = FuncFormatter(lambda value, _: f"{value:g}")
+        for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            axis.set_major_formatter(plain)
+            axis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
+            few_decades = math.log10(max(limits) / min(limits)) < 1.5
+            axis.set_minor_formatter(plain if few_decades else NullFormatter())
         ax.set_title(gpu, fontsize=10)
         ax.set_xlabel("tok/s per user", fontsize=8)
         ax.set_ylabel("output tok/s per GPU", fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(which="both", labelsize=7)
         ax.grid(True, which="both", alpha=0.25)
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
