@@ -247,6 +247,10 @@ def test_an_mtp_row_gets_a_verdict_from_the_mtp_draft(tmp_path: Path) -> None:
         ("Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),
         ("Llama-2-70b-chat-hf", "llama-2-70b"),
         ("DeepSeek-V3-0324", "deepseek-v3"),
+        ("Qwen/Qwen3-235B-A22B-FP8", "qwen3-235b-a22b"),
+        ("Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"),
+        ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
+        ("Mistral-Large-Instruct-2407", "mistral-large-2"),
     ],
 )
 def test_model_aliases_resolve_to_the_architectures_card(name: str, card: str) -> None:
