@@ -110,6 +110,12 @@ def test_numbers_with_thousands_separators_and_k_suffixes() -> None:
     assert fidelity.map_row(_row(tok_s_per_gpu="10,907")).measured_tok_s_per_gpu == 10907
 
 
+def test_more_gpus_than_one_instance_are_replicas_and_say_so() -> None:
+    setup = fidelity.map_row(_row(layout="TP2", n_gpus="8", batch_or_concurrency="concurrency 64")).setup
+    assert (setup.instances, setup.batch) == (4, 16)
+    assert "8 GPUs with 2 per instance: 4 replicas assumed" in setup.assumptions
+
+
 def test_replicas_give_the_same_tok_s_per_gpu_as_one_instance(tmp_path: Path) -> None:
     one, eight = _validate(
         tmp_path,

@@ -99,8 +99,10 @@ def map_layout(
     pp, ep = pp or 1, ep or 1
     copies = _REPLICAS_RE.search(low)
     instances = next((int(g) for g in copies.groups() if g), 1) if copies else 1
-    if disaggregated and not copies:
-        instances = max(pool // (tp * pp), 1)
+    if not copies and pool is not None and pool > tp * pp and pool % (tp * pp) == 0:
+        instances = pool // (tp * pp)
+        if not disaggregated:
+            notes.append(f"{pool} GPUs with {tp * pp} per instance: {instances} replicas assumed")
     used = tp * pp * instances
     if pool is not None and pool != used:
         reasons.append(f"layout {text!r} uses {used} GPUs but n_gpus is {n_gpus}")
