@@ -67,6 +67,13 @@ _MTP_DEPTH_RE = re.compile(r"\bmtp-?(\d+)\s+(?:on|enabled|included)", re.IGNOREC
 _ACCEPTANCE_RE = re.compile(r"acceptance(?: rate)?\s*(?:=|of)?\s*(0?\.\d+|\d+(?:\.\d+)?\s*%)", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)\s*(k\b)?", re.IGNORECASE)
 _KV_LEN_RE = re.compile(r"^kv\s*(\d+)$")
+_WHOLE_REQUEST_SPEED_RE = re.compile(
+    r"per[_ -](?:request|user)[^.;]*?incl(?:\.|udes?|uding)?[^.;]*?(?:prefill|context|ttft)"
+    r"|per_request\s*=\s*(?:(?:total|throughput|thr)\s*/\s*(?:bs|\d+)|\d+\s*/\s*latency)",
+    re.IGNORECASE,
+)
+"""A row whose tok/s per request is output tokens over the whole request's time (prefill included), as its notes
+say (``per_request=total/BS``, ``per-user tps includes context``); otherwise it is 1 / TPOT."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +81,9 @@ class MeasuredSetup:
     """What a measured row describes, in catalog terms: ``instances`` instances of ``tp * pp`` GPUs each (``tp`` is
     the group size with data-parallel attention), ``total_gpus`` GPUs in all (prefill GPUs of a disaggregated
     deployment included), ``batch`` sequences per instance (None: no batch; ``batch_cap``: at most that many),
-    decoding at ``context``."""
+    decoding at ``context``. ``input_len``/``output_len`` are set when the row states both (whole requests);
+    ``speed_basis`` says whether its tok/s per request is 1 / TPOT (``tpot``) or output tokens over the whole
+    request's time, prefill included (``request``)."""
 
     model_card: str
     weight_bits: int
@@ -94,6 +103,9 @@ class MeasuredSetup:
     acceptance: float = DEFAULT_MTP_ACCEPTANCE
     assumptions: tuple[str, ...] = ()
     batch_cap: int | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    speed_basis: str = "tpot"
 
     @property
     def n_gpus(self) -> int:
@@ -261,6 +273,9 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     check = _check(batch, per_request, per_gpu, reasons)
     extra = " ".join((text["layout"], text["framework"], text["notes"]))
     depth, acceptance = _speculation(model, extra, reasons, notes)
+    prompt, output = _number(text["input_len"]), _number(text["output_len"])
+    whole = prompt is not None and output is not None and not _KV_LEN_RE.match(text["input_len"].lower())
+    basis = "request" if _WHOLE_REQUEST_SPEED_RE.search(f"{text['notes']} {text['tok_s_per_request']}") else "tpot"
     setup = None
     if None not in (model, bits, gpu_name, layout, context) and not reasons:
         setup = MeasuredSetup(
@@ -282,6 +297,9 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             acceptance=acceptance,
             assumptions=tuple(notes),
             batch_cap=cap,
+            input_len=round(prompt) if whole else None,
+            output_len=round(output) if whole else None,
+            speed_basis=basis,
         )
     return MeasuredRow(
         line=int(text["line"] or 0),
