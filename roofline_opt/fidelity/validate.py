@@ -225,13 +225,14 @@ def _evaluate(s: MeasuredSetup, preset: Preset, batch) -> dict[str, np.ndarray]:
 def largest_fitting_batch(s: MeasuredSetup, preset: Preset) -> int:
     """The most sequences one instance holds in memory (0 if not even one); memory is affine in the batch."""
     f = _evaluate(s, preset, [1.0, 2.0])
-    used = f["weights_bytes_per_device"] + f["kv_cache_bytes_per_device"] + f["activations_bytes_per_device"]
+    parts = ("weights_bytes_per_device", "kv_cache_bytes_per_device", "activations_bytes_per_device")
+    used = np.broadcast_to(sum(f[k] for k in parts), (2,))
     per_seq = float(used[1] - used[0])
-    room = float(f["memory_capacity_bytes"][0] - (used[0] - per_seq))
-    if not f["fits_in_memory"][0]:
+    room = float(np.broadcast_to(f["memory_capacity_bytes"], (2,))[0] - (used[0] - per_seq))
+    if not np.broadcast_to(f["fits_in_memory"], (2,))[0]:
         return 0
     batch = max(int(room // per_seq), 1) if per_seq > 0 else DENSE_SWEEP_BATCHES
-    while batch > 1 and not bool(_evaluate(s, preset, [batch])["fits_in_memory"][0]):
+    while batch > 1 and not bool(np.ravel(_evaluate(s, preset, [batch])["fits_in_memory"])[0]):
         batch -= 1
     return batch
 
