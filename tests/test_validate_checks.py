@@ -309,3 +309,20 @@ def test_per_framework_summary_counts_every_row() -> None:
     table = fidelity.by_framework(rows)
     assert sum(t["rows"] for t in table) == len(rows)
     assert {"TensorRT-LLM", "vLLM", "SGLang", "LMDeploy"} <= {t["framework"] for t in table}
+
+
+@pytest.mark.parametrize(
+    ("cells", "reason"),
+    [
+        ({"layout": "TP0"}, "names a degree or GPU count of 0"),
+        ({"layout": "DEP0", "model": "DeepSeek-V3"}, "names a degree or GPU count of 0"),
+        ({"n_gpus": "0"}, "names a degree or GPU count of 0"),
+        ({"tok_s_per_request": "0", "tok_s_per_gpu": "-3"}, "no measured tok/s per request or per GPU"),
+        ({"gpu": "H100 PCIe"}, "has no catalog card"),
+        ({"model": "Kimi-K2"}, "has no catalog card"),
+    ],
+)
+def test_rows_that_cannot_be_checked_name_what_is_missing(cells: dict[str, str], reason: str) -> None:
+    row = fidelity.map_row(_row(**cells))
+    assert row.setup is None
+    assert any(reason in r for r in row.reasons)

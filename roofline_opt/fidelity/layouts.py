@@ -83,6 +83,9 @@ def map_layout(
             return None
         low, pool = side
     tp, pp, ep, dep = (_degree(low, key) for key in ("tp", "pp", "ep", "dep"))
+    if 0 in (tp, pp, ep, dep, _degree(low, "dp")) or pool == 0:
+        reasons.append(f"layout {text!r} names a degree or GPU count of 0")
+        return None
     dp_attention = dep is not None or bool(_DP_ATTENTION_RE.search(low))
     dp_degree = _degree(low, "dp")
     wide_ep = (ep is not None or _UNSIZED_EP_RE.search(low)) and tp is None

@@ -151,6 +151,12 @@ def _number(text: str) -> float | None:
     return float(match.group(1)) * (1000.0 if match.group(2) else 1.0)
 
 
+def _positive(text: str) -> float | None:
+    """A measured figure: a number > 0, else None (not measured)."""
+    value = _number(text)
+    return value if value is not None and value > 0 else None
+
+
 @cache
 def model_card(card: str) -> ModelSpec | None:
     try:
@@ -241,14 +247,14 @@ def _speculation(model: ModelSpec | None, text: str, reasons: list[str], notes: 
 
 
 def _check(batch: int | None, per_request: float | None, per_gpu: float | None, reasons: list[str]) -> str:
+    if per_request is None and per_gpu is None:
+        reasons.append("no measured tok/s per request or per GPU (nor a TPOT)")
+        return "point"
     if batch is not None:
         return "point"
     if per_request is not None:
         return "frontier" if per_gpu is not None else "speed ceiling"
-    if per_gpu is not None:
-        return "throughput ceiling"
-    reasons.append("no measured tok/s per request or per GPU")
-    return "point"
+    return "throughput ceiling"
 
 
 def map_row(cells: Mapping[str, str]) -> MeasuredRow:
@@ -266,8 +272,8 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     layout = parse.map_layout(text["layout"], text["n_gpus"], model, reasons, notes)
     batch, cap = parse.map_batch(text["batch_or_concurrency"], layout, reasons, notes) if layout else (None, None)
     context = _map_lengths(text["input_len"], text["output_len"], reasons, notes)
-    per_request, per_gpu = _number(text["tok_s_per_request"]), _number(text["tok_s_per_gpu"])
-    tpot = _number(text["tpot_ms"])
+    per_request, per_gpu = (_positive(text[k]) for k in ("tok_s_per_request", "tok_s_per_gpu"))
+    tpot = _positive(text["tpot_ms"])
     if per_request is None and tpot:
         per_request = 1000.0 / tpot
     check = _check(batch, per_request, per_gpu, reasons)
