@@ -60,7 +60,10 @@ def test_validate_maps_a_row_and_predicts_with_the_evaluator() -> None:
         evaluator.Layout.of(1, False, 1, 1152),
         1,
     )["tok_s_per_request"]
-    assert row.row.setup == MeasuredSetup("llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152, total_gpus=1)
+    assert row.row.setup == MeasuredSetup(
+        "llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152, total_gpus=1, input_len=128, output_len=2048,
+        speed_basis="request",
+    )  # fmt: skip
     assert row.predicted_tok_s_per_request == pytest.approx(float(expected))
     assert row.ratio_tok_s_per_request == pytest.approx(float(expected) / 98.92)
     assert row.bound_holds is True
@@ -81,7 +84,9 @@ def test_validate_splits_instances_and_reads_an_fp8_kv_cache() -> None:
             "tok_s_per_gpu": "500",
         }
     )
-    assert row.setup == MeasuredSetup("llama-2-70b", 8, 8, "h100-sxm", 2, 1, 1, 4, 100, 1100, total_gpus=8)
+    assert row.setup == MeasuredSetup(
+        "llama-2-70b", 8, 8, "h100-sxm", 2, 1, 1, 4, 100, 1100, total_gpus=8, input_len=1000, output_len=200
+    )
     assert row.reasons == ()
 
 
