@@ -67,6 +67,8 @@ _MTP_DEPTH_RE = re.compile(r"\bmtp-?(\d+)\s+(?:on|enabled|included)", re.IGNOREC
 _ACCEPTANCE_RE = re.compile(r"acceptance(?: rate)?\s*(?:=|of)?\s*(0?\.\d+|\d+(?:\.\d+)?\s*%)", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)\s*(k\b)?", re.IGNORECASE)
 _KV_LEN_RE = re.compile(r"^kv\s*(\d+)$")
+_DECODE_ONLY_RE = re.compile(r"decode[- ]only (?:figures|measurement|speeds?)", re.IGNORECASE)
+"""Notes saying the figures are of decoding alone (no prompt processed): the lengths only set the context."""
 _WHOLE_REQUEST_SPEED_RE = re.compile(
     r"per[_ -](?:request|user)[^.;]*?incl(?:\.|udes?|uding)?[^.;]*?(?:prefill|context|ttft)"
     r"|per_request\s*=\s*(?:(?:total|throughput|thr)\s*/\s*(?:bs|\d+)|\d+\s*/\s*latency)",
@@ -280,7 +282,9 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     extra = " ".join((text["layout"], text["framework"], text["notes"]))
     depth, acceptance = _speculation(model, extra, reasons, notes)
     prompt, output = _number(text["input_len"]), _number(text["output_len"])
+    decode_only = bool(_DECODE_ONLY_RE.search(text["notes"]))
     whole = prompt is not None and output is not None and not _KV_LEN_RE.match(text["input_len"].lower())
+    whole = whole and not decode_only
     basis = "request" if _WHOLE_REQUEST_SPEED_RE.search(f"{text['notes']} {text['tok_s_per_request']}") else "tpot"
     setup = None
     if None not in (model, bits, gpu_name, layout, context) and not reasons:
