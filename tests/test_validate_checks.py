@@ -28,10 +28,11 @@ COLUMNS = (
 
 
 def _row(**cells: str) -> dict[str, str]:
+    """A well-stated row of decode-only figures (whole requests: tests/test_validate_whole_requests.py)."""
     base = dict(
         model="Llama-3.3-70B", precision="FP8", gpu="H100 SXM 80GB", n_gpus="2", layout="TP2",
         batch_or_concurrency="batch 8", input_len="1000", output_len="1000", tpot_ms="", tok_s_per_request="20",
-        tok_s_per_gpu="80", framework="vLLM", notes="",
+        tok_s_per_gpu="80", framework="vLLM", notes="decode-only figures",
     )  # fmt: skip
     return base | cells
 
