@@ -15,7 +15,7 @@ import pytest
 from roofline_opt import api, catalog, fidelity
 from roofline_opt.cli import EXIT_BAD_INPUT, main
 from roofline_opt.fidelity import MeasuredSetup
-from roofline_opt.physics import evaluator
+from roofline_opt.physics import evaluator, requests
 from roofline_opt.physics.specs import DEFAULT
 
 DATA = Path(__file__).parent / "data"
@@ -52,20 +52,17 @@ def test_validate_gives_every_shared_row_a_verdict_or_a_reason() -> None:
 
 def test_validate_maps_a_row_and_predicts_with_the_evaluator() -> None:
     row = next(r for r in fidelity.validate(MEASURED) if r.row.line == 17)  # Llama-2-7B A100 batch 1, 128 in 2048 out
-    expected = evaluator.evaluate(
-        catalog.load_model("llama-2-7b"),
-        catalog.load_gpu("a100-80gb"),
-        DEFAULT,
-        16,
-        evaluator.Layout.of(1, False, 1, 1152),
-        1,
-    )["tok_s_per_request"]
+    model, gpu = catalog.load_model("llama-2-7b"), catalog.load_gpu("a100-80gb")
+    layout = evaluator.Layout.of(1, False, 1, 1152)
+    prefill = requests.prefill_step(model, gpu, DEFAULT, 16, layout, 1.0, 128).step_time_s
+    decode = evaluator.step(model, gpu, DEFAULT, 16, layout, 1.0).step_time_s
+    expected = 2048 / float(prefill + 2048 * decode)  # a static batch's whole request: its per_request spans it
     assert row.row.setup == MeasuredSetup(
         "llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152, total_gpus=1, input_len=128, output_len=2048,
-        speed_basis="request",
+        speed_basis="request", static_batch=True,
     )  # fmt: skip
-    assert row.predicted_tok_s_per_request == pytest.approx(float(expected))
-    assert row.ratio_tok_s_per_request == pytest.approx(float(expected) / 98.92)
+    assert row.predicted_tok_s_per_request == pytest.approx(expected)
+    assert row.ratio_tok_s_per_request == pytest.approx(expected / 98.92)
     assert row.bound_holds is True
 
 

@@ -85,7 +85,7 @@ class MeasuredSetup:
     deployment included), ``batch`` sequences per instance (None: no batch; ``batch_cap``: at most that many),
     decoding at ``context``. ``input_len``/``output_len`` are set when the row states both (whole requests);
     ``speed_basis`` says whether its tok/s per request is 1 / TPOT (``tpot``) or output tokens over the whole
-    request's time, prefill included (``request``)."""
+    request's time, prefill included (``request``); ``static_batch``: all prompts prefilled, then all decoded."""
 
     model_card: str
     weight_bits: int
@@ -108,6 +108,7 @@ class MeasuredSetup:
     input_len: int | None = None
     output_len: int | None = None
     speed_basis: str = "tpot"
+    static_batch: bool = False
 
     @property
     def n_gpus(self) -> int:
@@ -310,6 +311,7 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             input_len=round(prompt) if whole else None,
             output_len=round(output) if whole else None,
             speed_basis=basis,
+            static_batch="static" in text["batch_or_concurrency"].lower(),
         )
     return MeasuredRow(
         line=int(text["line"] or 0),

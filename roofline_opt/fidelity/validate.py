@@ -9,12 +9,13 @@ the row's instances over all the GPUs it names (prefill GPUs of a disaggregated 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from roofline_opt.fidelity import whole_requests
 from roofline_opt.fidelity.measured import MeasuredRow, MeasuredSetup, gpu_card, map_row, model_card, read_measured
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.mtp import mtp_module
@@ -64,6 +65,21 @@ class ValidationRow:
     @property
     def ratio_tok_s_per_request(self) -> float | None:
         return _ratio(self.predicted_tok_s_per_request, self.row.measured_tok_s_per_request)
+
+    @property
+    def request_ratio_tok_s_per_request(self) -> float | None:
+        return _ratio(self.request_tok_s_per_request, self.row.measured_tok_s_per_request)
+
+    @property
+    def request_bound_holds(self) -> bool | None:
+        """Whether the prefill-aware prediction still bounds the measured figures from above."""
+        if self.row.reasons or self.request_tok_s_per_request is None:
+            return None
+        ratios = [
+            _ratio(self.request_tok_s_per_request, self.row.measured_tok_s_per_request),
+            _ratio(self.request_tok_s_per_gpu, self.row.measured_tok_s_per_gpu),
+        ]
+        return all(r >= 1.0 for r in ratios if r is not None)
 
     @property
     def ratio_tok_s_per_gpu(self) -> float | None:
@@ -135,6 +151,8 @@ class ValidationRow:
             "bound_holds": self.bound_holds,
             "why_not_bounded": p.explanation,
             "assumptions": "; ".join(s.assumptions) if s and s.assumptions else None,
+            "speed_basis": s.speed_basis if s else None,
+            "static_batch": s.static_batch if s else None,
             "reason": "; ".join(self.row.reasons) or None,
         }
 
@@ -156,11 +174,6 @@ class SetupGroup:
     batch: np.ndarray
 
 
-def physics_for(preset: Preset, kv_bits: int) -> Preset:
-    """The preset with the row's KV-cache precision (FP8 KV: 1-byte KV and activations)."""
-    return replace(preset, activation_bytes=kv_bits / 8) if kv_bits < 16 else preset
-
-
 def group_setups(setups: Sequence[MeasuredSetup]) -> list[SetupGroup]:
     """Setups with a batch, grouped for one vectorised call per model, precision and accelerator."""
     keys: dict[tuple[str, int, int, str], list[int]] = {}
@@ -174,7 +187,14 @@ def group_setups(setups: Sequence[MeasuredSetup]) -> list[SetupGroup]:
             return np.array([getattr(s, name) for s in chosen])
 
         layout = evaluator.Layout.of(
-            column("tp"), False, column("pp"), column("context"), 1, column("ep"), dp_attention=column("dp_attention")
+            column("tp"),
+            False,
+            column("pp"),
+            column("context"),
+            1,
+            column("ep"),
+            kv_bits,
+            dp_attention=column("dp_attention"),
         )
         spec = model_card(model)
         assert spec is not None  # map_row only builds setups of catalog models
@@ -193,9 +213,7 @@ def predict_group(
         "bottleneck": np.empty(n, dtype=object),
     }
     for g in groups:
-        figures = evaluator.evaluate(
-            g.model, gpu_for(g.gpu_card), physics_for(preset, g.kv_bits), g.weight_bits, g.layout, g.batch
-        )
+        figures = evaluator.evaluate(g.model, gpu_for(g.gpu_card), preset, g.weight_bits, g.layout, g.batch)
         out["tok_s_per_request"][g.indices] = figures["tok_s_per_request"]
         out["tok_s_per_gpu"][g.indices] = figures["throughput_tok_s"] / figures["n_gpus"]
         out["fits_in_memory"][g.indices] = figures["fits_in_memory"]
@@ -204,14 +222,17 @@ def predict_group(
 
 
 def _evaluate(s: MeasuredSetup, preset: Preset, batch) -> dict[str, np.ndarray]:
-    """Every figure of the row's instance at the given batches (its MTP draft included)."""
+    """Every figure of the row's instance at the given batches: whole requests where the row states its lengths
+    (``whole_requests``), else decoding at the row's context (its MTP draft included)."""
     model = model_card(s.model_card)
     assert model is not None  # map_row only builds setups of catalog models
-    layout = evaluator.Layout.of(s.tp, False, s.pp, s.context, 1, s.ep, dp_attention=s.dp_attention)
+    layout = evaluator.Layout.of(s.tp, False, s.pp, s.context, 1, s.ep, s.kv_bits, dp_attention=s.dp_attention)
+    if whole_requests.applies(s):
+        return whole_requests.figures(s, model, gpu_card(s.gpu_card), preset, layout, batch)
     return evaluator.evaluate(
         model,
         gpu_card(s.gpu_card),
-        physics_for(preset, s.kv_bits),
+        preset,
         s.weight_bits,
         layout,
         np.asarray(batch, dtype=float),

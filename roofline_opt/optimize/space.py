@@ -1,11 +1,15 @@
 """The discrete decision space of a deployment question, defined once for both the MIP and the enumeration oracle.
 
-A *layout* fixes every discrete choice but the batch: accelerator, weight precision, tensor-parallel degree and
-1-D/2-D mode, pipeline degree, expert-parallel degree, data-parallel attention and draft length gamma. With
-``dp_attention`` a MoE model is also offered data-parallel attention with wide expert parallelism (model-notes 10.5):
-for every EP degree G > 1 dividing the experts, one group of G GPUs (``tp`` = ``ep`` = G, ``pp`` = 1), EP beyond
-TP. The batch ranges over whole numbers from the pipeline degree (a microbatch holds at least one sequence) up to
-``max_batch``. Nothing here scores a point.
+A *layout* fixes every discrete choice but the batch: accelerator, weight precision, KV-cache precision, tensor-parallel
+degree and 1-D/2-D mode, pipeline degree, expert-parallel degree, data-parallel attention, draft length gamma and, for
+questions about whole requests, the serving mode (aggregated or disaggregated) and the prefill chunk of aggregated
+serving. With ``dp_attention`` a MoE model is also offered data-parallel attention with wide expert parallelism
+(model-notes 10.5): for every EP degree G > 1 dividing the experts, one group of G GPUs (``tp`` = ``ep`` = G,
+``pp`` = 1), EP beyond TP. The batch ranges over whole numbers from the pipeline degree (a microbatch holds at least
+one sequence) up to ``max_batch``.
+A disaggregated setup adds a *prefill layout* (accelerator, TP degree and mode, PP degree; same weight and KV
+precision as its decode layout), the prefill batch, and the instance counts (x prefill, y decode) from ``ratios``.
+Nothing here scores a point.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics.requests import AGG, DEFAULT_CHUNK_TOKENS, DISAGG, Workload, coprime_ratios
 from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
 
 DEFAULT_TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
@@ -24,6 +29,8 @@ DEFAULT_PP_DEGREES = (1, 2, 4, 8)
 DEFAULT_MAX_BATCH = 4096
 DEFAULT_CONTEXT = 8000
 DEFAULT_ACCEPTANCE = 0.8
+DEFAULT_MAX_INSTANCES = 4
+"""Largest number of prefill (x) or decode (y) instances in one disaggregated unit (xPyD, in lowest terms)."""
 
 InstanceLimit = Callable[[GpuSpec, int, int], int]
 """How many disjoint instances of (accelerator, tp, pp) fit at once (a cluster's placement rule)."""
@@ -42,7 +49,8 @@ class Question:
     ep_degrees: tuple[int, ...] = (1,)
     dp_attention: bool = False
     max_batch: int = DEFAULT_MAX_BATCH
-    context: int = DEFAULT_CONTEXT
+    context: float = DEFAULT_CONTEXT
+    """Tokens in the KV cache while decoding (I + O / 2 by default for whole requests, so not always whole)."""
     draft: ModelSpec | None = None
     acceptance: float = DEFAULT_ACCEPTANCE
     gamma_max: int = 0
@@ -52,10 +60,32 @@ class Question:
     instance_limit: InstanceLimit | None = field(default=None, compare=False)
     cluster_name: str | None = None
     cluster: Any = field(default=None, compare=False, repr=False)
+    kv_bits: tuple[int, ...] = (16,)
+    workload: Workload | None = None
+    serving: tuple[str, ...] = (AGG,)
+    chunk_tokens: tuple[int, ...] = (DEFAULT_CHUNK_TOKENS,)
+    max_ttft_s: float | None = None
+    max_tpot_s: float | None = None
+    max_utilisation: float = 1.0
+    max_instances: int = DEFAULT_MAX_INSTANCES
+    agg_gpu_index: tuple[int, ...] | None = None
+    prefill_gpu_index: tuple[int, ...] | None = None
+    decode_gpu_index: tuple[int, ...] | None = None
+    """Indices into ``gpus`` offered for aggregated instances, prefill instances and decode instances (None: all)."""
 
     @property
     def gammas(self) -> tuple[int, ...]:
         return tuple(range(self.gamma_max + 1)) if self.draft is not None else (0,)
+
+    @property
+    def ratios(self) -> tuple[tuple[int, int], ...]:
+        """(x prefill, y decode) instance counts of a disaggregated unit, in lowest terms."""
+        return coprime_ratios(self.max_instances)
+
+    def offers(self, role: str, gpu_index: int) -> bool:
+        """Whether accelerator ``gpu_index`` may serve ``role`` (agg, prefill or decode)."""
+        allowed = {AGG: self.agg_gpu_index, "prefill": self.prefill_gpu_index, DISAGG: self.decode_gpu_index}[role]
+        return allowed is None or gpu_index in allowed
 
 
 @dataclass(frozen=True)
@@ -69,6 +99,9 @@ class Layouts:
     pp: np.ndarray
     ep: np.ndarray
     gamma: np.ndarray
+    kv_bits: np.ndarray
+    disagg: np.ndarray
+    chunk: np.ndarray
     dp_attention: np.ndarray
 
     def __len__(self) -> int:
@@ -90,6 +123,7 @@ class Layouts:
             context,
             tokens_per_step,
             self.ep[idx],
+            kv_bits=self.kv_bits[idx],
             dp_attention=self.dp_attention[idx],
         )
 
@@ -104,49 +138,71 @@ class Layouts:
             yield int(key // 64), int(key % 64), np.flatnonzero(keys == key)
 
 
+_COLUMN_TYPES = (int, int, int, bool, int, int, int, int, bool, int, bool)
+
+
+def _layouts_of(rows: list[tuple]) -> Layouts:
+    if not rows:
+        return Layouts(*(np.zeros(0, dtype=t) for t in _COLUMN_TYPES))
+    cols = list(zip(*rows, strict=True))
+    return Layouts(*(np.array(c, dtype=t) for c, t in zip(cols, _COLUMN_TYPES, strict=True)))
+
+
+def _shapes(question: Question, ep_degrees: tuple[int, ...]) -> Iterator[tuple[int, bool, int, int, bool]]:
+    """(tp, 2-D, pp, ep, data-parallel attention) combinations offered: 2-D mode only for tp > 1, ep dividing tp and
+    the expert count; with ``dp_attention``, a group of G GPUs per EP degree G > 1 dividing the experts."""
+    for tp in question.tp_degrees:
+        for two_d in question.tp_modes:
+            if two_d and tp == 1:
+                continue
+            for pp in question.pp_degrees:
+                if pp > question.max_batch:
+                    continue
+                for ep in ep_degrees:
+                    if ep > 1 and (tp % ep or question.model.n_experts % ep):
+                        continue
+                    yield tp, two_d, pp, ep, False
+    if question.dp_attention and question.model.is_moe:
+        for group in ep_degrees:
+            if group > 1 and question.model.n_experts % group == 0:
+                yield group, False, 1, group, True
+
+
 def layouts(question: Question) -> Layouts:
-    """Every admissible combination of the discrete choices (2-D mode only for tp > 1, ep dividing tp and E)."""
+    """Every admissible decode (or aggregated) layout: the discrete choices of the instance that generates tokens."""
     rows = []
-    model = question.model
+    modes = question.serving if question.workload is not None else (AGG,)
     for g, gpu in enumerate(question.gpus):
         for bits in question.weight_bits:
             if not gpu.supports(bits):
                 continue
-            for tp in question.tp_degrees:
-                for two_d in question.tp_modes:
-                    if two_d and tp == 1:
+            for kv in question.kv_bits:
+                for mode in modes:
+                    if not question.offers(mode, g):
                         continue
-                    for pp in question.pp_degrees:
-                        if pp > question.max_batch:
-                            continue
-                        for ep in question.ep_degrees:
-                            if ep > 1 and (tp % ep or model.n_experts % ep):
-                                continue
+                    chunks = question.chunk_tokens if mode == AGG and question.workload is not None else (0,)
+                    for chunk in chunks:
+                        for tp, two_d, pp, ep, dp in _shapes(question, question.ep_degrees):
                             for gamma in question.gammas:
-                                rows.append((g, bits, tp, two_d, pp, ep, gamma, False))
-            rows += _dp_attention_rows(question, g, bits)
-    if not rows:
-        return Layouts(*(np.zeros(0, dtype=t) for t in (int, int, int, bool, int, int, int, bool)))
-    cols = list(zip(*rows, strict=True))
-    return Layouts(
-        gpu_index=np.array(cols[0], dtype=int),
-        weight_bits=np.array(cols[1], dtype=int),
-        tp=np.array(cols[2], dtype=int),
-        tp_2d=np.array(cols[3], dtype=bool),
-        pp=np.array(cols[4], dtype=int),
-        ep=np.array(cols[5], dtype=int),
-        gamma=np.array(cols[6], dtype=int),
-        dp_attention=np.array(cols[7], dtype=bool),
-    )
+                                rows.append((g, bits, tp, two_d, pp, ep, gamma, kv, mode == DISAGG, chunk, dp))
+    return _layouts_of(rows)
 
 
-def _dp_attention_rows(question: Question, g: int, bits: int) -> list[tuple]:
-    """Data-parallel-attention layouts: a group of G GPUs per EP degree G > 1 that divides the experts."""
-    model = question.model
-    if not (question.dp_attention and model.is_moe):
-        return []
-    groups = [ep for ep in question.ep_degrees if ep > 1 and model.n_experts % ep == 0]
-    return [(g, bits, ep, False, 1, ep, gamma, True) for ep in groups for gamma in question.gammas]
+def prefill_layouts(question: Question) -> Layouts:
+    """Every admissible prefill layout of disaggregated serving (no expert parallelism, no draft)."""
+    if question.workload is None or DISAGG not in question.serving:
+        return _layouts_of([])
+    rows = []
+    for g, gpu in enumerate(question.gpus):
+        if not question.offers("prefill", g):
+            continue
+        for bits in question.weight_bits:
+            if not gpu.supports(bits):
+                continue
+            for kv in question.kv_bits:
+                for tp, two_d, pp, ep, dp in _shapes(question, (1,)):
+                    rows.append((g, bits, tp, two_d, pp, ep, 0, kv, True, 0, dp))
+    return _layouts_of(rows)
 
 
 def replica_caps(question: Question, lay: Layouts) -> np.ndarray:

@@ -28,7 +28,7 @@ def _per_gpu(layout: ev.Layout, batch) -> tuple[np.ndarray, np.ndarray]:
 def _replicated_layout(layout: ev.Layout) -> ev.Layout:
     """One GPU running the whole model on its own sequences (no tensor, pipeline or expert parallelism)."""
     one = np.ones_like(layout.tp)
-    return ev.Layout.of(one, False, one, layout.context, layout.tokens_per_step, one)
+    return ev.Layout.of(one, False, one, layout.context, layout.tokens_per_step, one, kv_bits=layout.kv_bits)
 
 
 def busiest_gpu_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout: ev.Layout, batch):
@@ -93,7 +93,7 @@ def per_gpu_memory_bytes(model: ModelSpec, preset: Preset, weight_bits: int, lay
     weights = w * (sz.total_params - routed + routed / group)
     a = preset.activation_bytes
     own_seqs = own_tokens / layout.tokens_per_step
-    kv = ev.kv_bytes_per_token(model, a) * (layout.context + layout.tokens_per_step) * own_seqs
+    kv = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * (layout.context + layout.tokens_per_step) * own_seqs
     widest = max(sz.qkv_out_width, model.m_in * max(model.d_ff, model.dense_layer_d_ff), model.d_model)
     received = own_tokens * model.n_active_experts * preset.expert_load_imbalance if model.is_moe else 0.0
     act = a * own_tokens * (2.0 * model.d_model + widest) + a * received * (model.d_model + model.m_in * model.d_ff)

@@ -17,6 +17,9 @@ from roofline_opt.physics.specs import GpuSpec, ModelSpec, Preset
 
 DRAFT_WEIGHT_BITS = 16
 """Draft models run at 16-bit weights (this reproduces the notebook's speculative-decoding figures)."""
+DEFAULT_KV_BITS = 16
+"""KV-cache precision unless a layout says otherwise (the paper's 2-byte KV cache)."""
+KV_BITS = (16, 8, 4)
 ALLREDUCE = "allreduce"
 POINT_TO_POINT = "p2p"
 
@@ -95,9 +98,9 @@ def model_sizes(model: ModelSpec) -> ModelSizes:
     )
 
 
-def kv_bytes_per_token(model: ModelSpec, activation_bytes: float = 2.0) -> float:
-    """KV-cache bytes one context token occupies across all layers."""
-    return model_sizes(model).kv_values_per_token_per_layer * model.n_layers * activation_bytes
+def kv_bytes_per_token(model: ModelSpec, kv_bytes_per_value=2.0):
+    """KV-cache bytes one context token occupies across all layers (``kv_bytes_per_value`` = kv_bits / 8)."""
+    return model_sizes(model).kv_values_per_token_per_layer * model.n_layers * kv_bytes_per_value
 
 
 def weight_bytes_per_param(weight_bits: int) -> float:
@@ -170,10 +173,11 @@ class Layout:
     ep: np.ndarray
     context: np.ndarray
     tokens_per_step: np.ndarray
+    kv_bits: np.ndarray
     dp_attention: np.ndarray
 
     @classmethod
-    def of(cls, tp, tp_2d, pp, context, tokens_per_step=1, ep=1, dp_attention=False) -> Layout:
+    def of(cls, tp, tp_2d, pp, context, tokens_per_step=1, ep=1, kv_bits=DEFAULT_KV_BITS, dp_attention=False) -> Layout:
         arrays = np.broadcast_arrays(
             np.asarray(tp, dtype=float),
             np.asarray(tp_2d, dtype=bool),
@@ -181,9 +185,15 @@ class Layout:
             np.asarray(ep, dtype=float),
             np.asarray(context, dtype=float),
             np.asarray(tokens_per_step, dtype=float),
+            np.asarray(kv_bits, dtype=float),
             np.asarray(dp_attention, dtype=bool),
         )
         return cls(*arrays)
+
+    @property
+    def kv_bytes_per_value(self) -> np.ndarray:
+        """Bytes of one KV-cache element: kv_bits / 8 (model-notes 10.1; activations keep their own bytes)."""
+        return self.kv_bits / 8.0
 
     @property
     def any_dp_attention(self) -> bool:
@@ -347,7 +357,7 @@ def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout
         ff_dense = sz.n_dense_layers * (
             w * sz.dense_ff_params + (model.m_in + model.m_out) * a * tok * (t2 * model.d_model + t1 * dff)
         )
-    kv_read = sz.kv_values_per_token_per_layer * model.n_layers * a * ctx * batch
+    kv_read = sz.kv_values_per_token_per_layer * model.n_layers * layout.kv_bytes_per_value * ctx * batch
     per_micro = model.n_layers * (qkv + proj) + ff_moe + ff_dense + w * model.vocab * model.d_model
     plain = kv_read + pp * per_micro
     if not layout.any_dp_attention:
@@ -428,7 +438,7 @@ def memory(
     n = layout.n_gpus
     if preset.memory_check == "aggregate":
         weights = sum(w * model_sizes(m).total_params for m in models) + 0.0 * n
-        kv = sum(kv_bytes_per_token(m, a) for m in models) * layout.context * batch
+        kv = sum(kv_bytes_per_token(m, layout.kv_bytes_per_value) for m in models) * layout.context * batch
         act = np.zeros_like(kv)
         cap = n * gpu.hbm_bytes
         weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights, kv, act), n)
@@ -440,7 +450,9 @@ def memory(
         sz = model_sizes(m)
         split = preset.kv_split_by_kv_heads and not m.is_mla
         kv_ways = np.maximum(np.minimum(layout.tp, sz.kv_heads / 2.0), 1.0) if split else 1.0
-        kv = kv + kv_bytes_per_token(m, a) * (layout.context + layout.tokens_per_step) * batch / (layout.pp * kv_ways)
+        kv = kv + kv_bytes_per_token(m, layout.kv_bytes_per_value) * (
+            layout.context + layout.tokens_per_step
+        ) * batch / (layout.pp * kv_ways)
         widest = max(sz.qkv_out_width, m.m_in * max(m.d_ff, m.dense_layer_d_ff), m.d_model)
         act = act + a * batch * layout.tokens_per_step * (2.0 * m.d_model + widest / layout.tp)
     weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights + 0.0 * kv, kv, act))
