@@ -91,8 +91,10 @@ class Setup:
         return self.prefill_instances * self.prefill_tp * self.prefill_pp + self.decode_instances * self.n_gpus
 
 
-def layout_label(tp: int, tp_2d: bool, pp: int, ep: int | None = None) -> str:
-    """Compact layout, e.g. tp8pp2ep1 (``-2d`` marks 2-D tensor parallelism)."""
+def layout_label(tp: int, tp_2d: bool, pp: int, ep: int | None = None, dp_attention: bool = False) -> str:
+    """Compact layout, e.g. tp8pp2ep1 (``-2d`` marks 2-D tensor parallelism; dp8ep8: data-parallel attention)."""
+    if dp_attention:
+        return f"dp{tp}ep{ep or tp}"
     label = f"tp{tp}pp{pp}" + ("" if ep is None else f"ep{ep}")
     return label + ("-2d" if tp_2d else "")
 
@@ -148,7 +150,7 @@ def _request_fields(s: Setup) -> dict:
     rec = {
         "serving": s.serving,
         "chunk_tokens": s.chunk_tokens if not s.disaggregated else 0,
-        "decode_layout": layout_label(s.tp, s.tp_2d, s.pp, s.ep),
+        "decode_layout": layout_label(s.tp, s.tp_2d, s.pp, s.ep, s.dp_attention),
         "decode_gpu": s.gpu,
         "decode_instances": s.decode_instances,
     }
