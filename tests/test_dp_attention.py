@@ -112,3 +112,10 @@ def test_the_optimiser_chooses_dp_attention_when_it_is_cheaper() -> None:
 def test_dp_attention_needs_a_moe_model() -> None:
     with pytest.raises(InvalidInput, match="dp_attention"):
         api.question("llama-3-70b", "h100-sxm", dp_attention=True)
+
+
+def test_an_fp8_kv_cache_halves_each_gpus_kv_bytes() -> None:
+    full = ev.evaluate(DEEPSEEK, H200, DEFAULT, 8, _dp(8), 64.0)
+    fp8 = ev.evaluate(DEEPSEEK, H200, DEFAULT, 8, ev.Layout.of(8, False, 1, 2000, 1, 8, 8, dp_attention=True), 64.0)
+    assert float(fp8["kv_cache_bytes_per_device"]) == pytest.approx(float(full["kv_cache_bytes_per_device"]) / 2)
+    assert float(fp8["memory_s"]) < float(full["memory_s"])
