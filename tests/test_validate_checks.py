@@ -14,6 +14,7 @@ import pytest
 
 from roofline_opt import catalog, fidelity
 from roofline_opt.cli import main
+from roofline_opt.errors import InvalidInput
 from roofline_opt.fidelity.measured import CHECKS
 from roofline_opt.fidelity.names import gpu_card_name, model_candidates
 from roofline_opt.fidelity.validate import largest_fitting_batch
@@ -315,10 +316,8 @@ def test_per_framework_summary_counts_every_row() -> None:
 @pytest.mark.parametrize(
     ("cells", "reason"),
     [
-        ({"layout": "TP0"}, "names a degree or GPU count of 0"),
-        ({"layout": "DEP0", "model": "DeepSeek-V3"}, "names a degree or GPU count of 0"),
-        ({"n_gpus": "0"}, "names a degree or GPU count of 0"),
-        ({"tok_s_per_request": "0", "tok_s_per_gpu": "-3"}, "no measured tok/s per request or per GPU"),
+        ({"n_gpus": "0"}, "names a GPU count of 0"),
+        ({"tok_s_per_request": "", "tok_s_per_gpu": ""}, "no measured tok/s per request or per GPU"),
         ({"gpu": "H100 PCIe"}, "has no catalog card"),
         ({"model": "Kimi-K2"}, "has no catalog card"),
     ],
@@ -327,3 +326,9 @@ def test_rows_that_cannot_be_checked_name_what_is_missing(cells: dict[str, str],
     row = fidelity.map_row(_row(**cells))
     assert row.setup is None
     assert any(reason in r for r in row.reasons)
+
+
+@pytest.mark.parametrize("cells", [{"layout": "DEP0", "model": "DeepSeek-V3"}, {"layout": "TP8 DP0"}])
+def test_an_impossible_degree_is_refused_naming_the_line(cells: dict[str, str]) -> None:
+    with pytest.raises(InvalidInput, match="line 7: layout"):
+        fidelity.map_row(_row(**cells) | {"line": "7"})

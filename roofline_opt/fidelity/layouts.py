@@ -13,6 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from roofline_opt import checks
+from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize.space import MAX_BATCH_LIMIT, MAX_DEGREE
 from roofline_opt.physics.specs import ModelSpec
 
 _NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)")
@@ -52,10 +55,18 @@ def _number(text: str) -> int | None:
     return int(float(match.group(1))) if match else None
 
 
-def _degree(text: str, key: str) -> int | None:
+def _whole(where: str, text: str, what: str, maximum: int) -> int:
+    """A whole number from a row's text, in 1..maximum, else InvalidInput naming the row and column."""
+    value = int(text)
+    if not 1 <= value <= maximum:
+        raise InvalidInput(where, f"{what} must be in 1..{maximum:,}. Got {checks.shown(text)} instead.")
+    return value
+
+
+def _degree(text: str, key: str, where: str = "layout") -> int | None:
     """``TP8``, ``tp=8``, ``TP 8`` and ``TP8EP8``; ``ep`` inside ``dep8`` is not an EP degree."""
-    match = re.search(rf"(?<![a-z]){key}(?:[\s_-]*size)?\s*[=:]?\s*(\d+)", text)
-    return int(match.group(1)) if match else None
+    match = re.search(rf"(?<![a-z]){key}(?:[\s_-]*size)?\s*[=:]?\s*(\d+)", text, re.ASCII)
+    return _whole(where, match.group(1), key.upper(), MAX_DEGREE) if match else None
 
 
 def _decode_side(low: str, stated: int | None, reasons: list[str]) -> tuple[str, int] | None:
@@ -70,9 +81,9 @@ def _decode_side(low: str, stated: int | None, reasons: list[str]) -> tuple[str,
 
 
 def map_layout(
-    text: str, n_gpus: str, model: ModelSpec | None, reasons: list[str], notes: list[str]
+    text: str, n_gpus: str, model: ModelSpec | None, reasons: list[str], notes: list[str], where: str = "layout"
 ) -> ParsedLayout | None:
-    """The layout of a measured row, or None with the reason."""
+    """The layout of a measured row, or None with the reason; impossible degrees are InvalidInput naming ``where``."""
     low = text.lower()
     stated = _number(n_gpus)
     disaggregated = bool(_DISAGG_RE.search(low)) or low.startswith("decode")
@@ -82,12 +93,12 @@ def map_layout(
         if side is None:
             return None
         low, pool = side
-    tp, pp, ep, dep = (_degree(low, key) for key in ("tp", "pp", "ep", "dep"))
-    if 0 in (tp, pp, ep, dep, _degree(low, "dp")) or pool == 0:
-        reasons.append(f"layout {text!r} names a degree or GPU count of 0")
+    tp, pp, ep, dep = (_degree(low, key, where) for key in ("tp", "pp", "ep", "dep"))
+    if pool == 0:
+        reasons.append(f"layout {text!r} names a GPU count of 0")
         return None
     dp_attention = dep is not None or bool(_DP_ATTENTION_RE.search(low))
-    dp_degree = _degree(low, "dp")
+    dp_degree = _degree(low, "dp", where)
     wide_ep = (ep is not None or _UNSIZED_EP_RE.search(low)) and tp is None
     if not dp_attention and wide_ep:
         dp_attention = True
@@ -101,7 +112,7 @@ def map_layout(
         return None
     pp, ep = pp or 1, ep or 1
     copies = _REPLICAS_RE.search(low)
-    instances = next((int(g) for g in copies.groups() if g), 1) if copies else 1
+    instances = next((_whole(where, g, "instances", checks.MAX_INT) for g in copies.groups() if g), 1) if copies else 1
     if not copies and pool is not None and pool > tp * pp and pool % (tp * pp) == 0:
         instances = pool // (tp * pp)
         if not disaggregated:
@@ -142,12 +153,14 @@ def _dp_attention(
     return ParsedLayout(group, 1, group, pool // group, True, serving, stated or pool)
 
 
-def map_batch(text: str, layout: ParsedLayout, reasons: list[str], notes: list[str]) -> tuple[int | None, int | None]:
+def map_batch(
+    text: str, layout: ParsedLayout, reasons: list[str], notes: list[str], where: str = "batch_or_concurrency"
+) -> tuple[int | None, int | None]:
     """(sequences per instance, the most sequences per instance the row allows); a batch of None means the row
     states none (its check then needs none), a cap of None no cap (``max batch 256`` is a cap, not a batch)."""
     low = text.lower()
     cap_match = _CAP_RE.search(low)
-    cap = int(cap_match.group(1)) if cap_match else None
+    cap = _whole(where, cap_match.group(1), "the batch", MAX_BATCH_LIMIT) if cap_match else None
     if cap_match:
         low = low[: cap_match.start()] + low[cap_match.end() :]
     if _LITTLE_RE.search(low):
@@ -158,9 +171,10 @@ def map_batch(text: str, layout: ParsedLayout, reasons: list[str], notes: list[s
     if match is None and per_gpu is None:
         return None, cap
     if match is not None:
-        batch = max(round(int(match.group(1) or match.group(2)) / layout.instances), 1)
+        stated = _whole(where, match.group(1) or match.group(2), "the batch", MAX_BATCH_LIMIT)
+        batch = max(round(stated / layout.instances), 1)
     else:
-        batch = int(per_gpu.group(1)) * layout.tp * layout.pp
+        batch = _whole(where, per_gpu.group(1), "the batch", MAX_BATCH_LIMIT) * layout.tp * layout.pp
     if batch < layout.pp:
         reasons.append(f"batch {batch} per instance is smaller than the pipeline degree {layout.pp}")
         return None, cap

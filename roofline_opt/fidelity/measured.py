@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from roofline_opt import catalog, files
+from roofline_opt import catalog, checks, files
 from roofline_opt.errors import InvalidInput
 from roofline_opt.fidelity import layouts as parse
 from roofline_opt.fidelity.names import MTP_MODELS, gpu_card_name, model_candidates
+from roofline_opt.optimize.space import MAX_CONTEXT
 from roofline_opt.physics.specs import GpuSpec, ModelSpec
 
 MEASURED_COLUMNS = (
@@ -76,6 +77,11 @@ _WHOLE_REQUEST_SPEED_RE = re.compile(
 )
 """A row whose tok/s per request is output tokens over the whole request's time (prefill included), as its notes
 say (``per_request=total/BS``, ``per-user tps includes context``); otherwise it is 1 / TPOT."""
+_FULL_NUMBER_RE = re.compile(r"~?\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)", re.ASCII | re.IGNORECASE)
+_NON_ASCII_DIGIT_RE = re.compile(r"(?![0-9])\d")
+"""A Unicode digit other than 0-9 (Arabic-Indic, full-width, ...): never read as a number."""
+MAX_MEASURED_SPEED = 1e9
+"""Largest measured tok/s a row may state."""
 
 
 @dataclass(frozen=True)
@@ -147,8 +153,12 @@ class MeasuredRow:
 
 
 def _number(text: str) -> float | None:
-    """``"10,907"`` -> 10907, ``"~290 mean"`` -> 290, ``"8k"`` -> 8000; None without a leading number."""
-    match = _NUMBER_RE.match(re.sub(r"(?<=\d)[,_](?=\d{3})", "", text.strip()))
+    """``"10,907"`` -> 10907, ``"1e3"``, ``"-2"``, ``"~290 mean"`` -> 290, ``"8k"`` -> 8000; None without a number."""
+    text = re.sub(r"(?<=\d)[,_](?=\d{3})", "", text.strip())
+    full = _FULL_NUMBER_RE.fullmatch(text)
+    if full:
+        return float(full.group(1))
+    match = _NUMBER_RE.match(text)
     if match is None:
         return None
     return float(match.group(1)) * (1000.0 if match.group(2) else 1.0)
@@ -158,6 +168,26 @@ def _positive(text: str) -> float | None:
     """A measured figure: a number > 0, else None (not measured)."""
     value = _number(text)
     return value if value is not None and value > 0 else None
+
+
+def _check_cells(cells: Mapping[str, str]) -> None:
+    """Refuse Unicode digits anywhere and impossible measured speeds (zero, negative, absurd), naming the cell."""
+    line = cells.get("line", "?")
+    for column, text in cells.items():
+        if isinstance(text, str) and _NON_ASCII_DIGIT_RE.search(text):
+            msg = f"must write numbers with the digits 0-9. Got {checks.shown(text)} instead."
+            raise InvalidInput(f"line {line}: {column}", msg)
+    for column in ("tok_s_per_request", "tok_s_per_gpu"):
+        text = str(cells.get(column, "")).strip()
+        value = _number(text)
+        if value is not None and not 0 < value <= MAX_MEASURED_SPEED:
+            msg = f"must be a measured speed > 0 and <= {MAX_MEASURED_SPEED:g} tok/s. Got {checks.shown(text)} instead."
+            raise InvalidInput(f"line {line}: {column}", msg)
+    for column in ("input_len", "output_len"):
+        value = _number(str(cells.get(column, "")))
+        if value is not None and not 0 <= value <= MAX_CONTEXT:
+            msg = f"must be a number of tokens in 0..{MAX_CONTEXT:,}. Got {checks.shown(cells[column])} instead."
+            raise InvalidInput(f"line {line}: {column}", msg)
 
 
 @cache
@@ -262,6 +292,7 @@ def _check(batch: int | None, per_request: float | None, per_gpu: float | None, 
 
 def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     """A measured row in catalog terms; every problem found is listed in ``reasons``."""
+    _check_cells(cells)
     keys = (*MEASURED_COLUMNS, "n_gpus", "tpot_ms", "framework", "notes", "line")
     text = {k: str(cells.get(k, "") if cells.get(k) is not None else "").strip() for k in keys}
     text = {k: "" if v.lower() == "nan" else v for k, v in text.items()}
@@ -272,8 +303,13 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     gpu_name = _map_gpu(text["gpu"], reasons)
     if bits is not None and gpu_name is not None and not gpu_card(gpu_name).supports(bits[0]):
         reasons.append(f"gpu {gpu_name} has no FLOP rate for {bits[0]}-bit weights")
-    layout = parse.map_layout(text["layout"], text["n_gpus"], model, reasons, notes)
-    batch, cap = parse.map_batch(text["batch_or_concurrency"], layout, reasons, notes) if layout else (None, None)
+    where = f"line {text['line'] or '?'}"
+    layout = parse.map_layout(text["layout"], text["n_gpus"], model, reasons, notes, f"{where}: layout")
+    batch, cap = (
+        parse.map_batch(text["batch_or_concurrency"], layout, reasons, notes, f"{where}: batch_or_concurrency")
+        if layout
+        else (None, None)
+    )
     context = _map_lengths(text["input_len"], text["output_len"], reasons, notes)
     per_request, per_gpu = (_positive(text[k]) for k in ("tok_s_per_request", "tok_s_per_gpu"))
     tpot = _positive(text["tpot_ms"])
