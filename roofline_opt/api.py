@@ -9,6 +9,8 @@ model : catalog name (``llama-3-70b``, ``llama-3-70b-int8``), YAML card path, HF
 gpu : one name, a comma-separated string or a sequence of names/GpuSpecs; the solver chooses among them.
 weight_bits : one precision or several (16, 8, 4); default the model name's suffix or 16.
 tp_degrees, pp_degrees, ep_degrees : degrees offered; tp_modes : subset of ("1d", "2d").
+dp_attention : also offer a MoE model data-parallel attention with wide expert parallelism, one group of G GPUs
+    per EP degree G > 1 dividing the experts (EP beyond TP; model-notes 10.5).
 max_batch : largest batch (sequences per instance); context : tokens already in the KV cache (default 8000).
 draft, acceptance, gamma_max : speculative decoding with a draft model on the same GPUs (gamma 0..gamma_max).
 preset : "default" (realistic) or "paper" (the reference notebook). max_gpus : GPUs available in all.
@@ -149,6 +151,20 @@ def _ep_degrees(model: ModelSpec, ep_degrees) -> tuple[int, ...]:
     return degrees
 
 
+def _dp_attention(model: ModelSpec, dp_attention: bool, ep_degrees) -> bool:
+    """Data-parallel attention needs a MoE model and an EP degree > 1 dividing its experts."""
+    if not dp_attention:
+        return False
+    if not model.is_moe:
+        msg = f"needs a MoE model (experts to spread over the GPUs); {model.name} is dense. Got on instead."
+        raise InvalidInput("dp_attention", msg)
+    groups = [ep for ep in _degrees("ep_degrees", ep_degrees) if ep > 1 and model.n_experts % ep == 0]
+    if not groups:
+        msg = f"needs --ep-degrees with a degree > 1 dividing {model.n_experts} experts (e.g. 8,16,32). Got none."
+        raise InvalidInput("dp_attention", msg)
+    return True
+
+
 def _degrees(field: str, values) -> tuple[int, ...]:
     raw = checks.parse_int_list(field, values) if isinstance(values, str) else values
     out = tuple(sorted({checks.positive_int(field, v, maximum=MAX_DEGREE) for v in raw}))
@@ -173,6 +189,7 @@ def question(
     pp_degrees=DEFAULT_PP_DEGREES,
     tp_modes=("1d", "2d"),
     ep_degrees=(1,),
+    dp_attention: bool = False,
     max_batch: int = DEFAULT_MAX_BATCH,
     context: int | None = None,
     draft: str | ModelSpec | None = None,
@@ -238,6 +255,7 @@ def question(
         tp_modes=_modes(tp_modes),
         pp_degrees=_degrees("pp_degrees", pp_degrees),
         ep_degrees=_ep_degrees(spec, ep_degrees),
+        dp_attention=_dp_attention(spec, dp_attention, ep_degrees),
         max_batch=max_batch,
         context=context,
         draft=draft_spec,

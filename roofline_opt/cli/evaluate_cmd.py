@@ -24,6 +24,7 @@ OPTIONAL_DEFAULTS = {
     "weight_bits": None,
     "tp_2d": False,
     "ep": 1,
+    "dp_attention": False,
     "context": None,
     "tokens_per_step": 1,
     "draft": None,
@@ -70,6 +71,7 @@ class Setup:
     tp_2d: bool
     pp: int
     ep: int
+    dp_attention: bool
     batch: int
     context: int
     tokens_per_step: int
@@ -167,6 +169,16 @@ def _check_expert_parallel(field: str, model: ModelSpec, ep: int, tp: int) -> No
         raise InvalidInput(field, msg)
 
 
+def _check_dp_attention(field: str, model: ModelSpec, tp: int, pp: int, ep: int) -> int:
+    """Data-parallel attention: a MoE model, pp 1, experts over the whole group of tp GPUs (ep 1 or tp)."""
+    if not model.is_moe:
+        raise InvalidInput(field, f"needs a MoE model; {model.name} is dense. Got true instead.")
+    if pp != 1 or ep not in (1, tp):
+        msg = f"needs pp 1 and ep 1 or equal to tp (the group of {tp} GPUs). Got pp {pp}, ep {ep} instead."
+        raise InvalidInput(field, msg)
+    return tp
+
+
 def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _Specs) -> Setup:
     """Check one setup's raw values (text or numbers); ``label`` turns a column into the field errors name."""
     model_text = _text(label("model"), values["model"])
@@ -177,7 +189,12 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
     _check_runs(label("weight_bits"), gpu, bits)
     tp = checks.positive_int(label("tp"), values["tp"], maximum=MAX_DEGREE)
     ep = checks.positive_int(label("ep"), values["ep"], maximum=MAX_DEGREE)
-    _check_expert_parallel(label("ep"), model, ep, tp)
+    pp = checks.positive_int(label("pp"), values["pp"], maximum=MAX_DEGREE)
+    dp_attention = _bool(label("dp_attention"), values["dp_attention"])
+    if dp_attention:
+        ep = _check_dp_attention(label("dp_attention"), model, tp, pp, ep)
+    else:
+        _check_expert_parallel(label("ep"), model, ep, tp)
     draft_text = "" if values["draft"] is None else _text(label("draft"), values["draft"])
     draft_bits = DRAFT_DEFAULT_BITS
     if draft_text:
@@ -197,8 +214,9 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
         gpu=gpu_text,
         tp=tp,
         tp_2d=_bool(label("tp_2d"), values["tp_2d"]),
-        pp=checks.positive_int(label("pp"), values["pp"], maximum=MAX_DEGREE),
+        pp=pp,
         ep=ep,
+        dp_attention=dp_attention,
         batch=checks.positive_int(label("batch"), values["batch"], maximum=MAX_BATCH_LIMIT),
         context=checks.positive_int(label("context"), context, minimum=0, maximum=MAX_CONTEXT),
         tokens_per_step=checks.positive_int(
@@ -294,7 +312,9 @@ def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
     gpu = specs.gpu(setup.gpu, "gpu")
     preset = PRESETS[setup.preset]
     workload = rq.Workload.single(setup.isl, setup.osl)
-    layout = evaluator.Layout.of(setup.tp, setup.tp_2d, setup.pp, setup.context, 1, setup.ep, setup.kv_bits)
+    layout = evaluator.Layout.of(
+        setup.tp, setup.tp_2d, setup.pp, setup.context, 1, setup.ep, setup.kv_bits, dp_attention=setup.dp_attention
+    )
     batch = np.array([float(setup.batch)])
     if setup.serving == rq.DISAGG:
         p_gpu = specs.gpu(setup.prefill_gpu, "prefill_gpu")
@@ -324,9 +344,15 @@ def _evaluate_group(setups: list[Setup], specs: _Specs) -> dict[str, np.ndarray]
         return np.array([getattr(s, name) for s in setups])
 
     layout = evaluator.Layout.of(
-        column("tp"), column("tp_2d"), column("pp"), column("context"), column("tokens_per_step"), column("ep"),
+        column("tp"),
+        column("tp_2d"),
+        column("pp"),
+        column("context"),
+        column("tokens_per_step"),
+        column("ep"),
         column("kv_bits"),
-    )  # fmt: skip
+        dp_attention=column("dp_attention"),
+    )
     return evaluator.evaluate(
         model,
         specs.gpu(first.gpu, "gpu"),
@@ -406,14 +432,21 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "evaluate",
         help="figures of fully specified setups (flags, or --from-csv FILE)",
         description="Every figure of one setup given by flags, or of each row of --from-csv FILE (columns "
-        "model, gpu, tp, pp, batch required; weight_bits, tp_2d, ep, context, tokens_per_step, draft, acceptance, "
-        "gamma_max, preset optional: a blank or absent cell takes the flag's value).",
+        "model, gpu, tp, pp, batch required; weight_bits, tp_2d, ep, dp_attention, context, tokens_per_step, draft, "
+        "acceptance, gamma_max, preset optional: a blank or absent cell takes the flag's value).",
     )
     p.add_argument("--model", help="catalog name (a -int8/-int4 suffix sets the weight bits), YAML card or config.json")
     p.add_argument("--weight-bits", dest="weight_bits", help="16, 8 or 4 (default: the name's suffix, else 16)")
     p.add_argument("--gpu", help="catalog name or YAML card of the accelerator")
     p.add_argument("--tp", help="tensor-parallel degree T")
     p.add_argument("--tp-2d", dest="tp_2d", action="store_true", help="2-D tensor parallelism (default 1-D)")
+    p.add_argument(
+        "--dp-attention",
+        dest="dp_attention",
+        action="store_true",
+        help="data-parallel attention with wide expert parallelism (MoE): --tp GPUs each hold the attention and "
+        "batch/tp sequences, experts spread over all of them (pp 1)",
+    )
     p.add_argument("--pp", help="pipeline degree P")
     p.add_argument("--ep", default=OPTIONAL_DEFAULTS["ep"], help="expert-parallel degree inside TP (default 1)")
     p.add_argument("--batch", help="sequences decoded together by one instance, B")

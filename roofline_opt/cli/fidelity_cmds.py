@@ -19,15 +19,14 @@ VALIDATE_TABLE = {
     "weight_bits": "bits",
     "gpu_card": "gpu",
     "mapped_layout": "layout",
-    "batch_per_instance": "batch",
+    "check": "check",
+    "predicted_at_batch": "batch",
     "context": "context",
     "measured_tok_s_per_request": "meas_tok_s_req",
     "predicted_tok_s_per_request": "pred_tok_s_req",
-    "ratio_tok_s_per_request": "ratio_req",
     "measured_tok_s_per_gpu": "meas_tok_s_gpu",
     "predicted_tok_s_per_gpu": "pred_tok_s_gpu",
-    "ratio_tok_s_per_gpu": "ratio_gpu",
-    "fits_in_memory": "fits",
+    "ratio": "ratio",
     "bottleneck": "bound_by",
     "bound_holds": "bound_holds",
 }
@@ -71,26 +70,40 @@ def _points(value: str) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    if args.csv:
-        files.check_destination(args.csv, "--csv", inputs=(args.measured,))
+    for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
+        if path:
+            formats = files.plot_formats() if flag == "--plot" else None
+            files.check_destination(path, flag, formats, inputs=(args.measured,))
     rows = fidelity.validate(args.measured, PRESETS[_preset(args.preset)])
     records = [r.to_record() for r in rows]
     frame = pd.DataFrame(records)
     summary = fidelity.summarise(rows)
     if args.csv:
         files.write_csv(args.csv, frame.convert_dtypes(), field="--csv")
+    if args.plot:
+        report.plot_validation(fidelity.plot_panels(rows), args.plot, "--plot")
     if args.json:
         print(report.to_json(records))
         print(summary.line(), file=sys.stderr)
         return 0
-    compared = frame[frame["model_card"].notna()]
+    compared = frame[frame["check"].notna()]
     print(report.frame_to_table(compared[list(VALIDATE_TABLE)].rename(columns=VALIDATE_TABLE)))
+    failed = frame[frame["bound_holds"].eq(False)]
+    if len(failed):
+        print("\nrows the bound does not hold on:")
+        for record in failed.to_dict("records"):
+            why = record["why_not_bounded"] or f"predicted/measured {report.format_number(record['ratio'])}"
+            print(f"  line {record['line']} ({record['model']}, {record['gpu']}, {record['check']}): {why}")
     listed = frame[frame["reason"].notna()]
     if len(listed):
         print("\nrows without a verdict:")
         for record in listed.to_dict("records"):
             print(f"  line {record['line']} ({record['model']}, {record['gpu'] or '-'}): {record['reason']}")
+    print("\nper framework:")
+    print(report.frame_to_table(pd.DataFrame(fidelity.by_framework(rows))))
     print(f"\n{summary.line()}")
+    if args.plot:
+        print(f"wrote {args.plot}")
     return 0
 
 
@@ -188,12 +201,19 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help="measured serving figures against the roofline bound",
         description="Evaluate the roofline at the setup of each row of a measured-points CSV (columns of "
         "shared/reference/measured_points.csv; context = input_len + output_len / 2) and check that the prediction "
-        "bounds the measurement. Rows that cannot be mapped are listed with the reason.",
+        "bounds the measurement: at the stated batch (point), at maximum load (throughput ceiling) or at the "
+        "measured per-user speed (frontier). Rows that cannot be mapped are listed with the reason.",
     )
     p.add_argument("--measured", required=True, metavar="FILE", help="measured-points CSV")
     p.add_argument("--preset", default="default", help="physics: default (realistic, the default) or paper")
     p.add_argument("--json", action="store_true", help="print a JSON list of row objects (summary on stderr)")
     p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="per accelerator, measured points against our frontier (tok/s per GPU vs tok/s per user), coloured by "
+        "whether the bound holds",
+    )
     p.set_defaults(func=run_validate)
 
     p = subparsers.add_parser(

@@ -18,10 +18,10 @@ from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.space import Question
 
 SPACE_FIELDS = (
-    "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "max_batch", "context", "draft", "acceptance",
-    "gamma_max", "preset", "max_gpus", "demand_tok_s", "cluster", "kv_bits", "isl", "osl", "workload", "serving",
-    "chunk_tokens", "ttft_ms", "tpot_ms", "prefill_gpu", "decode_gpu", "max_instances", "demand_req_s",
-    "max_utilisation",
+    "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "dp_attention", "max_batch", "context",
+    "draft", "acceptance", "gamma_max", "preset", "max_gpus", "demand_tok_s", "cluster", "kv_bits", "isl", "osl",
+    "workload", "serving", "chunk_tokens", "ttft_ms", "tpot_ms", "prefill_gpu", "decode_gpu", "max_instances",
+    "demand_req_s", "max_utilisation",
 )  # fmt: skip
 """Flags passed unchanged to api.question as keyword arguments of the same name."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
@@ -66,6 +66,8 @@ def _question(args: argparse.Namespace) -> Question:
 
 
 def _tp(record: Mapping[str, Any]) -> str:
+    if record.get("dp_attention"):
+        return f"dp{record['tp']}"
     return f"{record['tp']} (2d)" if record["tp_2d"] else str(record["tp"])
 
 
@@ -281,7 +283,10 @@ SHARED_HELP = {
     "--tp-degrees": "tensor-parallel degrees offered (default 1,2,4,8,16,32,64)",
     "--pp-degrees": "pipeline degrees offered (default 1,2,4,8)",
     "--tp-modes": "tensor-parallel modes offered: 1d, 2d or 1d,2d (default 1d,2d)",
-    "--ep-degrees": "expert-parallel degrees offered, each dividing tp and the expert count (default 1)",
+    "--ep-degrees": "expert-parallel degrees offered, each dividing tp and the expert count (default 1); with "
+    "--dp-attention also as data-parallel-attention groups of that many GPUs (EP beyond TP)",
+    "--dp-attention": "also offer MoE models data-parallel attention with wide expert parallelism: every GPU holds the "
+    "attention and its own sequences, experts spread over the group (tp column shows dpG)",
     "--max-batch": "largest batch, sequences per instance (default 4096)",
     "--weight-bits": "weight precision(s) offered: 16, 8, 4 or a list like 16,8 (default: the model name's "
     "-int8/-int4 suffix, else 16)",
@@ -335,8 +340,8 @@ METAVARS = {"--time-limit": "SECONDS", "--csv": "OUT", "--cluster": "FILE", "--p
 
 def _add_shared(p: argparse.ArgumentParser) -> None:
     for flag, text in SHARED_HELP.items():
-        if flag == "--json":
-            p.add_argument(flag, action="store_true", help=text)
+        if flag in ("--json", "--dp-attention"):
+            p.add_argument(flag, dest=flag[2:].replace("-", "_"), action="store_true", help=text)
             continue
         kwargs: dict[str, Any] = {"help": text, "default": SHARED_DEFAULTS.get(flag), "metavar": METAVARS.get(flag)}
         p.add_argument(flag, dest=flag[2:].replace("-", "_"), required=flag == "--model", **kwargs)

@@ -22,7 +22,8 @@ from roofline_opt.fidelity.reproduce import (
     reproduce,
 )
 from roofline_opt.fidelity.sensitivity import Sensitivity, plot_sensitivity, sensitivity, variants
-from roofline_opt.fidelity.validate import ValidationRow, ValidationSummary, summarise, validate
+from roofline_opt.fidelity.summary import ValidationSummary, by_framework, plot_panels, summarise
+from roofline_opt.fidelity.validate import ValidationRow, validate
 
 __all__ = [
     "CASES",
@@ -37,11 +38,13 @@ __all__ = [
     "Sensitivity",
     "ValidationRow",
     "ValidationSummary",
+    "by_framework",
     "calibrate",
     "card_yaml",
     "choose_context",
     "compare_case",
     "map_row",
+    "plot_panels",
     "plot_sensitivity",
     "read_measured",
     "reproduce",
