@@ -27,6 +27,11 @@ class Points:
     time_per_token_s: np.ndarray
     usd_per_mtok: np.ndarray
 
+    def subset(self, mask: np.ndarray) -> Points:
+        """The points where ``mask`` holds (same layouts table)."""
+        return Points(self.layouts, self.layout_index[mask], self.batch[mask], self.time_per_token_s[mask],
+                      self.usd_per_mtok[mask])  # fmt: skip
+
 
 def feasible_points(question: Question) -> Points:
     """Evaluate and keep the points that fit in memory, respect the batch range, limits and demand."""

@@ -26,7 +26,7 @@ from roofline_opt.optimize.formulation import (
 )
 from roofline_opt.optimize.results import Answer, Setup, reevaluate
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
-from roofline_opt.optimize.space import Question
+from roofline_opt.optimize.space import Layouts, Question
 from roofline_opt.optimize.tables import Tables, build_tables, split_choice
 
 SCREEN_ABOVE_CHOICES = 600
@@ -64,6 +64,8 @@ class Prepared:
     best_bound: float | None = None
     blocked: set[int] = field(default_factory=set)
     query_repairs: int = 0
+    excluded_layouts: set[int] = field(default_factory=set)
+    """Layout indices no query may pick (the runner-up search excludes the answers already given)."""
 
     def start_query(self) -> None:
         """Forget the previous query's rejected points and repair count (splits themselves are kept)."""
@@ -73,9 +75,13 @@ class Prepared:
     def solver(self, kind: str, lo: np.ndarray, hi: np.ndarray) -> PersistentHighs:
         """A loaded model for the target's batch ranges (screened when the space is large)."""
         t = self.tables
-        if self.blocked:
+        off = np.zeros(len(t), dtype=bool)
+        off[list(self.blocked)] = True
+        if self.excluded_layouts:
+            off |= np.isin(t.layout_of, list(self.excluded_layouts))
+        if off.any():
             hi = hi.copy()
-            hi[list(self.blocked)] = lo[list(self.blocked)] - 1.0
+            hi[off] = lo[off] - 1.0
         bound = choice_bounds(t, kind, lo, hi)
         best = float(bound.min())
         self.best_bound = best if np.isfinite(best) and best > 0 else None
@@ -301,20 +307,57 @@ def enumerated_points(question: Question) -> Points:
 
 def _answer(question: Question, kind: str, target: float | None, method: str, options: SolverOptions | None) -> Answer:
     """One query by either method; an unreachable target raises Infeasible naming the other extreme."""
+    return top_n(question, kind, target, 1, method, options)[0]
+
+
+def layout_index(question: Question, lay: Layouts, setup: Setup) -> int:
+    """Index in ``lay`` of the layout a setup uses."""
+    g = next(i for i, gpu in enumerate(question.gpus) if gpu.name == setup.gpu)
+    match = (
+        (lay.gpu_index == g) & (lay.weight_bits == setup.weight_bits) & (lay.tp == setup.tp)
+        & (lay.tp_2d == setup.tp_2d) & (lay.pp == setup.pp) & (lay.ep == setup.ep) & (lay.gamma == setup.gamma)
+    )  # fmt: skip
+    return int(np.flatnonzero(match)[0])
+
+
+def top_n(
+    question: Question,
+    kind: str,
+    target: float | None,
+    n: int,
+    method: str = "mip",
+    options: SolverOptions | None = None,
+) -> list[Answer]:
+    """The best answer, then the best among the remaining layouts, and so on: up to ``n`` distinct layouts, each
+    proven best once the previous ones are excluded (fewer when no other layout meets the target)."""
     check_method(method)
     other = CHEAPEST if kind == FASTEST else FASTEST
+    answers: list[Answer] = []
     if method == "enumerate":
         pts = enumerated_points(question)
-        answer = enumerate_best(question, kind, target, pts)
-        nearest = (lambda: enumerate_best(question, other, None, pts)) if answer is None else None
+        excluded: list[int] = []
+        nearest = lambda: enumerate_best(question, other, None, pts)  # noqa: E731
+        for _ in range(n):
+            keep = ~np.isin(pts.layout_index, excluded)
+            answer = enumerate_best(question, kind, target, pts.subset(keep))
+            if answer is None:
+                break
+            answers.append(answer)
+            excluded.append(layout_index(question, pts.layouts, answer.setup))
     else:
         prep = prepare(question, options)
         solve = {FASTEST: solve_fastest, CHEAPEST: solve_cheapest}
-        answer = solve[kind](prep, target)
-        nearest = (lambda: solve[other](prep, None)) if answer is None else None
-    if answer is None:
+        for _ in range(n):
+            answer = solve[kind](prep, target)
+            if answer is None:
+                break
+            answers.append(answer)
+            prep.excluded_layouts.add(layout_index(question, prep.tables.layouts, answer.setup))
+        prep.excluded_layouts.clear()
+        nearest = lambda: solve[other](prep, None)  # noqa: E731
+    if not answers:
         raise _unreachable(kind, target, nearest())
-    return answer
+    return answers
 
 
 def _unreachable(kind: str, target: float | None, nearest: Answer) -> Infeasible:

@@ -22,7 +22,8 @@ FIGURES = (
     "usd_per_mtok",
     "time_per_token_s",
     "throughput_tok_s",
-    "mfu",
+    "tok_s_per_gpu",
+    "mfu_fraction",
     "step_time_s",
     "kernel_launch_s",
     "network_s",
@@ -53,6 +54,21 @@ class Setup:
     def n_gpus(self) -> int:
         return self.tp * self.pp
 
+    @property
+    def layout(self) -> str:
+        """Compact layout name: ``tp8pp2ep1``, ``tp8(2d)pp1ep1``, with ``g4`` appended for a 4-token draft."""
+        return layout_name(self.tp, self.tp_2d, self.pp, self.ep, self.gamma)
+
+    @property
+    def layout_key(self) -> tuple:
+        """Every discrete choice but the batch: what makes two setups distinct layouts."""
+        return (self.gpu, self.weight_bits, self.tp, self.tp_2d, self.pp, self.ep, self.gamma)
+
+
+def layout_name(tp: int, tp_2d: bool, pp: int, ep: int, gamma: int = 0) -> str:
+    """``tp8pp2ep1``; ``(2d)`` after the TP degree for 2-D tensor parallelism; ``g<gamma>`` with a draft."""
+    return f"tp{tp}{'(2d)' if tp_2d else ''}pp{pp}ep{ep}" + (f"g{gamma}" if gamma else "")
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -67,6 +83,8 @@ class Answer:
     placement: dict | None = field(default=None)
     bounds: dict[str, float] = field(default_factory=dict)
     """Proven bounds on the objective in its own unit (bound_tok_s_per_request or bound_usd_per_mtok)."""
+    question_fields: dict = field(default_factory=dict)
+    """The question's own fields (model, context, preset, price) so answers of several questions can be stacked."""
 
     @property
     def tok_s_per_request(self) -> float:
@@ -78,10 +96,13 @@ class Answer:
 
     def to_record(self) -> dict:
         """Flat dict with unit-named keys (the JSON and CSV row)."""
-        rec = asdict(self.setup)
+        rec = dict(self.question_fields)
+        rec.update(asdict(self.setup))
+        rec["layout"] = self.setup.layout
         rec["n_gpus"] = self.setup.n_gpus
         rec["total_gpus"] = self.setup.n_gpus * self.setup.replicas
         rec.update(self.figures)
+        rec["usd_per_hour"] = self.figures["usd_per_hour_per_instance"] * self.setup.replicas
         rec["bottleneck"] = self.bottleneck
         rec["fits_in_memory"] = self.fits_in_memory
         rec["method"] = self.method
@@ -119,6 +140,7 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
         gamma=setup.gamma if draft is not None else None,
     )
     figures = {k: float(np.asarray(out[k])) for k in FIGURES}
+    figures["usd_per_hour_per_instance"] = float(np.asarray(out["usd_per_hour"]))
     replicas = replicas_for(question, figures["throughput_tok_s"])
     full = Setup(**{**asdict(setup), "replicas": replicas})
     return Answer(
@@ -128,4 +150,16 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
         fits_in_memory=bool(np.asarray(out["fits_in_memory"])),
         method=method,
         report=report,
+        question_fields=question_fields(question, gpu),
     )
+
+
+def question_fields(question: Question, gpu) -> dict:
+    """The fields of the question an answer belongs to (weight bits are the setup's own)."""
+    return {
+        "model": question.model.name,
+        "context": question.context,
+        "preset": question.preset.name,
+        "usd_per_gpu_hour": gpu.usd_per_hour,
+        "price_basis": gpu.price_basis,
+    }

@@ -55,8 +55,10 @@ def frontier_answers(
     options: SolverOptions | None = None,
     progress: Progress | None = None,
     method: str = "mip",
+    utility_exponent: float | None = 4.0,
 ) -> list[Answer]:
-    """The speed-vs-cost frontier as answers, one per distinct optimal setup, cheapest first."""
+    """The speed-vs-cost frontier as answers, one per distinct optimal setup, cheapest first, including the exact
+    maximiser of speed^a / price (a = ``utility_exponent``; None skips that search)."""
     check_method(method)
     fastest_within, cheapest_of_all = (
         _mip_solvers(question, options) if method == "mip" else _enumeration_solvers(question)
@@ -74,7 +76,43 @@ def frontier_answers(
             progress(i + 1, len(grid))
     if answers[-1].setup != fastest.setup:
         answers.append(fastest)
-    return pareto(answers)
+    answers = pareto(answers)
+    if utility_exponent is None:
+        return answers
+    return pareto(answers + preferred_search(answers, fastest_within, utility_exponent))
+
+
+def utility(answer: Answer, exponent: float) -> float:
+    """log(speed^a / price): the notebook's preference among frontier points."""
+    return exponent * np.log(answer.tok_s_per_request) - np.log(answer.usd_per_mtok)
+
+
+def preferred_search(
+    frontier: list[Answer], fastest_within: Callable[[float], Answer | None], exponent: float
+) -> list[Answer]:
+    """Frontier points between the sampled ones that could beat the best speed^a / price, found by bisection.
+
+    Between consecutive frontier points lo and hi, every setup costs more than lo and runs no faster than hi, so
+    none scores above hi.speed^a / lo.price: such a gap is skipped when that bound is no better than the best score.
+    Otherwise the fastest setup just below hi's price is solved: setups between it and hi are slower and dearer than
+    it, so only the gap (lo, it) remains. The maximum over the whole frontier is therefore found whatever the
+    sampling (to the solver's 1e-7 relative tolerances).
+    """
+    best = max(utility(a, exponent) for a in frontier)
+    found: list[Answer] = []
+    gaps = list(zip(frontier[:-1], frontier[1:], strict=True))
+    while gaps:
+        lo, hi = gaps.pop()
+        bound = exponent * np.log(hi.tok_s_per_request) - np.log(lo.usd_per_mtok)
+        if bound <= best + 1e-9:
+            continue
+        inside = fastest_within(hi.usd_per_mtok * (1 - 1e-7))
+        if inside is None or inside.usd_per_mtok <= lo.usd_per_mtok * (1 + 1e-9) or inside.setup == lo.setup:
+            continue
+        found.append(inside)
+        best = max(best, utility(inside, exponent))
+        gaps.append((lo, inside))
+    return found
 
 
 def pareto(answers: list[Answer]) -> list[Answer]:
@@ -91,7 +129,8 @@ def pareto(answers: list[Answer]) -> list[Answer]:
 
 
 def preferred_index(frame: pd.DataFrame, utility_exponent: float = 4.0) -> int:
-    """Row maximising speed^a / price (the notebook's choice of one frontier point; a = 4 there)."""
+    """Row maximising speed^a / price (the notebook's choice of one frontier point; a = 4 there). The frontier of
+    ``frontier_answers`` holds the exact maximiser, so this is the maximum over the whole frontier."""
     score = utility_exponent * np.log(frame["tok_s_per_request"]) - np.log(frame["usd_per_mtok"])
     return int(np.argmax(score.to_numpy()))
 

@@ -1,4 +1,5 @@
-"""Frontier plots: achievable setups, the preferred point and observed points."""
+"""Plots of answers: frontiers as the achievable setups (markers joined by steps), the preferred point, observed
+points, dollar tick labels on logarithmic axes whatever their range."""
 
 from __future__ import annotations
 
@@ -9,6 +10,37 @@ import pandas as pd
 
 from roofline_opt.files import save_figure_atomic
 
+PLOT_AXES = ("cost", "gpu")
+"""cost: tok/s per request vs $/Mtok (log), as in the paper; gpu: tok/s per request vs tok/s per GPU."""
+
+_AXES = {
+    "cost": ("usd_per_mtok", "$ per million output tokens (log scale)"),
+    "gpu": ("tok_s_per_gpu", "output tokens per second per GPU (log scale)"),
+}
+
+
+def dollars(value: float) -> str:
+    """A tick label in dollars with as many decimals as the value needs: $0.005, $0.25, $3, $1.5k."""
+    if value <= 0:
+        return ""
+    if value >= 1000:
+        return f"${value / 1000:g}k"
+    if value >= 1:
+        return f"${value:.3g}"
+    return f"${value:.2g}"
+
+
+def dollar_axis(axis: Any) -> None:
+    """Dollar labels on a log axis: on decades, and on 2x/5x minor ticks when the range spans few decades."""
+    from matplotlib.ticker import LogFormatter
+
+    class DollarLogFormatter(LogFormatter):
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return dollars(x) if super().__call__(x, pos) else ""
+
+    axis.set_major_formatter(DollarLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    axis.set_minor_formatter(DollarLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
 
 def plot_frontier(
     frame: pd.DataFrame,
@@ -17,35 +49,64 @@ def plot_frontier(
     title: str,
     preferred_label: str | None = None,
     observed: pd.DataFrame | None = None,
+    axes: str = "cost",
     field: str = "--plot",
 ) -> None:
-    """The frontier as in the paper: x tok/s per request, y $/Mtok (log), the preferred point starred and annotated,
+    """The frontier's setups as markers; on the cost axes a step line gives the least $/Mtok at each speed or faster
+    (only the marked setups are achievable, nothing between them); the preferred point starred and annotated;
     observed points (columns tok_s_per_request, usd_per_mtok, optional label) overlaid as crosses."""
+    from matplotlib.figure import Figure
+
+    y_field, y_label = _AXES[axes]
+    figure = Figure(figsize=(9, 5.5), layout="constrained")
+    ax = figure.add_subplot()
+    x, y = frame["tok_s_per_request"], frame[y_field]
+    if axes == "cost":
+        ax.step(x, y, where="pre", lw=1.0, color="C0", alpha=0.6, label="least $/Mtok at that speed or faster")
+    ax.plot(x, y, "o", ms=4.5, color="C0", label="optimal setups (achievable points)")
+    _mark_preferred(ax, frame, y_field, preferred_label)
+    if observed is not None and len(observed) and axes == "cost":
+        _overlay_observed(ax, observed)
+    ax.set_yscale("log")
+    if axes == "cost":
+        dollar_axis(ax.yaxis)
+    ax.set_xlabel("output tokens per second per request (per user)")
+    ax.set_ylabel(y_label)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    save_figure_atomic(figure, path, field)
+
+
+def plot_answers(frame: pd.DataFrame, path: str | os.PathLike[str], *, title: str, field: str = "--plot") -> None:
+    """The answers of a query (best first) on the cost axes, each labelled with its rank and layout."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(8, 5), layout="constrained")
     ax = figure.add_subplot()
-    ax.plot(frame["tok_s_per_request"], frame["usd_per_mtok"], "o-", ms=3.5, lw=1.5, label="optimal setups")
-    _mark_preferred(ax, frame, preferred_label)
-    if observed is not None and len(observed):
-        _overlay_observed(ax, observed)
+    ax.plot(frame["tok_s_per_request"], frame["usd_per_mtok"], "o", ms=6, color="C0")
+    for rank, row in enumerate(frame.itertuples(), start=1):
+        text = f"#{rank} {row.gpu} {row.layout} batch {row.batch}"
+        ax.annotate(text, (row.tok_s_per_request, row.usd_per_mtok), xytext=(5, 4), textcoords="offset points",
+                    fontsize=8)  # fmt: skip
     ax.set_yscale("log")
-    ax.set_xlabel("tokens per second per request")
+    dollar_axis(ax.yaxis)
+    ax.margins(x=0.25, y=0.15)
+    ax.set_xlabel("output tokens per second per request (per user)")
     ax.set_ylabel("$ per million output tokens (log scale)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="upper left")
     save_figure_atomic(figure, path, field)
 
 
-def _mark_preferred(ax: Any, frame: pd.DataFrame, label: str | None) -> None:
+def _mark_preferred(ax: Any, frame: pd.DataFrame, y_field: str, label: str | None) -> None:
     if "preferred" not in frame or not frame["preferred"].any():
         return
     row = frame[frame["preferred"].astype(bool)].iloc[0]
-    x, y = row["tok_s_per_request"], row["usd_per_mtok"]
-    ax.scatter([x], [y], marker="*", s=220, color="C3", zorder=4, label="preferred")
+    x, y = row["tok_s_per_request"], row[y_field]
+    ax.scatter([x], [y], marker="*", s=240, color="C3", zorder=4, label="preferred (max speed^a / price)")
     if label:
-        # the lower right corner is empty on any frontier: fast and cheap is what no setup reaches
+        # the lower right corner is empty on the cost axes: fast and cheap is what no setup reaches
         ax.annotate(label, (x, y), xytext=(0.97, 0.05), textcoords="axes fraction", ha="right", va="bottom",
                     fontsize=8, arrowprops={"arrowstyle": "->", "color": "C3", "lw": 0.8})  # fmt: skip
 
