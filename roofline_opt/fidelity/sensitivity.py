@@ -88,9 +88,9 @@ def sensitivity(
     rows, frontiers = [], {}
     for done, v in enumerate(chosen, start=1):
         varied = v.change(q)
-        key = (varied.preset, varied.tp_modes, varied.acceptance)
+        key = (varied.preset, varied.tp_modes, varied.acceptance, v.utility_exponent)
         if key not in solved:
-            solved[key] = api.frontier_frame(varied, points=points)
+            solved[key] = api.frontier_frame(varied, points=points, utility_exponent=v.utility_exponent)
         frame = solved[key]
         if progress is not None:
             progress(done, len(chosen))
