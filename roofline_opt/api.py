@@ -117,6 +117,7 @@ def _ep_degrees(model: ModelSpec, ep_degrees) -> tuple[int, ...]:
 
 def _degrees(field: str, values) -> tuple[int, ...]:
     raw = checks.parse_int_list(field, values) if isinstance(values, str) else values
+    raw = [raw] if isinstance(raw, int) else raw
     out = tuple(sorted({checks.positive_int(field, v) for v in raw}))
     if not out:
         raise InvalidInput(field, "must list at least one degree. Got none instead.")

@@ -89,9 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         if getattr(args, "question", None):
-            from roofline_opt.cli.run_files import question_namespace
+            from roofline_opt.cli.run_files import apply_question_file
 
-            args = parser.parse_args(argv, namespace=question_namespace(args))
+            apply_question_file(args)
+            args = parser.parse_args(argv)
         return int(args.func(args) or EXIT_OK)
     except InvalidInput as exc:
         print(f"roofline-opt: error: {exc}", file=sys.stderr)

@@ -26,8 +26,8 @@ def _dests(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {a.dest: a for a in parser._actions if a.option_strings and a.dest not in NOT_IN_QUESTION}
 
 
-def question_namespace(args: argparse.Namespace) -> argparse.Namespace:
-    """A namespace pre-filled with the question file's values (argparse then lets explicit flags override them)."""
+def apply_question_file(args: argparse.Namespace) -> None:
+    """Make the question file's values the command's defaults, so that parsing again lets explicit flags win."""
     from roofline_opt.catalog.parse import read_yaml
 
     path = Path(args.question)
@@ -48,16 +48,16 @@ def question_namespace(args: argparse.Namespace) -> argparse.Namespace:
             options = ", ".join(sorted(d.replace("_", "-") for d in dests))
             raise InvalidInput(f"{path}: {key}", f"is not a flag of {args.command}; valid: {options}")
         values[dest] = _flag_value(dests[dest], value)
-    return argparse.Namespace(**values)
+    parser.set_defaults(**values)
 
 
 def _flag_value(action: argparse.Action, value: Any) -> Any:
-    """A YAML value as the flag would receive it: lists become comma-separated text, flags switches stay bool."""
+    """A YAML value as the flag would receive it (text; lists comma-separated; null = not given); switches bool."""
     if isinstance(action, argparse._StoreTrueAction):
         return bool(value)
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
-    return value
+    return None if value is None else str(value)
 
 
 def resolved_question(args: argparse.Namespace) -> dict[str, Any]:

@@ -90,29 +90,31 @@ def utility(answer: Answer, exponent: float) -> float:
 def preferred_search(
     frontier: list[Answer], fastest_within: Callable[[float], Answer | None], exponent: float
 ) -> list[Answer]:
-    """Frontier points between the sampled ones that could beat the best speed^a / price, found by bisection.
+    """The frontier point between the sampled ones that beats their best speed^a / price, if any, by bisection.
 
-    Between consecutive frontier points lo and hi, every setup costs more than lo and runs no faster than hi, so
-    none scores above hi.speed^a / lo.price: such a gap is skipped when that bound is no better than the best score.
-    Otherwise the fastest setup just below hi's price is solved: setups between it and hi are slower and dearer than
-    it, so only the gap (lo, it) remains. The maximum over the whole frontier is therefore found whatever the
-    sampling (to the solver's 1e-7 relative tolerances).
+    A gap (lo, hi) holds setups costing more than ``lo`` and less than ``hi.price`` and so running no faster than
+    ``hi``: none scores above hi.speed^a / lo, and the gap is dropped when that bound is no better than the best
+    score. Otherwise the fastest setup P within the geometric middle budget m is solved: setups costing between
+    P's price and m are slower and dearer than P, so the gaps left are (lo, P) and (m, hi). The gaps shrink
+    geometrically, so the maximum over the whole frontier is found whatever the sampling (to 1e-7 relative).
     """
     best = max(utility(a, exponent) for a in frontier)
-    found: list[Answer] = []
-    gaps = list(zip(frontier[:-1], frontier[1:], strict=True))
+    found: Answer | None = None
+    gaps = [(lo.usd_per_mtok, hi) for lo, hi in zip(frontier[:-1], frontier[1:], strict=True)]
     while gaps:
-        lo, hi = gaps.pop()
-        bound = exponent * np.log(hi.tok_s_per_request) - np.log(lo.usd_per_mtok)
-        if bound <= best + 1e-9:
+        lo_cost, hi = gaps.pop()
+        bound = exponent * np.log(hi.tok_s_per_request) - np.log(lo_cost)
+        if bound <= best + 1e-9 or hi.usd_per_mtok <= lo_cost * (1 + 1e-7):
             continue
-        inside = fastest_within(hi.usd_per_mtok * (1 - 1e-7))
-        if inside is None or inside.usd_per_mtok <= lo.usd_per_mtok * (1 + 1e-9) or inside.setup == lo.setup:
+        middle = float(np.sqrt(lo_cost * hi.usd_per_mtok))
+        inside = fastest_within(middle)
+        gaps.append((middle, hi))
+        if inside is None or inside.usd_per_mtok <= lo_cost * (1 + 1e-9):
             continue
-        found.append(inside)
-        best = max(best, utility(inside, exponent))
-        gaps.append((lo, inside))
-    return found
+        if utility(inside, exponent) > best:
+            found, best = inside, utility(inside, exponent)
+        gaps.append((lo_cost, inside))
+    return [] if found is None else [found]
 
 
 def pareto(answers: list[Answer]) -> list[Answer]:
