@@ -134,7 +134,8 @@ def test_summary_shows_setup_figures_with_units_and_solver_status(capsys: pytest
     lines = out.splitlines()
     assert lines[0] == "fastest setup of llama-3-70b within $3/Mtok; decode context 8000 tokens, paper preset"
     columns = ("gpu", "weight_bits", "layout", "total_gpus", "replicas", "batch", "tok_s_per_request",
-               "tok_s_per_gpu", "ms_per_token", "usd_per_mtok", "usd_per_hour", "mfu_fraction", "bottleneck")  # fmt: skip
+               "tok_s_per_gpu", "ms_per_token", "usd_per_mtok", "usd_per_hour", "mfu_fraction",
+               "bottleneck")  # fmt: skip
     for column in columns:
         assert column in lines[1]
     assert "h100-sxm" in lines[3]

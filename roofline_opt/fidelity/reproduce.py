@@ -305,10 +305,12 @@ def reproduce(
             progress(done, len(cases))
         files.write_text_atomic(out / f"{case.key}.csv", frame.to_csv(index=False), field="--out")
         nb = case.notebook
-        observed = pd.DataFrame(
-            [("notebook max (continuous N)", nb.max_tok_s_per_request, nb.usd_per_mtok_at_max), *case.observed],
-            columns=["label", "tok_s_per_request", "usd_per_mtok"],
+        columns = ["label", "tok_s_per_request", "usd_per_mtok"]
+        notebook = pd.DataFrame(
+            [("notebook's max speed (continuous N)", nb.max_tok_s_per_request, nb.usd_per_mtok_at_max)],
+            columns=columns,
         )
+        observed = pd.DataFrame(list(case.observed), columns=columns)
         preferred = f"preferred (a={UTILITY_EXPONENT:g}): {row['preferred_setup']}"
         report.plot_frontier(
             frame,
@@ -316,6 +318,7 @@ def reproduce(
             title=f"{case.label} ({case.gpu}, paper preset)",
             preferred_label=preferred,
             observed=observed,
+            notebook=notebook,
             field="--out",
         )
     result = Reproduction(pd.DataFrame(rows), context, context_table, time.perf_counter() - start, points)

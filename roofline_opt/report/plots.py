@@ -30,16 +30,29 @@ def dollars(value: float) -> str:
     return f"${value:.2g}"
 
 
-def dollar_axis(axis: Any) -> None:
-    """Dollar labels on a log axis: on decades, and on 2x/5x minor ticks when the range spans few decades."""
+def plain(value: float) -> str:
+    """A tick label as a plain number: 0.5, 20, 300, 4000."""
+    return f"{value:g}" if value > 0 else ""
+
+
+def log_axis_labels(axis: Any, text: Any = None) -> None:
+    """Labels on a log axis in ``text`` form (dollars by default): on decades, and on the 2x/5x minor ticks
+    whenever the range spans few decades, so that a narrow range is never left without a labelled tick."""
     from matplotlib.ticker import LogFormatter
 
-    class DollarLogFormatter(LogFormatter):
-        def __call__(self, x: float, pos: int | None = None) -> str:
-            return dollars(x) if super().__call__(x, pos) else ""
+    text = dollars if text is None else text
 
-    axis.set_major_formatter(DollarLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
-    axis.set_minor_formatter(DollarLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    class Labels(LogFormatter):
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return text(x) if super().__call__(x, pos) else ""
+
+    axis.set_major_formatter(Labels(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    axis.set_minor_formatter(Labels(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
+def dollar_axis(axis: Any) -> None:
+    """Dollar labels on a log axis over any range."""
+    log_axis_labels(axis, dollars)
 
 
 def plot_frontier(
@@ -49,12 +62,14 @@ def plot_frontier(
     title: str,
     preferred_label: str | None = None,
     observed: pd.DataFrame | None = None,
+    notebook: pd.DataFrame | None = None,
     axes: str = "cost",
     field: str = "--plot",
 ) -> None:
     """The frontier's setups as markers; on the cost axes a step line gives the least $/Mtok at each speed or faster
     (only the marked setups are achievable, nothing between them); the preferred point starred and annotated;
-    observed points (columns tok_s_per_request, usd_per_mtok, optional label) overlaid as crosses."""
+    observed points (columns tok_s_per_request, usd_per_mtok, optional label) overlaid as crosses, and the paper
+    notebook's points (same columns) as diamonds."""
     from matplotlib.figure import Figure
 
     y_field, y_label = _AXES[axes]
@@ -63,18 +78,19 @@ def plot_frontier(
     x, y = frame["tok_s_per_request"], frame[y_field]
     if axes == "cost":
         ax.step(x, y, where="pre", lw=1.0, color="C0", alpha=0.6, label="least $/Mtok at that speed or faster")
-    ax.plot(x, y, "o", ms=4.5, color="C0", label="optimal setups (achievable points)")
-    _mark_preferred(ax, frame, y_field, preferred_label)
+    ax.plot(x, y, "o", ms=4.5, color="C0", label="optimal setups (achievable points only)")
+    _mark_preferred(ax, frame, y_field, preferred_label, corner="lower right" if axes == "cost" else "upper right")
     if observed is not None and len(observed) and axes == "cost":
-        _overlay_observed(ax, observed)
+        _overlay(ax, observed, "x", "k", "observed (serving provider)")
+    if notebook is not None and len(notebook) and axes == "cost":
+        _overlay(ax, notebook, "D", "C2", "the paper's notebook")
     ax.set_yscale("log")
-    if axes == "cost":
-        dollar_axis(ax.yaxis)
+    log_axis_labels(ax.yaxis, dollars if axes == "cost" else plain)
     ax.set_xlabel("output tokens per second per request (per user)")
     ax.set_ylabel(y_label)
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper left" if axes == "cost" else "lower left", fontsize=8)
     save_figure_atomic(figure, path, field)
 
 
@@ -99,23 +115,24 @@ def plot_answers(frame: pd.DataFrame, path: str | os.PathLike[str], *, title: st
     save_figure_atomic(figure, path, field)
 
 
-def _mark_preferred(ax: Any, frame: pd.DataFrame, y_field: str, label: str | None) -> None:
+def _mark_preferred(ax: Any, frame: pd.DataFrame, y_field: str, label: str | None, corner: str) -> None:
     if "preferred" not in frame or not frame["preferred"].any():
         return
     row = frame[frame["preferred"].astype(bool)].iloc[0]
     x, y = row["tok_s_per_request"], row[y_field]
     ax.scatter([x], [y], marker="*", s=240, color="C3", zorder=4, label="preferred (max speed^a / price)")
     if label:
-        # the lower right corner is empty on the cost axes: fast and cheap is what no setup reaches
-        ax.annotate(label, (x, y), xytext=(0.97, 0.05), textcoords="axes fraction", ha="right", va="bottom",
+        # the corner no setup reaches: fast and cheap (lower right on the cost axes, upper right on the GPU axes)
+        y_text, va = (0.3, "bottom") if corner == "lower right" else (0.95, "top")
+        ax.annotate(label, (x, y), xytext=(0.97, y_text), textcoords="axes fraction", ha="right", va=va,
                     fontsize=8, arrowprops={"arrowstyle": "->", "color": "C3", "lw": 0.8})  # fmt: skip
 
 
-def _overlay_observed(ax: Any, observed: pd.DataFrame) -> None:
-    ax.scatter(observed["tok_s_per_request"], observed["usd_per_mtok"], marker="x", s=40, color="k", zorder=3,
-               label="observed")  # fmt: skip
-    if "label" not in observed:
+def _overlay(ax: Any, points: pd.DataFrame, marker: str, color: str, legend: str) -> None:
+    ax.scatter(points["tok_s_per_request"], points["usd_per_mtok"], marker=marker, s=40, color=color, zorder=3,
+               label=legend, facecolors="none" if marker == "D" else None)  # fmt: skip
+    if "label" not in points:
         return
-    for x, y, text in zip(observed["tok_s_per_request"], observed["usd_per_mtok"], observed["label"], strict=True):
+    for x, y, text in zip(points["tok_s_per_request"], points["usd_per_mtok"], points["label"], strict=True):
         if isinstance(text, str) and text.strip():
-            ax.annotate(text.strip(), (x, y), xytext=(4, -10), textcoords="offset points", fontsize=7)
+            ax.annotate(text.strip(), (x, y), xytext=(-6, 6), textcoords="offset points", fontsize=7, ha="right")
