@@ -316,3 +316,67 @@ def test_cluster_draw_says_what_it_wrote(tmp_path: Path, capsys: pytest.CaptureF
     code, out, _ = run(capsys, "cluster", "draw", "hgx-h100", "--out", str(out_png))
     assert code == EXIT_OK and out_png.is_file()
     assert out.startswith(f"wrote {out_png}")
+
+
+# ----------------------------------------------------------------------------------------------- errors
+
+
+def test_a_demand_beyond_the_gpus_says_how_many_it_needs_and_how_many_there_are(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = run(capsys, "cheapest", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--demand-tok-s", "1e6",
+                       "--max-gpus", "64", *SMALL_CLI)  # fmt: skip
+    assert code == 1
+    needed = int(err.split("needs at least ")[1].split(" GPUs")[0])
+    assert needed > 64 and "and there are 64" in err and "raise --demand-tok-s" not in err
+    q = api.question("llama-3-70b", "h100-sxm", demand_tok_s=1e6, **SMALL)
+    assert needed == min(a.setup.n_gpus * a.setup.replicas for a in top_n(q, "cheapest", None, 40, "enumerate"))
+
+
+def test_a_cluster_too_small_for_the_demand_counts_its_gpus(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "cheapest", "--model", "llama-3-70b", "--cluster", "hgx-h100", "--demand-tok-s", "1e5")
+    assert code == 1 and "and there are 8:" in err
+
+
+def test_a_precision_without_a_flop_rate_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "fastest", "--model", "llama-3-70b", "--gpu", "a100-80gb", "--weight-bits", "4")
+    assert code == 1
+    assert "a100-80gb has no FLOP rate for 4-bit weights" in err and "search space is empty" not in err
+
+
+@pytest.mark.parametrize(("value", "gb_s"), [("400Gb/s", 50.0), ("400 Gbps", 50.0), ("50GB/s", 50.0), (50, 50.0)])
+def test_nic_bandwidths_accept_explicit_units(value: object, gb_s: float) -> None:
+    from roofline_opt import topology
+
+    graph = topology.from_spec({"nodes": 2, "node_type": "hgx-h100", "nic_gb_s": value})
+    assert {a["bandwidth_gb_s"] for _, _, a in graph.edges(data=True) if a["kind"] == "infiniband"} == {gb_s}
+
+
+def test_a_nic_bandwidth_written_in_gigabits_is_refused_with_the_fix() -> None:
+    from roofline_opt import topology
+
+    with pytest.raises(InvalidInput, match="If you meant 400 Gb/s, write '400Gb/s'"):
+        topology.from_spec({"nodes": 2, "node_type": "hgx-h100", "nic_gb_s": 400})
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"sliding_window": 4096, "max_position_embeddings": 32768}, "sliding_window"),
+        ({"layer_types": ["sliding_attention", "full_attention"]}, "layer_types"),
+        ({"model_type": "jamba"}, "model_type"),
+    ],
+)
+def test_hf_configs_the_model_would_misread_are_refused_by_name(tmp_path: Path, extra: dict, field: str) -> None:
+    cfg = json.loads((Path(__file__).parent / "data" / "hf_configs" / "Meta-Llama-3-8B" / "config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**cfg, **extra}))
+    with pytest.raises(InvalidInput, match=f"config.json: {field}"):
+        catalog.load_model(str(path))
+
+
+def test_a_sliding_window_as_long_as_the_context_is_full_attention(tmp_path: Path) -> None:
+    cfg = json.loads((Path(__file__).parent / "data" / "hf_configs" / "Meta-Llama-3-8B" / "config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**cfg, "sliding_window": 8192}))
+    assert catalog.load_model(str(path)).n_layers == 32

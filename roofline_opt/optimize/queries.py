@@ -153,7 +153,9 @@ def prepare(question: Question, options: SolverOptions | None = None) -> Prepare
 EXCLUSION_HINTS = {
     "memory": "the model does not fit in memory on {n}: "
     "allow larger --tp-degrees/--pp-degrees, fewer weight bits or a shorter --context",
-    "demand": "{n} cannot be filled by that demand: raise --demand-tok-s",
+    "demand": "{n} would out-serve the demand even at their smallest batch: raise --demand-tok-s",
+    "gpu_shortage": "the demand of {demand} tok/s needs at least {needed} GPUs ({n} short of GPUs), and there are "
+    "{available}: raise --max-gpus, use a larger cluster or lower --demand-tok-s",
     "topology": "{n} cannot be placed on the cluster: offer smaller degrees",
     "gpu_limit": "{n} need more GPUs than --max-gpus allows: raise it",
 }
@@ -161,11 +163,30 @@ EXCLUSION_HINTS = {
 
 def _no_layout(question: Question, tables: Tables) -> Infeasible:
     """Why no layout survives: each reason with its count and the flag that would relax it, most frequent first."""
-    counts = sorted(((v, k) for k, v in tables.exclusions.items() if v), reverse=True)
+    ex = tables.exclusions
+    counts = sorted(((v, k) for k, v in ex.items() if v and k in EXCLUSION_HINTS), reverse=True)
     if not counts:
-        return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
-    hints = "; ".join(EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}") for v, k in counts)
-    return Infeasible("no setup can serve this question", reason=counts[0][1], nearest=hints)
+        return _empty_space(question)
+    demand = question.demand_tok_s or 0.0
+    figures = {"demand": f"{demand:,.0f}" if demand >= 10 else f"{demand:g}", "needed": ex.get("gpus_needed"),
+               "available": ex.get("gpus_available")}  # fmt: skip
+    hints = "; ".join(EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}", **figures) for v, k in counts)
+    reason = "gpu_limit" if counts[0][1] == "gpu_shortage" else counts[0][1]
+    return Infeasible("no setup can serve this question", reason=reason, nearest=hints)
+
+
+def _empty_space(question: Question) -> Infeasible:
+    """No layout at all: most often a precision none of the accelerators has a FLOP rate for."""
+    unsupported = [
+        f"{g.name} has no FLOP rate for {b}-bit weights" for g in question.gpus for b in question.weight_bits
+        if not g.supports(b)
+    ]  # fmt: skip
+    if unsupported:
+        runs = "; ".join(f"{g.name} runs {', '.join(str(b) for b in sorted(g.flop_per_s_by_bits))}-bit" for g in
+                         question.gpus)  # fmt: skip
+        return Infeasible("no layout can run: " + "; ".join(unsupported), reason="space",
+                          nearest=f"{runs}: choose --weight-bits among those")  # fmt: skip
+    return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
 
 
 def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float]:

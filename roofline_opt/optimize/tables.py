@@ -220,6 +220,7 @@ def build_tables(question: Question) -> Tables:
     batch_hi = np.zeros(len(lay))
     batch_lo = lay.pp.astype(float)
     fits = np.zeros(len(lay), dtype=bool)
+    needed = np.full(len(lay), np.inf)
     for gi, bits, idx in lay.groups():
         a0, a1, cap = _memory_line(question, gi, bits, lay, idx)
         with np.errstate(divide="ignore"):
@@ -229,12 +230,16 @@ def build_tables(question: Question) -> Tables:
         fits[idx] = fit_hi >= lay.pp[idx]
         batch_hi[idx] = fit_hi
         if question.demand_tok_s is not None:
-            _demand_range(question, gi, bits, lay, idx, batch_lo, batch_hi)
+            needed[idx] = _demand_range(question, gi, bits, lay, idx, batch_lo, batch_hi)
     placeable = replica_caps(question, lay) >= 1
     served = batch_hi >= batch_lo
+    short = fits & ~served & np.isfinite(needed)
     exclusions = {
         "memory": int((~fits).sum()),
-        "demand": int((fits & ~served).sum()),
+        "demand": int((fits & ~served & ~short).sum()),
+        "gpu_shortage": int(short.sum()),
+        "gpus_needed": int(needed[fits].min()) if np.isfinite(needed[fits]).any() else 0,
+        "gpus_available": _gpus_available(question),
         "topology": int((fits & served & ~placeable).sum()) if question.instance_limit is not None else 0,
         "gpu_limit": int((fits & served & ~placeable).sum()) if question.instance_limit is None else 0,
     }
@@ -289,6 +294,24 @@ def _demand_range(question, gi, bits, lay, idx, batch_lo, batch_hi) -> None:
     enough = _first_batch(question, gi, bits, lay, idx, lo, hi, lambda thr: np.ceil(demand / thr - 1e-9) <= caps)
     batch_hi[idx] = np.minimum(hi, above - 1.0)
     batch_lo[idx] = np.maximum(lo, enough)
+    return _gpus_needed(question, gi, bits, lay, idx, lo, batch_hi[idx])
+
+
+def _gpus_needed(question, gi, bits, lay, idx, lo, top) -> np.ndarray:
+    """GPUs each layout needs for the demand at its largest batch that does not out-serve it (inf where even its
+    smallest batch out-serves the demand)."""
+    ok = top >= lo
+    thr = _throughput(question, gi, bits, lay, idx, np.maximum(np.where(ok, top, lo), 1.0))
+    replicas = np.ceil(question.demand_tok_s / thr - 1e-9)
+    return np.where(ok, replicas * lay.n_gpus[idx], np.inf)
+
+
+def _gpus_available(question: Question) -> int:
+    """GPUs the question may use in all: --max-gpus and the cluster's count of its accelerators (0: unlimited)."""
+    limits = [] if question.max_gpus is None else [question.max_gpus]
+    if question.instance_limit is not None:
+        limits.append(sum(question.instance_limit(g, 1, 1) for g in question.gpus))
+    return min(limits) if limits else 0
 
 
 def _refine_concave(question: Question, lay: Layouts, rows):

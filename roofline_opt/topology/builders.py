@@ -137,6 +137,11 @@ def _mapping(field: str, value: Any) -> Mapping[str, Any]:
     return value
 
 
+MAX_NIC_GB_S = 200.0
+"""Per-GPU NIC bandwidth per direction above which a bare number is taken for a Gb/s slip: 1.6 Tb/s, twice the
+fastest NIC shipping (800 Gb/s = 100 GB/s)."""
+
+
 def _group(where: str, spec: Mapping[str, Any]) -> NodeGroup:
     """One NodeGroup from its compact-YAML keys."""
     unknown = [k for k in spec if k not in _SERVER_KEYS]
@@ -152,7 +157,7 @@ def _group(where: str, spec: Mapping[str, Any]) -> NodeGroup:
         node_type=checks.choice(f"{where}node_type", spec["node_type"], NODE_TYPES),
         nodes=checks.positive_int(f"{where}nodes", spec.get("nodes", 1)),
         gpu=gpu,
-        nic_gb_s=None if nic is None else checks.positive_float(f"{where}nic_gb_s", nic),
+        nic_gb_s=None if nic is None else checks.bandwidth_gb_s(f"{where}nic_gb_s", nic, MAX_NIC_GB_S),
     )
 
 
@@ -173,7 +178,7 @@ def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
         graph = torus(
             [checks.positive_int(f"{source}: torus", d) for d in dims],
             gpu=str(spec.get("gpu", "h100-sxm")),
-            link_gb_s=checks.positive_float(f"{source}: link_gb_s", spec.get("link_gb_s", 100.0)),
+            link_gb_s=checks.bandwidth_gb_s(f"{source}: link_gb_s", spec.get("link_gb_s", 100.0)),
             link_kind=checks.choice(f"{source}: link_kind", spec.get("link_kind", "nvlink"), LINK_KINDS),
             name=name,
         )
