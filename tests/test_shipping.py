@@ -380,3 +380,37 @@ def test_a_sliding_window_as_long_as_the_context_is_full_attention(tmp_path: Pat
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**cfg, "sliding_window": 8192}))
     assert catalog.load_model(str(path)).n_layers == 32
+
+
+# ----------------------------------------------------------------------------------------------- plots
+
+
+@pytest.mark.parametrize(("low", "high"), [(1.992, 1.998), (0.05, 500.0), (3.1, 4.4), (0.0021, 0.0029)])
+def test_log_dollar_axes_label_ticks_distinctly_in_dollars_over_any_range(low: float, high: float) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from roofline_opt.report import dollar_axis
+
+    figure = Figure()
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    ax.plot([1, 2], [low, high])
+    ax.set_yscale("log")
+    dollar_axis(ax.yaxis)
+    figure.canvas.draw()
+    ticks = [*ax.yaxis.get_major_ticks(), *ax.yaxis.get_minor_ticks()]
+    shown = [(t.get_loc(), t.label1.get_text()) for t in ticks if t.label1.get_text() and low <= t.get_loc() <= high]
+    assert len(shown) >= 2
+    assert all(text.startswith("$") for _, text in shown)
+    assert len({text for _, text in shown}) == len(shown)
+
+
+def test_a_frontier_plot_and_its_gpu_axes_view_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for axes in ("cost", "gpu"):
+        png = tmp_path / f"{axes}.png"
+        code, _, err = run(capsys, "frontier", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--points", "4",
+                           "--plot", str(png), "--plot-axes", axes, "--observed", "examples/observed.csv",
+                           *SMALL_CLI)  # fmt: skip
+        assert code == EXIT_OK, err
+        assert png.read_bytes()[:4] == b"\x89PNG"

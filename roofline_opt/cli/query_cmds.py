@@ -95,14 +95,17 @@ def describe(record: Mapping[str, Any], sep: str = ": ") -> str:
     return f"{setup}{sep}{speed} tok/s per request at ${report.format_number(record['usd_per_mtok'])}/Mtok"
 
 
-def _emit(args: argparse.Namespace, records: list[dict[str, Any]], text: str, as_list: bool, plot=None) -> None:
+def _emit(
+    args: argparse.Namespace, question: Question, records: list[dict[str, Any]], text: str, as_list: bool, plot=None
+) -> None:
     """Write --csv, the --save-dir folder and --plot (each atomically) and print JSON (--json) or the human text."""
     csv_text = pd.DataFrame(records).to_csv(index=False)
     json_text = report.to_json(records) if as_list else report.to_json_object(records[0])
     if args.csv:
         files.write_text_atomic(args.csv, csv_text, field="--csv")
     if args.save_dir:
-        run_files.write_run(Path(args.save_dir), args, csv_text, json_text)
+        prices = {g.name: g.usd_per_hour for g in question.gpus}
+        run_files.write_run(Path(args.save_dir), args, csv_text, json_text, prices)
         if plot is not None:
             plot(str(Path(args.save_dir) / "plot.png"), "--save-dir")
     if getattr(args, "plot", None) and plot is not None:
@@ -142,7 +145,7 @@ def _run_query(args: argparse.Namespace, kind: str, target: Any, limit: str) -> 
         report.plot_answers(pd.DataFrame(records), path, title=f"{kind} setups: {title}", field=field)
 
     text = _answers_text(_headline(kind, question, limit, len(records)), records)
-    _emit(args, records, text, as_list=n > 1, plot=plot)
+    _emit(args, question, records, text, as_list=n > 1, plot=plot)
     return 0
 
 
@@ -173,7 +176,7 @@ def run_frontier(args: argparse.Namespace) -> int:
         report.plot_frontier(frame, path, title=_plot_title(question), preferred_label=label, observed=observed,
                              axes=axes, field=field)  # fmt: skip
 
-    _emit(args, records, _frontier_text(question, frame, args.utility_exponent), as_list=True, plot=plot)
+    _emit(args, question, records, _frontier_text(question, frame, args.utility_exponent), as_list=True, plot=plot)
     return 0
 
 

@@ -28,9 +28,10 @@ def _dests(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 
 def apply_question_file(args: argparse.Namespace) -> None:
     """Make the question file's values the command's defaults, so that parsing again lets explicit flags win."""
+    from roofline_opt.catalog import data_file
     from roofline_opt.catalog.parse import read_yaml
 
-    path = Path(args.question)
+    path = Path(data_file(args.question))
     parser: argparse.ArgumentParser = args.parser
     if not path.is_file():
         raise InvalidInput(
@@ -60,13 +61,29 @@ def _flag_value(action: argparse.Action, value: Any) -> Any:
     return None if value is None else str(value)
 
 
-def resolved_question(args: argparse.Namespace) -> dict[str, Any]:
-    """Every question flag of the command with the value it took (defaults filled), as a question file holds it."""
+def _yaml_value(value: Any) -> Any:
+    """A flag's value as YAML shows it best: numbers as numbers, the rest as text."""
+    if isinstance(value, bool | int | float):
+        return value
+    text = str(value)
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def resolved_question(args: argparse.Namespace, prices: dict[str, float] | None = None) -> dict[str, Any]:
+    """Every question flag of the command with the value it took (defaults filled), as a question file holds it;
+    ``prices`` pins the $/GPU-hour the run used, so that a later catalog update does not change the repeat."""
     out: dict[str, Any] = {"command": args.command}
     for dest in _dests(args.parser):
         value = getattr(args, dest, None)
         if value is not None:
-            out[dest.replace("_", "-")] = value if isinstance(value, bool | int | float | str) else str(value)
+            out[dest.replace("_", "-")] = _yaml_value(value)
+    if prices and "usd_per_gpu_hour" in _dests(args.parser):
+        out["usd-per-gpu-hour"] = ",".join(f"{name}={price:g}" for name, price in prices.items())
     return out
 
 
@@ -85,10 +102,12 @@ def check_save_dir(args: argparse.Namespace) -> Path | None:
     return folder
 
 
-def write_run(folder: Path, args: argparse.Namespace, csv_text: str, json_text: str) -> None:
+def write_run(
+    folder: Path, args: argparse.Namespace, csv_text: str, json_text: str, prices: dict[str, float] | None = None
+) -> None:
     """question.yaml, answer.csv and answer.json of a finished run (the caller writes plot.png)."""
     header = f"# repeat this run with:  roofline-opt {args.command} --question {folder}/question.yaml\n"
-    question = header + yaml.safe_dump(resolved_question(args), sort_keys=False)
+    question = header + yaml.safe_dump(resolved_question(args, prices), sort_keys=False)
     files.write_text_atomic(str(folder / "question.yaml"), question, field="--save-dir")
     files.write_text_atomic(str(folder / "answer.csv"), csv_text, field="--save-dir")
     files.write_text_atomic(str(folder / "answer.json"), json_text + "\n", field="--save-dir")

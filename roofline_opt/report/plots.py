@@ -19,20 +19,18 @@ _AXES = {
 }
 
 
-def dollars(value: float) -> str:
-    """A tick label in dollars with as many decimals as the value needs: $0.005, $0.25, $3, $1.5k."""
+def dollars(value: float, digits: int = 2) -> str:
+    """A tick label in dollars with ``digits`` significant digits at least: $0.005, $0.25, $3, $1.5k."""
     if value <= 0:
         return ""
     if value >= 1000:
-        return f"${value / 1000:g}k"
-    if value >= 1:
-        return f"${value:.3g}"
-    return f"${value:.2g}"
+        return f"${value / 1000:.{digits}g}k"
+    return f"${value:.{max(digits, 1)}g}" if value < 1 else f"${value:.{max(digits, 3)}g}"
 
 
-def plain(value: float) -> str:
+def plain(value: float, digits: int = 2) -> str:
     """A tick label as a plain number: 0.5, 20, 300, 4000."""
-    return f"{value:g}" if value > 0 else ""
+    return f"{value:.{max(digits, 4)}g}" if value > 0 else ""
 
 
 def log_axis_labels(axis: Any, text: Any = None) -> None:
@@ -43,8 +41,17 @@ def log_axis_labels(axis: Any, text: Any = None) -> None:
     text = dollars if text is None else text
 
     class Labels(LogFormatter):
+        """LogFormatter's choice of which ticks to label, with as many digits as tell neighbouring ticks apart."""
+
+        digits = 2
+
+        def set_locs(self, locs: Any = None) -> None:
+            super().set_locs(locs)
+            shown = [x for x in (locs if locs is not None else []) if x > 0]
+            self.digits = next((d for d in range(2, 9) if len({text(x, d) for x in shown}) == len(shown)), 9)
+
         def __call__(self, x: float, pos: int | None = None) -> str:
-            return text(x) if super().__call__(x, pos) else ""
+            return text(x, self.digits) if super().__call__(x, pos) else ""
 
     axis.set_major_formatter(Labels(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     axis.set_minor_formatter(Labels(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
