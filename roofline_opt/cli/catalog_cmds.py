@@ -51,6 +51,8 @@ def gpu_figures(gpu: GpuSpec) -> dict[str, Any]:
         "hbm_tb_s": gpu.hbm_bytes_per_s / 1e12,
         "scaleup_gpus": gpu.scaleup_gpus,
         "usd_per_hour": gpu.usd_per_hour,
+        "price_basis": gpu.price_basis,
+        "price_date": gpu.price_date,
         "source": gpu.source,
     }
 
@@ -78,7 +80,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``models`` and ``gpus``."""
     for name, func, what in (
         ("models", run_models, "model cards: parameters (billions), KV bytes per token, layers, experts, source"),
-        ("gpus", run_gpus, "accelerator cards: dense TFLOP/s per precision, HBM GB and TB/s, scale-up size, $/h"),
+        ("gpus", run_gpus, "accelerator cards: dense TFLOP/s per precision, HBM GB and TB/s, scale-up size, $/h with "
+         "its basis and date"),
     ):
         p = subparsers.add_parser(name, help=f"list the {what}", description=f"List the {what}.")
         p.add_argument("--json", action="store_true", help="print a JSON list with every card field")
