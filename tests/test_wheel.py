@@ -70,8 +70,8 @@ def test_the_installed_package_is_the_wheel_with_its_catalog(installed: Path, tm
     [
         ["models", "--json"],
         ["gpus", "--json"],
-        ["evaluate", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "h100-sxm", "--tp", "8", "--pp", "1",
-         "--batch", "16", "--json"],
+        ["evaluate", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "examples/owned-h100.yaml", "--tp", "8",
+         "--pp", "1", "--batch", "16", "--json"],
         ["fastest", "--model", "llama-3-70b", "--cluster", "instances/clusters/hgx-h100.yaml", "--max-usd-per-mtok",
          "3", "--json"],
         ["cheapest", "--model", "llama-3-8b", "--cluster", "pod-4x-hgx-h100", "--min-tok-s", "100", "--json"],

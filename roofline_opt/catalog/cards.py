@@ -112,7 +112,7 @@ def _is_path(name_or_path: str) -> bool:
 def _resolve_file(name_or_path: str, subdir: Path, field: str, what: str) -> Path:
     """The card or config file ``name_or_path`` designates: an existing path, or a catalog name."""
     if _is_path(name_or_path):
-        path = Path(name_or_path).expanduser()
+        path = Path(data_file(name_or_path)).expanduser()
         if path.is_dir():
             path = path / "config.json"
         if not path.is_file():

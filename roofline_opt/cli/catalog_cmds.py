@@ -80,8 +80,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``models`` and ``gpus``."""
     for name, func, what in (
         ("models", run_models, "model cards: parameters (billions), KV bytes per token, layers, experts, source"),
-        ("gpus", run_gpus, "accelerator cards: dense TFLOP/s per precision, HBM GB and TB/s, scale-up size, $/h with "
-         "its basis and date"),
+        (
+            "gpus",
+            run_gpus,
+            "accelerator cards: dense TFLOP/s per precision, HBM GB and TB/s, scale-up size, $/h with "
+            "its basis and date",
+        ),
     ):
         p = subparsers.add_parser(name, help=f"list the {what}", description=f"List the {what}.")
         p.add_argument("--json", action="store_true", help="print a JSON list with every card field")

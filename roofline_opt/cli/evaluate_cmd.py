@@ -192,7 +192,7 @@ def setups_from_csv(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
     given = [_flag(c) for c in REQUIRED_COLUMNS if getattr(args, c) is not None]
     if given:
         raise InvalidInput("--from-csv", f"takes {', '.join(REQUIRED_COLUMNS)} from the file: drop {', '.join(given)}")
-    path = Path(args.from_csv)
+    path = Path(catalog.data_file(args.from_csv))
     frame = files.read_csv_cells(path, "--from-csv", REQUIRED_COLUMNS, "setup")
     defaults = _flag_defaults(args)
     setups = []

@@ -14,7 +14,11 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
         text = action.help or ""
         if action.help is argparse.SUPPRESS or not action.option_strings:
             return text
-        if "default" in text or REQUIRED in text or isinstance(action, argparse._HelpAction | argparse._VersionAction):
+        if (
+            "default" in text
+            or "required" in text
+            or isinstance(action, argparse._HelpAction | argparse._VersionAction)
+        ):
             return text
         if action.required:
             return f"{text} {REQUIRED}"
