@@ -225,8 +225,7 @@ def cluster_file(name_or_path: str, field: str = "cluster") -> str:
     if not _is_path(text) and text in index:
         return str(index[text])
     if _is_path(text):
-        msg = f"must be an existing file or a catalog cluster ({', '.join(index)}). Got {text!r} instead."
-        raise InvalidInput(field, msg)
+        return text  # the cluster reader names the missing file
     return str(index[checks.choice(field, text, index)])
 
 
