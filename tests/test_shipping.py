@@ -414,3 +414,16 @@ def test_a_frontier_plot_and_its_gpu_axes_view_are_written(tmp_path: Path, capsy
                            *SMALL_CLI)  # fmt: skip
         assert code == EXIT_OK, err
         assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_graph_whose_gpu_nic_is_written_in_gigabits_is_refused(tmp_path: Path) -> None:
+    from roofline_opt import topology
+
+    graph = topology.from_spec({"nodes": 2, "node_type": "hgx-h100"})
+    for u, _, attrs in graph.edges(data=True):
+        if attrs["kind"] == "infiniband" and graph.nodes[u]["kind"] == "gpu":
+            attrs["bandwidth_gb_s"] = 400.0
+    path = tmp_path / "c.graphml"
+    topology.save_cluster(graph, str(path))
+    with pytest.raises(InvalidInput, match="bandwidth_gb_s: is in GB/s per direction"):
+        topology.load_cluster(str(path))

@@ -16,6 +16,7 @@ from roofline_opt.topology.schema import (
     GPUS_PER_PCIE_SWITCH,
     LATENCY,
     LINK_KINDS,
+    MAX_NIC_GB_S,
     NIC_KINDS,
     NODE_TYPES,
     NodeGroup,
@@ -135,11 +136,6 @@ def _mapping(field: str, value: Any) -> Mapping[str, Any]:
         msg = f"must be a mapping of keys to values. Got {type(value).__name__} instead."
         raise InvalidInput(field, msg)
     return value
-
-
-MAX_NIC_GB_S = 200.0
-"""Per-GPU NIC bandwidth per direction above which a bare number is taken for a Gb/s slip: 1.6 Tb/s, twice the
-fastest NIC shipping (800 Gb/s = 100 GB/s)."""
 
 
 def _group(where: str, spec: Mapping[str, Any]) -> NodeGroup:
