@@ -20,7 +20,9 @@ from roofline_opt.optimize.space import DEFAULT_CONTEXT, Question
 
 SPACE_FIELDS = (
     "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "max_batch", "context", "draft", "acceptance",
-    "gamma_max", "preset", "max_gpus", "demand_tok_s", "cluster", "usd_per_gpu_hour",
+    "gamma_max", "preset", "max_gpus", "demand_tok_s", "cluster", "kv_bits", "isl", "osl", "workload", "serving",
+    "chunk_tokens", "ttft_ms", "tpot_ms", "prefill_gpu", "decode_gpu", "max_instances", "demand_req_s",
+    "max_utilisation", "usd_per_gpu_hour",
 )  # fmt: skip
 """Flags passed unchanged to api.question as keyword arguments of the same name."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
@@ -62,8 +64,46 @@ def _question(args: argparse.Namespace) -> Question:
 # ----------------------------------------------------------------------------------------------- formatting
 
 
+def _requests_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
+    """Headline columns of answers about whole requests: serving mode, prefill side, TTFT, TPOT and prices."""
+    return pd.DataFrame(
+        {
+            "serving": [r["serving"] for r in records],
+            "decode (y x layout)": [
+                f"{r['decode_instances']} x {r['gpu']} {r['decode_layout']}"
+                if r["serving"] == "disagg"
+                else f"{r['gpu']} {r['decode_layout']}"
+                for r in records
+            ],
+            "prefill (x x layout, batch)": [
+                f"{int(r['prefill_instances'])} x {r['prefill_gpu']} {r['prefill_layout']}, {int(r['prefill_batch'])}"
+                if r["serving"] == "disagg"
+                else f"chunk {r['chunk_tokens']}"
+                for r in records
+            ],
+            "batch": [r["batch"] for r in records],
+            "weight_bits": [r["weight_bits"] for r in records],
+            "kv_bits": [r["kv_bits"] for r in records],
+            "replicas": [r["replicas"] for r in records],
+            "total_gpus": [r["total_gpus"] for r in records],
+            "ttft_ms": [r["ttft_s"] * 1e3 for r in records],
+            "tpot_ms": [r["tpot_s"] * 1e3 for r in records],
+            "tok_s_per_request": [r["tok_s_per_request"] for r in records],
+            "requests_per_s": [r["requests_per_s"] for r in records],
+            "usd_per_request": [r["usd_per_request"] for r in records],
+            "usd_per_mtok": [r["usd_per_mtok"] for r in records],
+            "usd_per_mtok_blended": [r["usd_per_mtok_blended"] for r in records],
+            "tok_s_per_gpu": [r["tok_s_per_gpu"] for r in records],
+            "usd_per_hour": [r["usd_per_hour"] for r in records],
+            "bottleneck": [r["bottleneck"] for r in records],
+        }
+    )
+
+
 def summary_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
     """The headline fields of answer records, under the same unit-named names as JSON and CSV."""
+    if records and "serving" in records[0]:
+        return _requests_frame(records)
     columns = (
         "gpu", "weight_bits", "layout", "total_gpus", "replicas", "batch", "tok_s_per_request", "tok_s_per_gpu",
         "usd_per_mtok", "usd_per_hour", "mfu_fraction", "bottleneck",
@@ -91,6 +131,11 @@ def _solver_line(records: list[Mapping[str, Any]]) -> str:
 def describe(record: Mapping[str, Any], sep: str = ": ") -> str:
     """A setup and its two headline figures, joined by ``sep``."""
     setup = f"{record['n_gpus']} x {record['gpu']} {record['layout']}, batch {record['batch']}"
+    if record.get("serving") == "disagg":
+        setup = (
+            f"{int(record['prefill_instances'])}P ({record['prefill_gpu']} {record['prefill_layout']}) "
+            f"{record['decode_instances']}D ({record['gpu']} {record['decode_layout']}), batch {record['batch']}"
+        )
     speed = report.format_number(record["tok_s_per_request"])
     return f"{setup}{sep}{speed} tok/s per request at ${report.format_number(record['usd_per_mtok'])}/Mtok"
 
@@ -123,8 +168,8 @@ def _answers_text(headline: str, records: list[Mapping[str, Any]]) -> str:
 def _headline(kind: str, question: Question, limit: str, n: int) -> str:
     what = f"{kind} setup" if n == 1 else f"{n} {kind} distinct layouts (each the best of those not listed above it)"
     return (
-        f"{what} of {question.model.name} {limit}; decode context {question.context} tokens, "
-        f"{question.preset.name} preset"
+        f"{what} of {question.model.name} {limit}{_request_text(question)}; decode context "
+        f"{report.format_number(question.context)} tokens, {question.preset.name} preset"
     )
 
 
@@ -138,6 +183,8 @@ def _run_query(args: argparse.Namespace, kind: str, target: Any, limit: str) -> 
         n = checks.positive_int("top_n", args.top_n)
         query = api.fastest_answers if kind == "fastest" else api.cheapest_answers
         answers = query(question, target, args.method, args.time_limit, args.mip_gap, n)
+    if kind == "cheapest" and target is None and question.max_tpot_s is not None:
+        limit = "at that TPOT or less"
     records = [a.to_record() for a in answers]
     title = _plot_title(question)
 
@@ -178,6 +225,18 @@ def run_frontier(args: argparse.Namespace) -> int:
 
     _emit(args, question, records, _frontier_text(question, frame, args.utility_exponent), as_list=True, plot=plot)
     return 0
+
+
+def _request_text(question: Question) -> str:
+    """The whole-request part of a headline: lengths, limits and serving modes offered ("" for decode-only)."""
+    w = question.workload
+    if w is None:
+        return ""
+    lengths = f"{w.isl[0]} in / {w.osl[0]} out" if len(w.isl) == 1 else f"a {len(w.isl)}-class mix"
+    limits = [f"{name} <= {value * 1e3:.4g} ms" for name, value in (("TTFT", question.max_ttft_s),
+              ("TPOT", question.max_tpot_s)) if value is not None]  # fmt: skip
+    serving = "/".join(question.serving)
+    return f" for requests of {lengths} tokens ({', '.join([serving, *limits])})"
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -253,6 +312,21 @@ SHARED_HELP = {
     "--preset": "physics of the reference notebook (paper) or the realistic one (default)",
     "--max-gpus": "GPUs available in all, over every replica (default: unlimited)",
     "--demand-tok-s": "total tokens/s to serve: replicas meet it and an instance may not out-serve it",
+    "--kv-bits": "KV-cache precision(s) offered: 16, 8, 4 or a list like 16,8",
+    "--isl": "input tokens per request (with --osl): prices whole requests, prefill included",
+    "--osl": "output tokens per request (with --isl); the decode context becomes isl + osl / 2 unless --context",
+    "--workload": "CSV of request classes (columns isl, osl, weight) served by one deployment, instead of --isl/--osl",
+    "--serving": "serving modes offered: agg (chunked prefill in the decode steps), disagg (separate prefill and "
+    "decode instances) or agg,disagg",
+    "--chunk-tokens": "prefill tokens per step of aggregated serving, one or a list (default 2048)",
+    "--ttft-ms": "time-to-first-token limit in ms (needs --isl/--osl or --workload)",
+    "--tpot-ms": "time-per-output-token limit in ms (the same limit as --min-tok-s 1000/T)",
+    "--prefill-gpu": "accelerator(s) offered for prefill instances of disaggregated serving (default: --gpu)",
+    "--decode-gpu": "accelerator(s) offered for decode instances of disaggregated serving (default: --gpu)",
+    "--max-instances": "largest number of prefill or decode instances in one disaggregated unit",
+    "--demand-req-s": "total requests/s to serve (instead of --demand-tok-s)",
+    "--max-utilisation": "fraction of each instance's throughput used, in (0, 1] (default 1.0: busy instances, as "
+    "the paper prices them; e.g. 0.8 leaves headroom for bursts and prices the idle 20%%)",
     "--usd-per-gpu-hour": "price overrides for this question, e.g. h100-sxm=2.5,h200=3.2 (default: the catalog's "
     "on-demand rental prices, see `roofline-opt gpus`)",
     "--time-limit": "HiGHS time limit per solve, in seconds",
@@ -276,10 +350,13 @@ SHARED_DEFAULTS = {
     "--preset": "default",
     "--mip-gap": 1e-6,
     "--method": "mip",
+    "--serving": "agg",
+    "--max-instances": 4,
+    "--max-utilisation": 1.0,
 }
 METAVARS = {"--time-limit": "SECONDS", "--csv": "OUT", "--cluster": "FILE", "--preset": "{paper,default}",
             "--method": "{mip,enumerate}", "--question": "FILE.yaml", "--save-dir": "DIR",
-            "--usd-per-gpu-hour": "NAME=PRICE,..."}  # fmt: skip
+            "--usd-per-gpu-hour": "NAME=PRICE,...", "--workload": "FILE.csv", "--serving": "MODES"}  # fmt: skip
 
 
 def _add_shared(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,9 @@ Concave parts of the physics (which NCCL protocol is fastest, which memory/compu
 interval) are disjunctions over choices, so the solver picks the branch, never a linearised approximation of it.
 The dollar cost ``n_gpus x price x tau / batch`` is a ratio: a budget X becomes the linear
 ``coef_c tau_c <= X batch_c`` per choice, and "cheapest" minimises the ratio by Dinkelbach's method over the
-objective ``sum coef_c tau_c - lambda sum batch_c``.
+objective ``sum cost_c - lambda sum batch_c`` with ``cost_c >= coef_c tau_c``. A disaggregated choice (x prefill and
+y decode instances) also has a cost floor f_c, the cost when its prefill side limits it: its cost is
+max(coef_c tau_c / batch_c, f_c), so ``cost_c >= f_c batch_c`` too, and a budget below f_c excludes the choice.
 
 Component families: pick/batch/tau variables; one_choice, batch_range_lo/hi, time_piece, memory_capacity,
 budget, speed_target constraints; objective ``objective``.
@@ -82,6 +84,16 @@ def define_speed_constraints(m: pyo.ConcreteModel) -> None:
     m.speed_target = pyo.Constraint(m.C, rule=lambda m, c: m.tau[c] <= m.max_time_per_token * m.pick[c])
 
 
+def define_cost_variables(m: pyo.ConcreteModel, t: Tables) -> None:
+    """cost[c] >= coef_c tau_c and >= floor_c batch_c: $/Mtok times the batch (the Dinkelbach numerator)."""
+    m.cost = pyo.Var(m.C, domain=pyo.NonNegativeReals)
+    m.cost_ratio = pyo.Constraint(m.C, rule=lambda m, c: m.cost[c] >= float(t.usd_per_mtok_coef[c]) * m.tau[c])
+    floors = t.floors
+    m.cost_floor = pyo.Constraint(
+        [c for c in m.C if floors[c] > 0], rule=lambda m, c: m.cost[c] >= float(floors[c]) * m.batch[c]
+    )
+
+
 def target_batch_bounds(
     t: Tables, max_usd_per_mtok: float | None = None, max_time_per_token: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -98,6 +110,7 @@ def target_batch_bounds(
         with np.errstate(divide="ignore", invalid="ignore"):
             need = np.where(room > 0, coef * a0 / np.where(room > 0, room, 1.0), np.where(a0 <= 0, 0.0, np.inf))
         lo = np.maximum(lo, np.ceil(need.max(axis=1)))
+        lo = np.where(t.floors > max_usd_per_mtok * (1 + TARGET_RTOL), np.inf, lo)
     if max_time_per_token is not None:
         max_time = max_time_per_token * (1 + TARGET_RTOL)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -120,7 +133,7 @@ def choice_bounds(t: Tables, kind: str, lo: np.ndarray, hi: np.ndarray) -> np.nd
     b = np.where(kind == FASTEST, lo, hi)
     b = np.where(ok, b, 1.0)
     tau = (t.pieces_a0 + t.pieces_a1 * b[:, None]).max(axis=1)
-    value = tau if kind == FASTEST else t.usd_per_mtok_coef * tau / b
+    value = tau if kind == FASTEST else np.maximum(t.usd_per_mtok_coef * tau / b, t.floors)
     return np.where(ok, value, np.inf)
 
 
@@ -148,10 +161,10 @@ def build_model(t: Tables, kind: str) -> pyo.ConcreteModel:
         m.objective = pyo.Objective(expr=m.objective_scale * sum(m.tau[c] for c in m.C), sense=pyo.minimize)
     else:
         define_speed_constraints(m)
+        define_cost_variables(m, t)
         m.dinkelbach_lambda = pyo.Param(mutable=True, initialize=0.0)
         m.objective = pyo.Objective(
-            expr=m.objective_scale
-            * sum(float(t.usd_per_mtok_coef[c]) * m.tau[c] - m.dinkelbach_lambda * m.batch[c] for c in m.C),
+            expr=m.objective_scale * sum(m.cost[c] - m.dinkelbach_lambda * m.batch[c] for c in m.C),
             sense=pyo.minimize,
         )
     return m
