@@ -150,6 +150,7 @@ def _emit(
         files.write_text_atomic(args.csv, csv_text, field="--csv")
     if args.save_dir:
         prices = {g.name: g.usd_per_hour for g in question.gpus}
+        args.context = question.context if args.context is None else args.context
         run_files.write_run(Path(args.save_dir), args, csv_text, json_text, prices)
         if plot is not None:
             plot(str(Path(args.save_dir) / "plot.png"), "--save-dir")
@@ -305,7 +306,8 @@ SHARED_HELP = {
     "--max-batch": "largest batch, sequences per instance",
     "--weight-bits": "weight precision(s) offered: 16, 8, 4 or a list like 16,8 (default: the model name's "
     "-int8/-int4 suffix, else 16)",
-    "--context": "tokens already in each sequence's KV cache: every figure assumes decoding at this context",
+    "--context": f"tokens already in each sequence's KV cache: every figure assumes decoding at this context "
+    f"(default {DEFAULT_CONTEXT}; with --isl/--osl or --workload: isl + osl / 2)",
     "--draft": "draft model for speculative decoding on the same GPUs (with --gamma-max)",
     "--acceptance": "draft token acceptance probability in (0, 1)",
     "--gamma-max": "longest draft the solver may choose, 0..G (0: no speculative decoding)",
@@ -344,7 +346,6 @@ SHARED_DEFAULTS = {
     "--tp-modes": "1d,2d",
     "--ep-degrees": "1",
     "--max-batch": 4096,
-    "--context": DEFAULT_CONTEXT,
     "--acceptance": 0.8,
     "--gamma-max": 0,
     "--preset": "default",
