@@ -150,7 +150,8 @@ def _emit(
         files.write_text_atomic(args.csv, csv_text, field="--csv")
     if args.save_dir:
         prices = {g.name: g.usd_per_hour for g in question.gpus}
-        args.context = question.context if args.context is None else args.context
+        if args.context is None and question.workload is None:
+            args.context = question.context  # with whole requests it stays derived from the lengths
         run_files.write_run(Path(args.save_dir), args, csv_text, json_text, prices)
         if plot is not None:
             plot(str(Path(args.save_dir) / "plot.png"), "--save-dir")
@@ -218,7 +219,7 @@ def run_frontier(args: argparse.Namespace) -> int:
                 question, args.points, args.utility_exponent, args.time_limit, args.mip_gap, progress, args.method
             )
     records = frame.to_dict("records")
-    label = "preferred: " + describe(next(r for r in records if r["preferred"]), sep="\n")
+    label = describe(next(r for r in records if r["preferred"]), sep="\n")
 
     def plot(path: str, field: str) -> None:
         report.plot_frontier(frame, path, title=_plot_title(question), preferred_label=label, observed=observed,
@@ -251,7 +252,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 def _plot_title(question: Question) -> str:
     gpus = ", ".join(g.name for g in question.gpus)
-    return f"{question.model.name} on {gpus} ({question.preset.name} preset, context {question.context} tokens)"
+    context = report.format_number(question.context)
+    return f"{question.model.name} on {gpus} ({question.preset.name} preset, context {context} tokens)"
 
 
 def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> str:
@@ -260,7 +262,8 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
     monotone = "monotone" if frame.attrs.get("monotone") else "NOT monotone"
     return "\n".join(
         [
-            f"frontier of {question.model.name} (decode context {question.context} tokens, {question.preset.name} "
+            f"frontier of {question.model.name} (decode context {report.format_number(question.context)} tokens, "
+            f"{question.preset.name} "
             f"preset): {len(frame)} optimal setups from the cheapest to the fastest ({monotone}); * = preferred: "
             f"max speed^{report.format_number(float(exponent))} / price over the whole frontier",
             report.frame_to_table(table),

@@ -311,7 +311,7 @@ def reproduce(
             columns=columns,
         )
         observed = pd.DataFrame(list(case.observed), columns=columns)
-        preferred = f"preferred (a={UTILITY_EXPONENT:g}): {row['preferred_setup']}"
+        preferred = f"a = {UTILITY_EXPONENT:g}: {row['preferred_setup']}"
         report.plot_frontier(
             frame,
             out / f"{case.key}.png",

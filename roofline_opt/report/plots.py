@@ -85,8 +85,8 @@ def plot_frontier(
     x, y = frame["tok_s_per_request"], frame[y_field]
     if axes == "cost":
         ax.step(x, y, where="pre", lw=1.0, color="C0", alpha=0.6, label="least $/Mtok at that speed or faster")
-    ax.plot(x, y, "o", ms=4.5, color="C0", label="optimal setups (achievable points only)")
-    _mark_preferred(ax, frame, y_field, preferred_label, corner="lower right" if axes == "cost" else "upper right")
+    ax.plot(x, y, "o", ms=4.5, color="C0", label="optimal setups (achievable points only)", zorder=3)
+    _mark_preferred(ax, frame, y_field, preferred_label)
     if observed is not None and len(observed) and axes == "cost":
         _overlay(ax, observed, "x", "k", "observed (serving provider)")
     if notebook is not None and len(notebook) and axes == "cost":
@@ -122,17 +122,13 @@ def plot_answers(frame: pd.DataFrame, path: str | os.PathLike[str], *, title: st
     save_figure_atomic(figure, path, field)
 
 
-def _mark_preferred(ax: Any, frame: pd.DataFrame, y_field: str, label: str | None, corner: str) -> None:
+def _mark_preferred(ax: Any, frame: pd.DataFrame, y_field: str, label: str | None) -> None:
+    """The preferred point starred; its setup and figures go in the legend, where no point can hide them."""
     if "preferred" not in frame or not frame["preferred"].any():
         return
     row = frame[frame["preferred"].astype(bool)].iloc[0]
-    x, y = row["tok_s_per_request"], row[y_field]
-    ax.scatter([x], [y], marker="*", s=240, color="C3", zorder=4, label="preferred (max speed^a / price)")
-    if label:
-        # the corner no setup reaches: fast and cheap (lower right on the cost axes, upper right on the GPU axes)
-        y_text, va = (0.3, "bottom") if corner == "lower right" else (0.95, "top")
-        ax.annotate(label, (x, y), xytext=(0.97, y_text), textcoords="axes fraction", ha="right", va=va,
-                    fontsize=8, arrowprops={"arrowstyle": "->", "color": "C3", "lw": 0.8})  # fmt: skip
+    text = "preferred (max speed^a / price)" + (f"\n{label}" if label else "")
+    ax.scatter([row["tok_s_per_request"]], [row[y_field]], marker="*", s=240, color="C3", zorder=4, label=text)
 
 
 def _overlay(ax: Any, points: pd.DataFrame, marker: str, color: str, legend: str) -> None:
