@@ -1,4 +1,7 @@
-"""Public Python API: validated questions from names, and fastest / cheapest / frontier as pandas objects.
+"""Public Python API: validated questions from names, fastest / cheapest / frontier as pandas objects, and plan.
+
+``plan`` takes a fleet file (or the same structure as a dict; see the README section Fleet planning) and returns an
+``optimize.fleet.FleetPlan`` (rows, model and cluster summaries, placement, solver report).
 
 Shared parameters (documented once here):
 
@@ -520,3 +523,33 @@ def answer_series(answer: Answer) -> pd.Series:
 def answers_frame(answers: Sequence[Answer]) -> pd.DataFrame:
     """Answers as a DataFrame, one row each, with numeric, boolean and text columns typed as such."""
     return pd.DataFrame([a.to_record() for a in answers]).infer_objects()
+
+
+def plan(
+    fleet,
+    *,
+    method: str = "mip",
+    time_limit_s: float | None = None,
+    mip_gap: float = 1e-4,
+    baseline: bool = False,
+):
+    """A fleet plan (``optimize.fleet.FleetPlan``) for a fleet file path or the same structure as a dict.
+
+    ``baseline`` also plans each model alone and packs the results, for comparison (single-period fleets).
+    """
+    from roofline_opt.optimize import fleet as fl
+
+    is_path = isinstance(fleet, str | os.PathLike)
+    fleet = catalog.data_file(fleet) if is_path else fleet  # instances/fleets/... ship with the package
+    spec = fl.load_fleet_file(fleet, question) if is_path else fl.parse_fleet(fleet, question)
+    answer = fl.plan_fleet(spec, method, _options(time_limit_s, mip_gap))
+    if baseline:
+        from roofline_opt.optimize.fleet.baseline import per_model_baseline
+
+        answer = answer.with_baseline(per_model_baseline(spec, _options(time_limit_s, mip_gap)))
+    return answer
+
+
+def solver_options(time_limit_s: float | None, mip_gap: float) -> SolverOptions:
+    """Validated HiGHS options (time limit in seconds, relative gap), as every query takes them."""
+    return _options(time_limit_s, mip_gap)

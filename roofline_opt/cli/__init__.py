@@ -68,7 +68,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from roofline_opt.cli import catalog_cmds, cluster_cmds, evaluate_cmd, fidelity_cmds, query_cmds
+    from roofline_opt.cli import catalog_cmds, cluster_cmds, evaluate_cmd, fidelity_cmds, plan_cmd, query_cmds
 
     parser = OneLineParser(
         prog="roofline-opt",
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"roofline-opt {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser, metavar="COMMAND")
-    for module in (evaluate_cmd, query_cmds, catalog_cmds, cluster_cmds, fidelity_cmds):
+    for module in (evaluate_cmd, query_cmds, plan_cmd, catalog_cmds, cluster_cmds, fidelity_cmds):
         module.add_parsers(sub)
     return parser
 
