@@ -53,6 +53,14 @@ from roofline_opt.optimize.space import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_INSTANCES,
     DEFAULT_PP_DEGREES,
+    MAX_BATCH_LIMIT,
+    MAX_CHOICES,
+    MAX_CONTEXT,
+    MAX_DEGREE,
+    MAX_DEMAND_TOK_S,
+    MAX_GAMMA,
+    MAX_POINTS,
+    MAX_UTILITY_EXPONENT,
     Question,
 )
 from roofline_opt.optimize.space import DEFAULT_TP_DEGREES as _TP
@@ -62,9 +70,6 @@ from roofline_opt.physics.evaluator import KV_BITS
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
 
 WORKLOAD_COLUMNS = ("isl", "osl", "weight")
-
-MAX_GAMMA = 64
-MAX_BATCH_LIMIT = 1 << 20
 
 
 def _model(model: str | ModelSpec, field: str = "model") -> tuple[ModelSpec, int | None]:
@@ -77,6 +82,8 @@ def _gpus(gpu: str | GpuSpec | Sequence[str | GpuSpec], field: str = "gpu") -> t
     if isinstance(gpu, GpuSpec):
         return (gpu,)
     names = checks.parse_name_list(field, gpu) if isinstance(gpu, str) else tuple(gpu)
+    if len(names) > MAX_CHOICES:
+        raise InvalidInput(field, f"must name at most {MAX_CHOICES} accelerators. Got {len(names):,} instead.")
     specs = tuple(g if isinstance(g, GpuSpec) else catalog.load_gpu(g, field) for g in names)
     if len({g.name for g in specs}) != len(specs):
         raise InvalidInput(field, f"must name each accelerator once. Got {', '.join(g.name for g in specs)} instead.")
@@ -147,9 +154,11 @@ def _ep_degrees(model: ModelSpec, ep_degrees) -> tuple[int, ...]:
 def _degrees(field: str, values) -> tuple[int, ...]:
     raw = checks.parse_int_list(field, values) if isinstance(values, str) else values
     raw = [raw] if isinstance(raw, int) else raw
-    out = tuple(sorted({checks.positive_int(field, v) for v in raw}))
+    out = tuple(sorted({checks.positive_int(field, v, maximum=MAX_DEGREE) for v in raw}))
     if not out:
         raise InvalidInput(field, "must list at least one degree. Got none instead.")
+    if len(out) > MAX_CHOICES:
+        raise InvalidInput(field, f"must list at most {MAX_CHOICES} degrees. Got {len(out):,} instead.")
     return out
 
 
@@ -195,14 +204,10 @@ def question(
     prices = parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour)
     spec, suffix_bits = _model(model)
     draft_spec = None if draft is None else _model(draft, "draft")[0]
-    gamma_max = checks.positive_int("gamma_max", gamma_max, minimum=0)
-    if gamma_max > MAX_GAMMA:
-        raise InvalidInput("gamma_max", f"must be at most {MAX_GAMMA}. Got {gamma_max} instead.")
+    gamma_max = checks.positive_int("gamma_max", gamma_max, minimum=0, maximum=MAX_GAMMA)
     if gamma_max > 0 and draft_spec is None:
         raise InvalidInput("gamma_max", "needs a draft model (--draft). Got no draft instead.")
-    max_batch = checks.positive_int("max_batch", max_batch)
-    if max_batch > MAX_BATCH_LIMIT:
-        raise InvalidInput("max_batch", f"must be at most {MAX_BATCH_LIMIT}. Got {max_batch} instead.")
+    max_batch = checks.positive_int("max_batch", max_batch, maximum=MAX_BATCH_LIMIT)
     instance_limit, graph = None, None
     if cluster is not None:
         graph, gpus, instance_limit = _cluster(cluster, gpu)
@@ -226,7 +231,7 @@ def question(
     if context is None:
         context = DEFAULT_CONTEXT if load is None else load.decode_context
     else:
-        context = checks.positive_int("context", context, minimum=0)
+        context = checks.positive_int("context", context, minimum=0, maximum=MAX_CONTEXT)
     utilisation = checks.positive_float("max_utilisation", max_utilisation)
     if utilisation > 1.0:
         raise InvalidInput("max_utilisation", f"must be in (0, 1]. Got {max_utilisation!r} instead.")
@@ -245,7 +250,7 @@ def question(
         gamma_max=gamma_max,
         preset=PRESETS[checks.choice("preset", preset, PRESETS)],
         max_gpus=None if max_gpus is None else checks.positive_int("max_gpus", max_gpus),
-        demand_tok_s=None if demand_tok_s is None else checks.positive_float("demand_tok_s", demand_tok_s),
+        demand_tok_s=None if demand_tok_s is None else _demand(demand_tok_s),
         instance_limit=instance_limit,
         cluster_name=None if cluster is None else str(cluster),
         cluster=graph,
@@ -261,6 +266,10 @@ def question(
         max_instances=checks.positive_int("max_instances", max_instances),
         **roles,
     )
+
+
+def _demand(demand_tok_s: float) -> float:
+    return checks.positive_float("demand_tok_s", demand_tok_s, maximum=MAX_DEMAND_TOK_S)
 
 
 def _listed(values):
@@ -319,7 +328,8 @@ def _workload(isl, osl, workload) -> rq.Workload | None:
     if isl is None or osl is None:
         missing = "isl" if isl is None else "osl"
         raise InvalidInput(missing, "is required with the other request length (--isl and --osl go together)")
-    return rq.Workload.single(checks.positive_int("isl", isl, minimum=0), checks.positive_int("osl", osl))
+    isl = checks.positive_int("isl", isl, minimum=0, maximum=MAX_CONTEXT)
+    return rq.Workload.single(isl, checks.positive_int("osl", osl, maximum=MAX_CONTEXT))
 
 
 def _workload_rows(workload) -> list[tuple[int, int, float]]:
@@ -331,8 +341,8 @@ def _workload_rows(workload) -> list[tuple[int, int, float]]:
         cells = [(f"workload row {n}", dict(zip(WORKLOAD_COLUMNS, r, strict=True))) for n, r in enumerate(workload)]
     return [
         (
-            checks.positive_int(f"{where}: isl", row["isl"], minimum=0),
-            checks.positive_int(f"{where}: osl", row["osl"]),
+            checks.positive_int(f"{where}: isl", row["isl"], minimum=0, maximum=MAX_CONTEXT),
+            checks.positive_int(f"{where}: osl", row["osl"], maximum=MAX_CONTEXT),
             checks.positive_float(f"{where}: weight", row["weight"]),
         )
         for where, row in cells
@@ -354,7 +364,7 @@ def _serving(serving, load: rq.Workload | None) -> tuple[str, ...]:
 
 def _options(time_limit_s: float | None, mip_gap: float) -> SolverOptions:
     limit = None if time_limit_s is None else checks.positive_float("time_limit", time_limit_s)
-    return SolverOptions(limit, checks.positive_float("mip_gap", mip_gap, allow_zero=True))
+    return SolverOptions(limit, checks.positive_float("mip_gap", mip_gap, allow_zero=True, maximum=1.0))
 
 
 def fastest_answer(
@@ -445,8 +455,8 @@ def frontier_frame(
     method: str = "mip",
 ) -> pd.DataFrame:
     """The frontier of a Question as a DataFrame, cheapest first, with a boolean ``preferred`` column."""
-    points = checks.positive_int("points", points, minimum=2)
-    exponent = checks.positive_float("utility_exponent", utility_exponent)
+    points = checks.positive_int("points", points, minimum=2, maximum=MAX_POINTS)
+    exponent = checks.positive_float("utility_exponent", utility_exponent, maximum=MAX_UTILITY_EXPONENT)
     answers = frontier_answers(q, points, _options(time_limit_s, mip_gap), progress, method, exponent)
     frame = answers_frame(answers)
     frame["preferred"] = False

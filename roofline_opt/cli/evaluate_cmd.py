@@ -15,7 +15,14 @@ from roofline_opt import catalog, checks, files, report
 from roofline_opt.catalog.prices import parse_price_overrides, with_prices
 from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.results import layout_label
-from roofline_opt.optimize.space import DEFAULT_CONTEXT
+from roofline_opt.optimize.space import (
+    DEFAULT_CONTEXT,
+    MAX_BATCH_LIMIT,
+    MAX_CONTEXT,
+    MAX_DEGREE,
+    MAX_GAMMA,
+    MAX_TOKENS_PER_STEP,
+)
 from roofline_opt.physics import evaluator
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics.evaluator import KV_BITS
@@ -182,15 +189,15 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
     gpu = specs.gpu(gpu_text, label("gpu"))
     bits = _weight_bits(label("weight_bits"), values["weight_bits"], suffix_bits, model_text)
     _check_runs(label("weight_bits"), gpu, bits)
-    tp = checks.positive_int(label("tp"), values["tp"])
-    ep = checks.positive_int(label("ep"), values["ep"])
+    tp = checks.positive_int(label("tp"), values["tp"], maximum=MAX_DEGREE)
+    ep = checks.positive_int(label("ep"), values["ep"], maximum=MAX_DEGREE)
     _check_expert_parallel(label("ep"), model, ep, tp)
     draft_text = "" if values["draft"] is None else _text(label("draft"), values["draft"])
     draft_bits = DRAFT_DEFAULT_BITS
     if draft_text:
         draft_bits = specs.model(draft_text, label("draft"))[1] or DRAFT_DEFAULT_BITS
         _check_runs(label("draft"), gpu, draft_bits)
-    gamma_max = checks.positive_int(label("gamma_max"), values["gamma_max"], minimum=0)
+    gamma_max = checks.positive_int(label("gamma_max"), values["gamma_max"], minimum=0, maximum=MAX_GAMMA)
     if bool(gamma_max) != bool(draft_text):
         wanted = "at least 1 with a draft model (0 leaves it unused)" if draft_text else "0 without a draft model"
         raise InvalidInput(label("gamma_max"), f"must be {wanted}. Got {gamma_max} instead.")
@@ -204,11 +211,13 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
         gpu=gpu_text,
         tp=tp,
         tp_2d=_bool(label("tp_2d"), values["tp_2d"]),
-        pp=checks.positive_int(label("pp"), values["pp"]),
+        pp=checks.positive_int(label("pp"), values["pp"], maximum=MAX_DEGREE),
         ep=ep,
-        batch=checks.positive_int(label("batch"), values["batch"]),
-        context=checks.positive_int(label("context"), context, minimum=0),
-        tokens_per_step=checks.positive_int(label("tokens_per_step"), values["tokens_per_step"]),
+        batch=checks.positive_int(label("batch"), values["batch"], maximum=MAX_BATCH_LIMIT),
+        context=checks.positive_int(label("context"), context, minimum=0, maximum=MAX_CONTEXT),
+        tokens_per_step=checks.positive_int(
+            label("tokens_per_step"), values["tokens_per_step"], maximum=MAX_TOKENS_PER_STEP
+        ),
         draft=draft_text,
         draft_weight_bits=draft_bits,
         acceptance=checks.probability(label("acceptance"), values["acceptance"]),
@@ -237,22 +246,26 @@ def _request_fields(values, label, specs: _Specs, gpu_text: str, bits: int, has_
     if has_draft:
         raise InvalidInput(label("draft"), "cannot be combined with whole requests (--isl/--osl) yet. Drop one.")
     out.update(
-        isl=checks.positive_int(label("isl"), isl, minimum=0 if serving == rq.AGG else 1),
-        osl=checks.positive_int(label("osl"), osl),
+        isl=checks.positive_int(label("isl"), isl, minimum=0 if serving == rq.AGG else 1, maximum=MAX_CONTEXT),
+        osl=checks.positive_int(label("osl"), osl, maximum=MAX_CONTEXT),
         serving=serving,
-        chunk_tokens=checks.positive_int(label("chunk_tokens"), values["chunk_tokens"]),
+        chunk_tokens=checks.positive_int(label("chunk_tokens"), values["chunk_tokens"], maximum=MAX_CONTEXT),
     )
     if serving == rq.DISAGG:
         prefill_text = gpu_text if _blank(values["prefill_gpu"]) else _text(label("prefill_gpu"), values["prefill_gpu"])
         _check_runs(label("prefill_gpu"), specs.gpu(prefill_text, label("prefill_gpu")), bits)
         out.update(
             prefill_gpu=prefill_text,
-            prefill_tp=checks.positive_int(label("prefill_tp"), values["prefill_tp"]),
+            prefill_tp=checks.positive_int(label("prefill_tp"), values["prefill_tp"], maximum=MAX_DEGREE),
             prefill_tp_2d=_bool(label("prefill_tp_2d"), values["prefill_tp_2d"]),
-            prefill_pp=checks.positive_int(label("prefill_pp"), values["prefill_pp"]),
-            prefill_batch=checks.positive_int(label("prefill_batch"), values["prefill_batch"]),
-            prefill_instances=checks.positive_int(label("prefill_instances"), values["prefill_instances"]),
-            decode_instances=checks.positive_int(label("decode_instances"), values["decode_instances"]),
+            prefill_pp=checks.positive_int(label("prefill_pp"), values["prefill_pp"], maximum=MAX_DEGREE),
+            prefill_batch=checks.positive_int(label("prefill_batch"), values["prefill_batch"], maximum=MAX_BATCH_LIMIT),
+            prefill_instances=checks.positive_int(
+                label("prefill_instances"), values["prefill_instances"], maximum=MAX_DEGREE
+            ),
+            decode_instances=checks.positive_int(
+                label("decode_instances"), values["decode_instances"], maximum=MAX_DEGREE
+            ),
         )
     return out
 
@@ -393,10 +406,12 @@ def _table(frame: pd.DataFrame) -> str:
 
 def run(args: argparse.Namespace) -> int:
     specs = _Specs(parse_price_overrides("--usd-per-gpu-hour", args.usd_per_gpu_hour))
+    if args.csv:
+        files.check_destination(args.csv, "--csv", inputs=(args.from_csv, args.model, args.gpu, args.draft))
     setups = setups_from_csv(args, specs) if args.from_csv else setups_from_flags(args, specs)
     frame = evaluate_setups(setups, specs)
     if args.csv:
-        files.write_text_atomic(args.csv, frame.to_csv(index=False), field="--csv")
+        files.write_csv(args.csv, frame, field="--csv")
     print(report.to_json(frame.to_dict("records")) if args.json else _table(frame))
     return 0
 

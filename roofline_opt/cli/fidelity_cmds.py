@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from roofline_opt import api, catalog, checks, fidelity, files, report
+from roofline_opt.optimize.space import MAX_CONTEXT, MAX_GAMMA, MAX_POINTS
 from roofline_opt.physics.specs import DEFAULT, PRESETS
 
 VALIDATE_TABLE = {
@@ -66,16 +67,18 @@ def _preset(value: str) -> str:
 
 
 def _points(value: str) -> int:
-    return checks.positive_int("--points", value, minimum=2)
+    return checks.positive_int("--points", value, minimum=2, maximum=MAX_POINTS)
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    if args.csv:
+        files.check_destination(args.csv, "--csv", inputs=(args.measured,))
     rows = fidelity.validate(catalog.data_file(args.measured), PRESETS[_preset(args.preset)])
     records = [r.to_record() for r in rows]
     frame = pd.DataFrame(records)
     summary = fidelity.summarise(rows)
     if args.csv:
-        files.write_text_atomic(args.csv, frame.convert_dtypes().to_csv(index=False), field="--csv")
+        files.write_csv(args.csv, frame.convert_dtypes(), field="--csv")
     if args.json:
         print(report.to_json(records))
         print(summary.line(), file=sys.stderr)
@@ -94,7 +97,7 @@ def run_validate(args: argparse.Namespace) -> int:
 def run_calibrate(args: argparse.Namespace) -> int:
     gpu = catalog.load_gpu(args.gpu, "--gpu")
     if args.out:
-        files.check_destination(args.out, "--out")
+        files.check_destination(args.out, "--out", inputs=(args.measured, args.gpu))
     fit, card = fidelity.calibrate(catalog.data_file(args.measured), gpu, Path(args.out).stem if args.out else None)
     if args.out:
         files.write_text_atomic(args.out, fidelity.card_yaml(card), field="--out")
@@ -128,7 +131,8 @@ def run_reproduce(args: argparse.Namespace) -> int:
     if args.only:
         keys = {c.key: c for c in fidelity.CASES}
         cases = tuple(keys[checks.choice("--only", k, keys)] for k in checks.parse_name_list("--only", args.only))
-    context = None if args.context is None else checks.positive_int("--context", args.context, minimum=0)
+    context = None if args.context is None else checks.positive_int("--context", args.context, minimum=0,
+                                                                    maximum=MAX_CONTEXT)  # fmt: skip
     with report.ProgressBar() as progress:
         result = fidelity.reproduce(args.out, cases, context, _points(args.points), progress)
     shown = result.comparison[list(REPRODUCE_TABLE)]
@@ -147,21 +151,24 @@ def run_sensitivity(args: argparse.Namespace) -> int:
     q = api.question(
         args.model,
         [catalog.load_gpu(name, "--gpu") for name in checks.parse_name_list("--gpu", args.gpu)],
-        context=checks.positive_int("--context", args.context, minimum=0),
+        context=checks.positive_int("--context", args.context, minimum=0, maximum=MAX_CONTEXT),
         draft=args.draft,
         acceptance=checks.probability("--acceptance", args.acceptance),
-        gamma_max=checks.positive_int("--gamma-max", args.gamma_max, minimum=0),
+        gamma_max=checks.positive_int("--gamma-max", args.gamma_max, minimum=0, maximum=MAX_GAMMA),
         preset=_preset(args.preset),
     )
-    out = fidelity.ensure_out_dir(args.out) if args.out else None
+    out = files.check_folder(args.out) if args.out else None
+    if args.csv:
+        files.check_destination(args.csv, "--csv", inputs=(args.model, args.draft, args.gpu))
     with report.ProgressBar() as progress:
         result = fidelity.sensitivity(q, _points(args.points), progress=progress)
     if args.csv:
-        files.write_text_atomic(args.csv, result.table.to_csv(index=False), field="--csv")
+        files.write_csv(args.csv, result.table, field="--csv")
     if out is not None:
         title = f"{q.model.name} on {', '.join(g.name for g in q.gpus)}: sensitivity ({q.preset.name} preset)"
-        fidelity.plot_sensitivity(result, out / "sensitivity.png", title)
-        files.write_text_atomic(out / "sensitivity.csv", result.table.to_csv(index=False), field="--out")
+        with files.output_folder(out) as staging:
+            fidelity.plot_sensitivity(result, staging / "sensitivity.png", title)
+            files.write_csv(staging / "sensitivity.csv", result.table, field="--out")
     if args.json:
         print(report.to_json(result.table.to_dict("records")))
         return 0

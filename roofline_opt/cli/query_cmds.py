@@ -27,6 +27,10 @@ SPACE_FIELDS = (
 """Flags passed unchanged to api.question as keyword arguments of the same name."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
 """Required columns of --observed FILE (``label`` is optional)."""
+MAX_OBSERVED_POINTS = 1000
+"""Most points --observed may overlay on a plot."""
+MAX_LABEL_CHARS = 60
+"""Characters of an observed point's label drawn on the plot."""
 """The frontier re-solves one persistent MIP; enumeration is offered by fastest and cheapest only."""
 
 
@@ -147,7 +151,7 @@ def _emit(
     csv_text = pd.DataFrame(records).to_csv(index=False)
     json_text = report.to_json(records) if as_list else report.to_json_object(records[0])
     if args.csv:
-        files.write_text_atomic(args.csv, csv_text, field="--csv")
+        files.write_csv(args.csv, pd.DataFrame(records), field="--csv")
     if args.save_dir:
         prices = {g.name: g.usd_per_hour for g in question.gpus}
         if args.context is None and question.workload is None:
@@ -243,10 +247,11 @@ def _request_text(question: Question) -> str:
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse unwritable --csv / --plot / --save-dir destinations before solving, so a failed run leaves no file."""
+    inputs = (args.model, getattr(args, "draft", None), args.cluster, getattr(args, "observed", None))
     if args.csv:
-        files.check_destination(args.csv, "--csv")
+        files.check_destination(args.csv, "--csv", inputs=inputs)
     if getattr(args, "plot", None):
-        files.check_destination(args.plot, "--plot", files.plot_formats())
+        files.check_destination(args.plot, "--plot", files.plot_formats(), inputs=inputs)
     run_files.check_save_dir(args)
 
 
@@ -277,13 +282,14 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
 
 def read_observed(path: Path) -> pd.DataFrame:
     """Observed (speed, price) points from a CSV: columns tok_s_per_request, usd_per_mtok (> 0), optional label."""
-    frame = files.read_csv_cells(path, "--observed", OBSERVED_COLUMNS, "point")
+    frame = files.read_csv_cells(path, "--observed", OBSERVED_COLUMNS, "point", max_rows=MAX_OBSERVED_POINTS)
     return _observed_values(path, frame)
 
 
 def _observed_values(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     """The numeric columns checked cell by cell (finite and > 0: the price axis is logarithmic)."""
-    out = pd.DataFrame({"label": frame["label"].str.strip()}) if "label" in frame.columns else pd.DataFrame()
+    labels = frame["label"].str.strip().str.slice(0, MAX_LABEL_CHARS) if "label" in frame.columns else None
+    out = pd.DataFrame({"label": labels}) if labels is not None else pd.DataFrame()
     for column in OBSERVED_COLUMNS:
         out[column] = [
             checks.positive_float(f"{path} line {line}: {column}", value)

@@ -19,7 +19,6 @@ from roofline_opt.fidelity.reproduce import (
     Reproduction,
     choose_context,
     compare_case,
-    ensure_out_dir,
     reproduce,
 )
 from roofline_opt.fidelity.sensitivity import Sensitivity, plot_sensitivity, sensitivity, variants
@@ -42,7 +41,6 @@ __all__ = [
     "card_yaml",
     "choose_context",
     "compare_case",
-    "ensure_out_dir",
     "map_row",
     "plot_sensitivity",
     "read_measured",

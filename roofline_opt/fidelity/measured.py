@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from roofline_opt import catalog, files
+from roofline_opt import catalog, checks, files
 from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize.space import MAX_BATCH_LIMIT, MAX_CONTEXT, MAX_DEGREE
 from roofline_opt.physics.specs import GpuSpec, ModelSpec
 
 MEASURED_COLUMNS = (
@@ -61,13 +62,24 @@ _PRECISION_RE = re.compile("|".join(PRECISION_BITS))
 _FP8_KV_RE = re.compile(r"fp8\s*kv|fp8 \(weights\+kv\)")
 
 
-_SPECULATIVE_RE = re.compile(r"\bspeculative\b|\bmtp(-?\d+)?\s+(on|enabled|included)", re.IGNORECASE)
+_SPECULATIVE_RE = re.compile(r"\bspeculative\b|\bmtp(-?\d+)?\s+(on|enabled|included)", re.IGNORECASE | re.ASCII)
 
 
-_BATCH_RE = re.compile(r"(?:static batch|batch|concurrency)\s+(\d+)|^~?(\d+)\s+in flight")
+_BATCH_RE = re.compile(r"(?:static batch|batch|concurrency)\s+(\d+)|^~?(\d+)\s+in flight", re.ASCII)
 
 
-_NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)")
+_NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)", re.ASCII)
+
+
+_FULL_NUMBER_RE = re.compile(r"~?\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)", re.ASCII | re.IGNORECASE)
+
+
+_NON_ASCII_DIGIT_RE = re.compile(r"(?![0-9])\d")
+"""A Unicode digit other than 0-9 (Arabic-Indic, full-width, ...): never read as a number."""
+
+
+MAX_MEASURED_SPEED = 1e9
+"""Largest measured tok/s a row may state."""
 
 
 @dataclass(frozen=True)
@@ -117,8 +129,41 @@ class MeasuredRow:
 
 
 def _number(text: str) -> float | None:
-    match = _NUMBER_RE.match(text.strip())
+    """A cell's number: the whole cell (``1e3``, ``-2``, ``~50``), else the number it starts with (``50 (est.)``)."""
+    text = text.strip()
+    full = _FULL_NUMBER_RE.fullmatch(text)
+    if full:
+        return float(full.group(1))
+    match = _NUMBER_RE.match(text)
     return float(match.group(1)) if match else None
+
+
+def _whole(where: str, text: str, what: str, maximum: int) -> int:
+    """A whole number from a row's text, in 1..maximum, else InvalidInput naming the row and column."""
+    value = int(text)
+    if not 1 <= value <= maximum:
+        raise InvalidInput(where, f"{what} must be in 1..{maximum:,}. Got {checks.shown(text)} instead.")
+    return value
+
+
+def _check_cells(cells: Mapping[str, str]) -> None:
+    """Refuse Unicode digits anywhere and impossible measured speeds (zero, negative, absurd), naming the cell."""
+    line = cells.get("line", "?")
+    for column, text in cells.items():
+        if isinstance(text, str) and _NON_ASCII_DIGIT_RE.search(text):
+            msg = f"must write numbers with the digits 0-9. Got {checks.shown(text)} instead."
+            raise InvalidInput(f"line {line}: {column}", msg)
+    for column in ("tok_s_per_request", "tok_s_per_gpu"):
+        text = str(cells.get(column, "")).strip()
+        value = _number(text)
+        if value is not None and not 0 < value <= MAX_MEASURED_SPEED:
+            msg = f"must be a measured speed > 0 and <= {MAX_MEASURED_SPEED:g} tok/s. Got {checks.shown(text)} instead."
+            raise InvalidInput(f"line {line}: {column}", msg)
+    for column in ("input_len", "output_len"):
+        value = _number(str(cells.get(column, "")))
+        if value is not None and not 0 <= value <= MAX_CONTEXT:
+            msg = f"must be a number of tokens in 0..{MAX_CONTEXT:,}. Got {checks.shown(cells[column])} instead."
+            raise InvalidInput(f"line {line}: {column}", msg)
 
 
 def _normalise(name: str) -> str:
@@ -171,19 +216,22 @@ def _map_gpu(text: str, reasons: list[str]) -> str | None:
     return card
 
 
-def _map_layout(text: str, n_gpus: str, model: ModelSpec | None, reasons: list[str]) -> tuple[int, ...] | None:
+def _map_layout(
+    text: str, n_gpus: str, model: ModelSpec | None, reasons: list[str], line: str = "?"
+) -> tuple[int, ...] | None:
     """(tp, pp, ep, instances) from a layout such as ``"TP2 x 4 instances"`` or ``"TP8, MoE EP4"``."""
     low = text.lower()
     if re.search(r"prefill|disagg", low):
         reasons.append(f"layout {text!r} is disaggregated prefill/decode: one instance does not model it")
         return None
-    found = {key: re.search(rf"\b{key}\s*(\d+)", low) for key in ("tp", "pp", "ep")}
+    found = {key: re.search(rf"\b{key}\s*(\d+)", low, re.ASCII) for key in ("tp", "pp", "ep")}
     if found["tp"] is None:
         reasons.append(f"layout {text!r} gives no tensor-parallel degree TPn")
         return None
-    tp, pp, ep = (int(m.group(1)) if m else 1 for m in found.values())
-    copies = re.search(r"x\s*(\d+)\s*instances?", low)
-    instances = int(copies.group(1)) if copies else 1
+    where = f"line {line}: layout"
+    tp, pp, ep = (_whole(where, m.group(1), key.upper(), MAX_DEGREE) if m else 1 for key, m in found.items())
+    copies = re.search(r"x\s*(\d+)\s*instances?", low, re.ASCII)
+    instances = _whole(where, copies.group(1), "instances", checks.MAX_INT) if copies else 1
     stated = _number(n_gpus)
     if stated is not None and stated != tp * pp * instances:
         reasons.append(f"layout {text!r} uses {tp * pp * instances} GPUs but n_gpus is {n_gpus}")
@@ -194,12 +242,15 @@ def _map_layout(text: str, n_gpus: str, model: ModelSpec | None, reasons: list[s
     return tp, pp, ep, instances
 
 
-def _map_batch(text: str, instances: int, pp: int, reasons: list[str]) -> int | None:
+def _map_batch(text: str, instances: int, pp: int, reasons: list[str], line: str = "?") -> int | None:
     match = _BATCH_RE.search(text.lower())
     if match is None:
         reasons.append(f"batch {text!r} states no batch or concurrency")
         return None
-    batch = max(round(int(match.group(1) or match.group(2)) / instances), 1)
+    stated = _whole(
+        f"line {line}: batch_or_concurrency", match.group(1) or match.group(2), "the batch", MAX_BATCH_LIMIT
+    )
+    batch = max(round(stated / instances), 1)
     if batch < pp:
         reasons.append(f"batch {batch} per instance is smaller than the pipeline degree {pp}")
         return None
@@ -219,6 +270,7 @@ def _map_lengths(input_len: str, output_len: str, reasons: list[str]) -> int | N
 
 def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     """A measured row in catalog terms; every problem found is listed in ``reasons``."""
+    _check_cells(cells)
     text = {k: str(cells.get(k, "")).strip() for k in (*MEASURED_COLUMNS, "n_gpus", "framework", "notes", "line")}
     reasons: list[str] = []
     model = _map_model(text["model"], reasons)
@@ -226,8 +278,8 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     gpu_name = _map_gpu(text["gpu"], reasons)
     if bits is not None and gpu_name is not None and not gpu_card(gpu_name).supports(bits[0]):
         reasons.append(f"gpu {gpu_name} has no FLOP rate for {bits[0]}-bit weights")
-    layout = _map_layout(text["layout"], text["n_gpus"], model, reasons)
-    batch = _map_batch(text["batch_or_concurrency"], layout[3], layout[1], reasons) if layout else None
+    layout = _map_layout(text["layout"], text["n_gpus"], model, reasons, text["line"])
+    batch = _map_batch(text["batch_or_concurrency"], layout[3], layout[1], reasons, text["line"]) if layout else None
     context = _map_lengths(text["input_len"], text["output_len"], reasons)
     per_request, per_gpu = _number(text["tok_s_per_request"]), _number(text["tok_s_per_gpu"])
     if per_request is None and per_gpu is None:

@@ -155,7 +155,8 @@ class Prepared:
         """A budget no choice reaches (an inactive budget constraint with sane coefficients)."""
         t = self.tables
         worst = (t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max(axis=1)
-        return float(np.max(t.usd_per_mtok_coef * worst / t.batch_lo) * 2.0 + 1.0)
+        most = float(np.max(t.usd_per_mtok_coef * worst / t.batch_lo))
+        return most * 2.0 if most > 0 else 1.0  # relative headroom: an absolute one swamps $1e-300 prices
 
     @property
     def max_time_per_token(self) -> float:
@@ -277,6 +278,8 @@ def _no_solution(report: SolveReport) -> None:
 def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | None:
     """Most tok/s per request within the budget (None when nothing meets it)."""
     prep.start_query()
+    if max_usd_per_mtok is not None and max_usd_per_mtok >= prep.max_cost_usd_per_mtok:
+        max_usd_per_mtok = None  # no setup costs that much: the budget binds nothing (and would scale the MIP badly)
     while True:
         solver = prep.solver(FASTEST, *target_batch_bounds(prep.tables, max_usd_per_mtok=max_usd_per_mtok))
         budget = prep.max_cost_usd_per_mtok if max_usd_per_mtok is None else max_usd_per_mtok
@@ -321,6 +324,8 @@ def _cheapest_of_equals(prep: Prepared, c: int, answer: Answer, report: SolveRep
 def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
     """Least $/Mtok at or above the speed, by Dinkelbach iterations on the ratio (None when unreachable)."""
     prep.start_query()
+    if min_tok_s is not None and min_tok_s * prep.tables.time_unit_s * prep.max_time_per_token <= 1.0:
+        min_tok_s = None  # every setup is faster than that: the speed target binds nothing
     while True:
         max_time = None if min_tok_s is None else 1.0 / (min_tok_s * prep.tables.time_unit_s)
         solver = prep.solver(CHEAPEST, *target_batch_bounds(prep.tables, max_time_per_token=max_time))

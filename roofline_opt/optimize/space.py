@@ -25,6 +25,27 @@ DEFAULT_PP_DEGREES = (1, 2, 4, 8)
 DEFAULT_MAX_BATCH = 4096
 DEFAULT_CONTEXT = 8000
 DEFAULT_ACCEPTANCE = 0.8
+TARGET_RTOL = 1e-9
+"""Relative slack on a target, so a setup exactly at the target is not lost to rounding; the MIP and the oracle both
+accept a setup within it (and the answer is checked again on the exact figures)."""
+MAX_GAMMA = 64
+"""Longest draft (gamma) offered or evaluated."""
+MAX_BATCH_LIMIT = 1 << 20
+"""Largest batch, in sequences per instance."""
+MAX_DEGREE = 1 << 16
+"""Largest tensor-, pipeline- or expert-parallel degree (GPUs in one instance)."""
+MAX_CONTEXT = 1 << 27
+"""Most tokens of context in the KV cache (134M)."""
+MAX_CHOICES = 64
+"""Most values one list flag may offer (--tp-degrees, --pp-degrees, --ep-degrees, --gpu)."""
+MAX_DEMAND_TOK_S = 1e12
+"""Largest total demand in tokens/s (a thousand times the world's inference traffic)."""
+MAX_TOKENS_PER_STEP = 1 << 16
+"""Most tokens per sequence in one step."""
+MAX_POINTS = 1000
+"""Most budgets a frontier sweeps."""
+MAX_UTILITY_EXPONENT = 64.0
+"""Largest exponent a of the preferred point's speed^a / price."""
 DEFAULT_MAX_INSTANCES = 4
 """Largest number of prefill (x) or decode (y) instances in one disaggregated unit (xPyD, in lowest terms)."""
 

@@ -16,6 +16,7 @@ from roofline_opt.topology.schema import (
     GPUS_PER_PCIE_SWITCH,
     LATENCY,
     LINK_KINDS,
+    MAX_CLUSTER_GPUS,
     MAX_NIC_GB_S,
     NIC_KINDS,
     NODE_TYPES,
@@ -119,6 +120,16 @@ def torus(
     return graph
 
 
+MAX_SPINES = 64
+"""Most spine switches of a rail-optimised fabric in the compact form."""
+
+
+def _check_size(field: str, gpus: int) -> None:
+    """Refuse a compact form describing more than MAX_CLUSTER_GPUS GPUs before building its graph."""
+    if gpus > MAX_CLUSTER_GPUS:
+        raise InvalidInput(field, f"describes {gpus:,} GPUs: at most {MAX_CLUSTER_GPUS:,} are allowed")
+
+
 _SERVER_KEYS = ("nodes", "node_type", "gpu", "nic_gb_s")
 
 
@@ -147,11 +158,11 @@ def _group(where: str, spec: Mapping[str, Any]) -> NodeGroup:
         raise InvalidInput(f"{where}node_type", f"is required: one of {', '.join(NODE_TYPES)}")
     gpu = spec.get("gpu")
     if gpu is not None and (not isinstance(gpu, str) or not gpu.strip()):
-        raise InvalidInput(f"{where}gpu", f"must be a GPU name. Got {gpu!r} instead.")
+        raise InvalidInput(f"{where}gpu", f"must be a GPU name. Got {checks.shown(gpu)} instead.")
     nic = spec.get("nic_gb_s")
     return NodeGroup(
         node_type=checks.choice(f"{where}node_type", spec["node_type"], NODE_TYPES),
-        nodes=checks.positive_int(f"{where}nodes", spec.get("nodes", 1)),
+        nodes=checks.positive_int(f"{where}nodes", spec.get("nodes", 1), maximum=MAX_CLUSTER_GPUS),
         gpu=gpu,
         nic_gb_s=None if nic is None else checks.bandwidth_gb_s(f"{where}nic_gb_s", nic, MAX_NIC_GB_S),
     )
@@ -170,9 +181,12 @@ def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
             raise InvalidInput(f"{source}: {clash[0]}", "cannot be combined with torus")
         dims = spec["torus"]
         if not isinstance(dims, list) or not dims:
-            raise InvalidInput(f"{source}: torus", f"must be a list of sizes like [4, 4]. Got {dims!r} instead.")
+            msg = f"must be a list of sizes like [4, 4]. Got {checks.shown(dims)} instead."
+            raise InvalidInput(f"{source}: torus", msg)
+        sizes = [checks.positive_int(f"{source}: torus", d, maximum=MAX_CLUSTER_GPUS) for d in dims]
+        _check_size(f"{source}: torus", math.prod(sizes))
         graph = torus(
-            [checks.positive_int(f"{source}: torus", d) for d in dims],
+            sizes,
             gpu=str(spec.get("gpu", "h100-sxm")),
             link_gb_s=checks.bandwidth_gb_s(f"{source}: link_gb_s", spec.get("link_gb_s", 100.0)),
             link_kind=checks.choice(f"{source}: link_kind", spec.get("link_kind", "nvlink"), LINK_KINDS),
@@ -191,11 +205,12 @@ def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
             ]
         else:
             groups = [_group(f"{source}: ", {k: spec[k] for k in _SERVER_KEYS if k in spec})]
+        _check_size(source, sum(g.nodes * NODE_TYPES[g.node_type].gpus for g in groups))
         fabric = spec.get("fabric")
         graph = pod(
             groups,
             fabric=None if fabric is None else checks.choice(f"{source}: fabric", fabric, FABRICS),
-            spines=checks.positive_int(f"{source}: spines", spec.get("spines", 2)),
+            spines=checks.positive_int(f"{source}: spines", spec.get("spines", 2), maximum=MAX_SPINES),
             nic_kind=checks.choice(f"{source}: nic_kind", spec.get("nic_kind", "infiniband"), NIC_KINDS),
             name=name,
         )

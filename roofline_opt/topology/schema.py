@@ -10,6 +10,13 @@ import networkx as nx
 from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
 
+MAX_CLUSTER_GPUS = 512
+"""Most GPUs a cluster may have: deriving bandwidths and placements of an 8x8x8 torus or a 64-server pod takes about
+20 s on 2 loaded cores, and the time grows faster than the size."""
+MAX_CLUSTER_NODES = 4 * MAX_CLUSTER_GPUS
+"""Most nodes (GPUs, switches, hosts) a cluster may have."""
+MAX_CLUSTER_EDGES = 16 * MAX_CLUSTER_GPUS
+"""Most links a cluster may have."""
 NODE_KINDS = ("gpu", "switch", "host")
 
 
@@ -111,6 +118,18 @@ class LinkTier:
     count: int
 
 
+def check_size(graph: nx.Graph, source: str) -> None:
+    """Refuse a graph beyond MAX_CLUSTER_NODES nodes, MAX_CLUSTER_EDGES links or MAX_CLUSTER_GPUS GPUs."""
+    gpus = sum(1 for _, kind in graph.nodes(data="kind") if kind == "gpu")
+    for count, cap, what in (
+        (graph.number_of_nodes(), MAX_CLUSTER_NODES, "nodes"),
+        (graph.number_of_edges(), MAX_CLUSTER_EDGES, "links"),
+        (gpus, MAX_CLUSTER_GPUS, "GPUs"),
+    ):
+        if count > cap:
+            raise InvalidInput(source, f"has {count:,} {what}: at most {cap:,} are allowed")
+
+
 def validate_cluster(graph: nx.Graph, known_gpus: Collection[str] | None = None, source: str = "cluster") -> nx.Graph:
     """Check the schema and return a normalised copy (undirected, string ids, float attributes).
 
@@ -118,6 +137,7 @@ def validate_cluster(graph: nx.Graph, known_gpus: Collection[str] | None = None,
     BUILTIN_GPU_NAMES.
     """
     known = BUILTIN_GPU_NAMES if known_gpus is None else frozenset(known_gpus)
+    check_size(graph, source)
     if graph.is_multigraph():
         for u, v in graph.edges():
             if graph.number_of_edges(u, v) > 1:
