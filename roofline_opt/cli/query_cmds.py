@@ -147,9 +147,12 @@ def describe(record: Mapping[str, Any], sep: str = ": ") -> str:
 def _emit(
     args: argparse.Namespace, question: Question, records: list[dict[str, Any]], text: str, as_list: bool, plot=None
 ) -> None:
-    """Write --csv, the --save-dir folder and --plot (each atomically) and print JSON (--json) or the human text."""
+    """Write --plot, --csv and the --save-dir folder (each atomically; the plot first, as the slowest and the one an
+    interruption is likeliest to hit) and print JSON (--json) or the human text."""
     csv_text = pd.DataFrame(records).to_csv(index=False)
     json_text = report.to_json(records) if as_list else report.to_json_object(records[0])
+    if getattr(args, "plot", None) and plot is not None:
+        plot(args.plot, "--plot")
     if args.csv:
         files.write_csv(args.csv, pd.DataFrame(records), field="--csv")
     if args.save_dir:
@@ -159,8 +162,6 @@ def _emit(
         run_files.write_run(Path(args.save_dir), args, csv_text, json_text, prices)
         if plot is not None:
             plot(str(Path(args.save_dir) / "plot.png"), "--save-dir")
-    if getattr(args, "plot", None) and plot is not None:
-        plot(args.plot, "--plot")
     print(json_text if args.json else text)
 
 

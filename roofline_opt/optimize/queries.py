@@ -235,8 +235,8 @@ def _demand_text(question: Question) -> str:
     needed = math.ceil(demand / per_gpu - 1e-9) if per_gpu > 0 else 0
     if available and needed > available:
         text = (
-            f"the demand of {both(demand)} needs at least {needed} GPUs (at the best {per_gpu:.4g} tok/s per GPU any "
-            f"setup reaches), and there are {available}; {text}"
+            f"{text}; the demand of {both(demand)} needs at least {needed} GPUs (at the best {per_gpu:.4g} tok/s per "
+            f"GPU any setup reaches), and there are {available}"
         )
     return text
 
