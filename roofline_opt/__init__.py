@@ -1,12 +1,12 @@
 """roofline_opt: proven-optimal LLM serving setups under cost and speed targets (inference-economics roofline + MIP).
 
-Public API: ``question``, ``fastest``, ``cheapest``, ``frontier`` (pandas results). They load lazily so that
-importing the evaluator alone does not import Pyomo.
+Public API: ``question``, ``evaluate``, ``fastest``, ``cheapest``, ``frontier`` (pandas results). They load lazily
+so that importing the evaluator alone does not import Pyomo.
 """
 
 from __future__ import annotations
 
-__all__ = ["cheapest", "fastest", "frontier", "plan", "question"]
+__all__ = ["cheapest", "evaluate", "fastest", "frontier", "plan", "question"]
 
 
 def __getattr__(name: str):

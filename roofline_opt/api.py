@@ -15,7 +15,8 @@ max_batch : largest batch (sequences per instance); context : tokens already in 
 draft, acceptance, gamma_max : speculative decoding with a draft model on the same GPUs (gamma 0..gamma_max).
 preset : "default" (realistic) or "paper" (the reference notebook). max_gpus : GPUs available in all.
 demand_tok_s : total tokens/s to serve; an instance may not out-serve it and replicas meet it.
-cluster : a cluster file (GraphML, node-link JSON or YAML): accelerators and placement come from its graph.
+cluster : a cluster file (GraphML, node-link JSON or YAML) or a catalog cluster name (``hgx-h100``).
+usd_per_gpu_hour : price overrides for this question, ``"h100-sxm=2.5,h200=3.2"`` or a mapping name -> $/GPU-hour.
 method : "mip" (HiGHS) or "enumerate" (brute force). time_limit_s, mip_gap : HiGHS options.
 kv_bits : KV-cache precision(s) offered (16, 8, 4; default 16), independent of the weight precision.
 
@@ -37,17 +38,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from roofline_opt import catalog, checks, files
+from roofline_opt.catalog.prices import parse_price_overrides, with_prices
 from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.queries import Prepared, SolverOptions, prepare, solve_prepared
-from roofline_opt.optimize.queries import cheapest as _cheapest
-from roofline_opt.optimize.queries import fastest as _fastest
-from roofline_opt.optimize.results import Answer
+from roofline_opt.optimize.queries import top_n as _top_n
+from roofline_opt.optimize.results import Answer, Setup, reevaluate
 from roofline_opt.optimize.space import (
     DEFAULT_ACCEPTANCE,
     DEFAULT_CONTEXT,
@@ -95,6 +96,7 @@ def _cluster(path: str, gpu) -> tuple[object, tuple[GpuSpec, ...], Callable[[Gpu
     """A cluster graph, its accelerator types as effective specs (bandwidths from the graph) and its placement limit."""
     from roofline_opt import topology
 
+    path = catalog.cluster_file(path)
     graph = topology.load_cluster(path, known_gpus={g.name for g in catalog.list_gpus()})
     types = sorted(topology.gpu_counts(graph))
     if gpu is not None:
@@ -167,6 +169,7 @@ def _dp_attention(model: ModelSpec, dp_attention: bool, ep_degrees) -> bool:
 
 def _degrees(field: str, values) -> tuple[int, ...]:
     raw = checks.parse_int_list(field, values) if isinstance(values, str) else values
+    raw = [raw] if isinstance(raw, int) else raw
     out = tuple(sorted({checks.positive_int(field, v, maximum=MAX_DEGREE) for v in raw}))
     if not out:
         raise InvalidInput(field, "must list at least one degree. Got none instead.")
@@ -212,8 +215,10 @@ def question(
     max_instances: int = DEFAULT_MAX_INSTANCES,
     demand_req_s: float | None = None,
     max_utilisation: float = 1.0,
+    usd_per_gpu_hour: str | Mapping[str, float] | None = None,
 ) -> Question:
     """A validated Question (see the module docstring for every parameter)."""
+    prices = parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour)
     spec, suffix_bits = _model(model)
     draft_spec = None if draft is None else _model(draft, "draft")[0]
     gamma_max = checks.positive_int("gamma_max", gamma_max, minimum=0, maximum=MAX_GAMMA)
@@ -249,7 +254,7 @@ def question(
         raise InvalidInput("max_utilisation", f"must be in (0, 1]. Got {max_utilisation!r} instead.")
     return Question(
         model=spec,
-        gpus=gpus,
+        gpus=with_prices(gpus, prices, "usd_per_gpu_hour"),
         weight_bits=_bits(weight_bits, suffix_bits),
         tp_degrees=_degrees("tp_degrees", tp_degrees),
         tp_modes=_modes(tp_modes),
@@ -388,8 +393,21 @@ def fastest_answer(
     mip_gap: float = 1e-6,
 ) -> Answer:
     """The fastest setup within the budget as an Answer (exact figures, solve report)."""
+    return fastest_answers(q, max_usd_per_mtok, method, time_limit_s, mip_gap)[0]
+
+
+def fastest_answers(
+    q: Question,
+    max_usd_per_mtok: float | None = None,
+    method: str = "mip",
+    time_limit_s: float | None = None,
+    mip_gap: float = 1e-6,
+    top_n: int = 1,
+) -> list[Answer]:
+    """The ``top_n`` fastest distinct layouts within the budget, each the best once those before it are excluded."""
     budget = None if max_usd_per_mtok is None else checks.positive_float("max_usd_per_mtok", max_usd_per_mtok)
-    return _with_placement(q, _fastest(q, budget, method, _options(time_limit_s, mip_gap)))
+    n = checks.positive_int("top_n", top_n)
+    return [_with_placement(q, a) for a in _top_n(q, "fastest", budget, n, method, _options(time_limit_s, mip_gap))]
 
 
 def cheapest_answer(
@@ -400,8 +418,21 @@ def cheapest_answer(
     mip_gap: float = 1e-6,
 ) -> Answer:
     """The cheapest setup at or above the speed as an Answer."""
+    return cheapest_answers(q, min_tok_s, method, time_limit_s, mip_gap)[0]
+
+
+def cheapest_answers(
+    q: Question,
+    min_tok_s: float | None = None,
+    method: str = "mip",
+    time_limit_s: float | None = None,
+    mip_gap: float = 1e-6,
+    top_n: int = 1,
+) -> list[Answer]:
+    """The ``top_n`` cheapest distinct layouts at the speed, each the best once those before it are excluded."""
     speed = None if min_tok_s is None else checks.positive_float("min_tok_s", min_tok_s)
-    return _with_placement(q, _cheapest(q, speed, method, _options(time_limit_s, mip_gap)))
+    n = checks.positive_int("top_n", top_n)
+    return [_with_placement(q, a) for a in _top_n(q, "cheapest", speed, n, method, _options(time_limit_s, mip_gap))]
 
 
 def fastest(
@@ -415,9 +446,7 @@ def fastest(
     **space,
 ) -> pd.Series:
     """Most tok/s per request for at most ``max_usd_per_mtok`` $/Mtok, as a Series of unit-named fields."""
-    return pd.Series(
-        fastest_answer(question(model, gpu, **space), max_usd_per_mtok, method, time_limit_s, mip_gap).to_record()
-    )
+    return answer_series(fastest_answer(question(model, gpu, **space), max_usd_per_mtok, method, time_limit_s, mip_gap))
 
 
 def cheapest(
@@ -431,9 +460,7 @@ def cheapest(
     **space,
 ) -> pd.Series:
     """Least $/Mtok at ``min_tok_s`` tok/s per request or faster, as a Series of unit-named fields."""
-    return pd.Series(
-        cheapest_answer(question(model, gpu, **space), min_tok_s, method, time_limit_s, mip_gap).to_record()
-    )
+    return answer_series(cheapest_answer(question(model, gpu, **space), min_tok_s, method, time_limit_s, mip_gap))
 
 
 def frontier_frame(
@@ -448,8 +475,8 @@ def frontier_frame(
     """The frontier of a Question as a DataFrame, cheapest first, with a boolean ``preferred`` column."""
     points = checks.positive_int("points", points, minimum=2, maximum=MAX_POINTS)
     exponent = checks.positive_float("utility_exponent", utility_exponent, maximum=MAX_UTILITY_EXPONENT)
-    answers = frontier_answers(q, points, _options(time_limit_s, mip_gap), progress, method)
-    frame = pd.DataFrame([a.to_record() for a in answers])
+    answers = frontier_answers(q, points, _options(time_limit_s, mip_gap), progress, method, exponent)
+    frame = answers_frame(answers)
     frame["preferred"] = False
     frame.loc[preferred_index(frame, exponent), "preferred"] = True
     frame.attrs["monotone"] = is_monotone(frame)
@@ -490,6 +517,59 @@ def target_answer(prep: Prepared, kind: str, target: float | None) -> Answer:
     return _with_placement(prep.question, solve_prepared(prep, kind, value))
 
 
+def evaluate(
+    model: str | ModelSpec,
+    gpu: str | GpuSpec,
+    tp: int,
+    pp: int,
+    batch: int,
+    *,
+    weight_bits: int | None = None,
+    tp_2d: bool = False,
+    ep: int = 1,
+    context: int = DEFAULT_CONTEXT,
+    draft: str | ModelSpec | None = None,
+    gamma: int = 0,
+    acceptance: float = DEFAULT_ACCEPTANCE,
+    preset: str = "default",
+    usd_per_gpu_hour: str | Mapping[str, float] | None = None,
+) -> pd.Series:
+    """Every figure of one fully specified setup (``gamma`` draft tokens per step with ``draft``), as the same
+    unit-named fields an answer of ``fastest``/``cheapest`` carries; the setup need not fit in memory
+    (``fits_in_memory`` says whether it does)."""
+    tp, pp, batch = (checks.positive_int(f, v) for f, v in (("tp", tp), ("pp", pp), ("batch", batch)))
+    gamma = checks.positive_int("gamma", gamma, minimum=0)
+    if gamma and draft is None:
+        raise InvalidInput("gamma", f"needs a draft model (draft=...). Got {gamma} without one instead.")
+    q = question(
+        model, gpu, weight_bits=weight_bits, tp_degrees=(tp,), pp_degrees=(pp,), tp_modes=("2d" if tp_2d else "1d",),
+        ep_degrees=(ep,), max_batch=max(batch, pp), context=context, draft=draft, acceptance=acceptance,
+        gamma_max=gamma, preset=preset, usd_per_gpu_hour=usd_per_gpu_hour,
+    )  # fmt: skip
+    if len(q.gpus) != 1 or len(q.weight_bits) != 1:
+        raise InvalidInput("gpu", "must name one accelerator and one weight precision for evaluate")
+    g, bits = q.gpus[0], q.weight_bits[0]
+    if not g.supports(bits):
+        runs = ", ".join(str(b) for b in WEIGHT_BITS if g.supports(b))
+        raise InvalidInput(
+            "weight_bits", f"must be a precision {g.name} has a FLOP rate for ({runs}). Got {bits} instead."
+        )
+    if ep > 1 and tp % ep:
+        raise InvalidInput("ep", f"must divide tp ({tp}). Got {ep} instead.")
+    setup = Setup(gpu=g.name, weight_bits=bits, tp=tp, tp_2d=bool(tp_2d), pp=pp, ep=ep, batch=batch, gamma=gamma)
+    return answer_series(reevaluate(q, setup, "evaluate"))
+
+
+def answer_series(answer: Answer) -> pd.Series:
+    """An answer's record as a Series; each value keeps its Python type (int, float, bool, str)."""
+    return pd.Series(answer.to_record(), dtype=object)
+
+
+def answers_frame(answers: Sequence[Answer]) -> pd.DataFrame:
+    """Answers as a DataFrame, one row each, with numeric, boolean and text columns typed as such."""
+    return pd.DataFrame([a.to_record() for a in answers]).infer_objects()
+
+
 def plan(
     fleet,
     *,
@@ -505,6 +585,7 @@ def plan(
     from roofline_opt.optimize import fleet as fl
 
     is_path = isinstance(fleet, str | os.PathLike)
+    fleet = catalog.data_file(fleet) if is_path else fleet  # instances/fleets/... ship with the package
     spec = fl.load_fleet_file(fleet, question) if is_path else fl.parse_fleet(fleet, question)
     answer = fl.plan_fleet(spec, method, _options(time_limit_s, mip_gap))
     if baseline:

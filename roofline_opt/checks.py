@@ -122,3 +122,32 @@ def parse_int_list(field: str, text: Any) -> tuple[int, ...]:
 def parse_name_list(field: str, text: Any) -> tuple[str, ...]:
     """Text like ``"h100-sxm, h200"`` as ``("h100-sxm", "h200")``."""
     return tuple(_split(field, text))
+
+
+_PREFIX_GB = {"M": 1e-3, "G": 1.0, "T": 1e3}
+"""Unit prefixes in GB: 400Gb/s = 400 x 1 / 8 GB/s; 1.8TB/s = 1800 GB/s."""
+
+
+def bandwidth_gb_s(field: str, value: Any, plausible_max_gb_s: float | None = None) -> float:
+    """A bandwidth in GB/s per direction: a number (GB/s), or text with explicit units: ``400Gb/s`` / ``400 Gbps``
+    (bits, divided by 8), ``50GB/s``, ``1.8TB/s``. Above ``plausible_max_gb_s`` a bare number is refused: it is
+    almost certainly a Gb/s figure written where GB/s is meant."""
+    import re
+
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([MGT])(b|B|bit|byte)(/s|ps)\s*", value)
+        if match is None and _number(value) is None:
+            msg = f"must be a number in GB/s or carry a unit like 400Gb/s, 50GB/s or 1.8TB/s. Got {value!r} instead."
+            raise InvalidInput(field, msg)
+        if match is not None:
+            number = positive_float(field, match.group(1))
+            per_byte = match.group(3) in ("B", "byte")
+            return number * _PREFIX_GB[match.group(2)] / (1.0 if per_byte else 8.0)
+    gb_s = positive_float(field, value)
+    if plausible_max_gb_s is not None and gb_s > plausible_max_gb_s:
+        msg = (
+            f"is in GB/s per direction, and {gb_s:g} GB/s is more than any NIC offers ({plausible_max_gb_s:g} GB/s = "
+            f"{plausible_max_gb_s * 8:g} Gb/s). If you meant {gb_s:g} Gb/s, write '{gb_s:g}Gb/s' (= {gb_s / 8:g} GB/s)."
+        )
+        raise InvalidInput(field, msg)
+    return gb_s

@@ -46,7 +46,7 @@ CASES = {
     "unknown gpu": (query("fastest", model=["--model", "llama-3-70b", "--gpu", "h100"]), "--gpu", "'h100-sxm'"),
     "unknown gpu in a list": (query("fastest", "--gpu", "h100-sxm,h300"), "--gpu", "Got 'h300' instead"),
     "no gpu": (query("fastest", model=["--model", "llama-3-70b"]), "--gpu", "must name at least one accelerator"),
-    "no model": (query("cheapest", model=["--gpu", "h100-sxm"]), "cheapest", "required: --model"),
+    "no model": (query("cheapest", model=["--gpu", "h100-sxm"]), "--model", "is required"),
     "budget zero": (query("fastest", "--max-usd-per-mtok", "0"), "--max-usd-per-mtok", BUDGET),
     "budget negative": (query("fastest", "--max-usd-per-mtok", "-1"), "--max-usd-per-mtok", "Got '-1' instead"),
     "budget nan": (query("fastest", "--max-usd-per-mtok", "nan"), "--max-usd-per-mtok", "Got 'nan' instead"),

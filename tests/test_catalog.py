@@ -84,7 +84,7 @@ def test_paper_h100_card_holds_the_notebook_constants() -> None:
     gpu = catalog.load_gpu("h100-sxm")
     assert gpu.flop_per_s_by_bits == {16: 1e15, 8: 2e15, 4: 2e15}
     assert (gpu.hbm_bytes, gpu.hbm_bytes_per_s, gpu.scaleup_gpus) == (8e10, 3.3e12, 8)
-    assert (gpu.intra_bytes_per_s, gpu.inter_bytes_per_s, gpu.usd_per_hour) == (9e11 / 4, 5e10 / 2, 2.10)
+    assert (gpu.intra_bytes_per_s, gpu.inter_bytes_per_s) == (9e11 / 4, 5e10 / 2)
 
 
 def test_a100_card_has_no_4_bit_rate() -> None:
@@ -108,12 +108,13 @@ def test_a_gpu_card_given_by_path_is_loaded(tmp_path: Path) -> None:
     assert gpu.kernel_launch_s == 4e-6
 
 
-def test_data_folders_from_the_environment_are_searched_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_user_card_reusing_a_packaged_name_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "models").mkdir()
     card = (catalog.REPO_ROOT / "models" / "llama-3-8b.yaml").read_text().replace("n_layers: 32", "n_layers: 16")
     (tmp_path / "models" / "llama-3-8b.yaml").write_text(card)
     monkeypatch.setenv(catalog.DATA_ENV, str(tmp_path))
-    assert catalog.load_model("llama-3-8b").n_layers == 16
+    with pytest.raises(InvalidInput, match="already taken by .*llama-3-8b.yaml.*never replace"):
+        catalog.load_model("llama-3-8b")
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,8 @@ SMALL = ["--preset", "paper", "--tp-degrees", "1,2,4,8", "--pp-degrees", "1,2", 
 BASE = ["--model", "llama-3-70b", "--gpu", "h100-sxm", *SMALL]
 JSON_FIELDS = (
     "gpu", "n_gpus", "tp", "tp_2d", "pp", "ep", "replicas", "batch", "gamma", "weight_bits", "tok_s_per_request",
-    "usd_per_mtok", "time_per_token_s", "throughput_tok_s", "mfu", "bottleneck", "solver_status", "mip_gap",
+    "usd_per_mtok", "time_per_token_s", "throughput_tok_s", "mfu_fraction", "bottleneck", "solver_status", "mip_gap",
+    "layout", "total_gpus", "tok_s_per_gpu", "usd_per_hour", "model", "context", "preset",
 )  # fmt: skip
 SETUP_FIELDS = ("gpu", "n_gpus", "tp", "tp_2d", "pp", "ep", "replicas", "batch", "gamma", "weight_bits")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -131,9 +132,11 @@ def test_summary_shows_setup_figures_with_units_and_solver_status(capsys: pytest
     out = capsys.readouterr().out
     assert code == EXIT_OK
     lines = out.splitlines()
-    assert lines[0] == "fastest setup of llama-3-70b within $3/Mtok"
-    for column in ("gpu", "n_gpus", "tp", "pp", "replicas", "batch", "gamma", "weight_bits", "tok/s per request",
-                   "$/Mtok", "ms/token", "throughput tok/s", "MFU %", "bottleneck"):  # fmt: skip
+    assert lines[0] == "fastest setup of llama-3-70b within $3/Mtok; decode context 8000 tokens, paper preset"
+    columns = ("gpu", "weight_bits", "layout", "total_gpus", "replicas", "batch", "tok_s_per_request",
+               "tok_s_per_gpu", "ms_per_token", "usd_per_mtok", "usd_per_hour", "mfu_fraction",
+               "bottleneck")  # fmt: skip
+    for column in columns:
         assert column in lines[1]
     assert "h100-sxm" in lines[3]
     assert lines[-1].startswith("solver: mip, optimal, gap ")

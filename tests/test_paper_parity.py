@@ -114,8 +114,16 @@ def test_evaluate_csv_output_holds_inputs_and_every_figure(tmp_path: Path, capsy
 
     written = pd.read_csv(out_csv)
     assert len(written) == 1
-    assert {"model", "gpu", "tp", "batch", "preset", "usd_per_mtok", "mfu", "fits_in_memory", "bottleneck"} <= set(
-        written.columns
-    )
+    assert {
+        "model",
+        "gpu",
+        "tp",
+        "batch",
+        "preset",
+        "usd_per_mtok",
+        "mfu_fraction",
+        "fits_in_memory",
+        "bottleneck",
+    } <= set(written.columns)
     assert written.loc[0, "preset"] == "default"
     assert "usd_per_mtok" in capsys.readouterr().out

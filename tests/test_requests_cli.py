@@ -53,7 +53,7 @@ def test_table_and_csv_show_the_request_columns(capsys: pytest.CaptureFixture[st
     code, out, err = run(capsys, "fastest", *LLAMA, "--serving", "agg,disagg", "--max-usd-per-mtok", "3",
                          "--csv", str(out_csv))  # fmt: skip
     assert code == EXIT_OK, err
-    assert "TTFT ms" in out and "TPOT ms" in out and "$/request" in out and "for requests of 4000 in" in out
+    assert "ttft_ms" in out and "tpot_ms" in out and "usd_per_request" in out and "for requests of 4000 in" in out
     frame = pd.read_csv(out_csv)
     assert set(REQUEST_FIELDS) <= set(frame.columns)
 
@@ -86,7 +86,7 @@ INFEASIBLE = {
     "ttft below any layout": (["fastest", *LLAMA, "--ttft-ms", "5"], "TTFT limit (the lowest TTFT"),
     "tpot below any layout": (["cheapest", *LLAMA, "--tpot-ms", "2"], "no setup meets TPOT <= 2 ms; the fastest"),
     "tpot not within the budget": (
-        ["fastest", *LLAMA, "--tpot-ms", "12", "--max-usd-per-mtok", "1.5"],
+        ["fastest", *LLAMA, "--tpot-ms", "12", "--max-usd-per-mtok", "1.5", "--usd-per-gpu-hour", "h100-sxm=2.1"],
         "meets TPOT <= 12 ms; the fastest within $1.5/Mtok has TPOT",
     ),
     "demand beyond the gpus": (

@@ -21,6 +21,42 @@ _GELU_BY_DEFAULT_MODEL_TYPES = frozenset({"falcon", "RefinedWeb", "RefinedWebMod
 _MISSING = object()
 
 
+_NON_ATTENTION_MODEL_TYPES = frozenset({
+    "mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "recurrent_gemma", "rwkv", "rwkv5", "rwkv6",
+    "nemotron_h", "bamba", "granitemoehybrid", "lfm2", "minimax", "qwen3_next", "falcon_h1",
+})  # fmt: skip
+"""HF model types with state-space, recurrent or linear-attention layers: the roofline's per-layer KV cache and
+attention traffic would be wrong for them."""
+
+
+_LAYER_PATTERN_KEYS = ("layer_types", "layers_block_type", "hybrid_override_pattern", "attn_type_list", "block_types")
+"""Config keys listing per-layer kinds (sliding vs full attention, mamba vs attention layers)."""
+
+
+def refuse_unmodelled(cfg: dict[str, Any], where: str) -> None:
+    """Refuse, by name, configs whose layers the model would misread: sliding-window attention (the KV cache would be
+    overstated), per-layer attention patterns, and state-space / recurrent layers."""
+    model_type = cfg.get("model_type")
+    if model_type in _NON_ATTENTION_MODEL_TYPES:
+        msg = f"is {model_type!r}, with non-attention (state-space or recurrent) layers: not modelled (full attention "
+        raise InvalidInput(f"{where}: model_type", msg + "on every layer is assumed); write a YAML card if it fits")
+    for key in _LAYER_PATTERN_KEYS:
+        kinds = cfg.get(key)
+        if isinstance(kinds, list | str) and len(set(kinds if isinstance(kinds, list) else kinds.replace("-", ""))) > 1:
+            shown = sorted({str(k) for k in (kinds if isinstance(kinds, list) else kinds)})[:4]
+            msg = f"mixes layer kinds ({', '.join(shown)}): only full attention on every layer is modelled"
+            raise InvalidInput(f"{where}: {key}", msg)
+    window = cfg.get("sliding_window")
+    longest = cfg.get("max_position_embeddings")
+    in_use = cfg.get("use_sliding_window", True) is not False
+    if window and in_use and not (isinstance(longest, int) and window >= longest):
+        msg = (
+            f"is {window}: attention over a window of {window} tokens keeps fewer keys and values than the full "
+            "context this model assumes, so its KV cache would be overstated; not modelled"
+        )
+        raise InvalidInput(f"{where}: sliding_window", msg)
+
+
 def _hf_get(cfg: dict[str, Any], where: str, keys: tuple[str, ...], default: Any = _MISSING) -> tuple[str, Any]:
     """(key, value) of the first of ``keys`` set in ``cfg``; ``default`` under the first key, or an error."""
     for key in keys:
@@ -90,6 +126,7 @@ def model_from_hf_config(path: Path) -> ModelSpec:
     if isinstance(cfg.get("text_config"), dict) and "hidden_size" not in cfg:
         cfg = cfg["text_config"]
     where = str(path)
+    refuse_unmodelled(cfg, where)
     d_model = _hf_int(cfg, where, ("hidden_size", "n_embd", "d_model"))
     n_q = _hf_int(cfg, where, ("num_attention_heads", "n_head"))
     values = {

@@ -14,6 +14,8 @@ from roofline_opt import catalog, report
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.specs import DEFAULT, WEIGHT_BITS, GpuSpec, ModelSpec
 
+TABLE_HIDDEN = ["aliases", "price_source"]
+"""Fields --json carries that the terminal table leaves out for width."""
 SOURCE_WIDTH = 60
 """Characters of a card's source the terminal table shows (--json gives it whole)."""
 
@@ -38,6 +40,7 @@ def model_figures(model: ModelSpec) -> dict[str, Any]:
         "experts": f"{model.n_experts}/{model.n_active_experts}" if model.is_moe else "-",
         "attention": _attention(model),
         "source": model.source,
+        "aliases": catalog.model_aliases(model.name),
     }
 
 
@@ -51,6 +54,9 @@ def gpu_figures(gpu: GpuSpec) -> dict[str, Any]:
         "hbm_tb_s": gpu.hbm_bytes_per_s / 1e12,
         "scaleup_gpus": gpu.scaleup_gpus,
         "usd_per_hour": gpu.usd_per_hour,
+        "price_basis": gpu.price_basis,
+        "price_date": gpu.price_date,
+        "price_source": gpu.price_source,
         "source": gpu.source,
     }
 
@@ -60,7 +66,7 @@ def _show(specs: list[Any], figures: Callable[[Any], dict[str, Any]], as_json: b
     if as_json:
         print(report.to_json([asdict(spec) | figures(spec) for spec in specs]))
         return 0
-    frame = pd.DataFrame([figures(spec) for spec in specs])
+    frame = pd.DataFrame([figures(spec) for spec in specs]).drop(columns=TABLE_HIDDEN, errors="ignore")
     frame["source"] = [textwrap.shorten(s, SOURCE_WIDTH, placeholder="...") for s in frame["source"]]
     print(report.frame_to_table(frame))
     return 0
@@ -78,7 +84,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``models`` and ``gpus``."""
     for name, func, what in (
         ("models", run_models, "model cards: parameters (billions), KV bytes per token, layers, experts, source"),
-        ("gpus", run_gpus, "accelerator cards: dense TFLOP/s per precision, HBM GB and TB/s, scale-up size, $/h"),
+        (
+            "gpus",
+            run_gpus,
+            "accelerator cards: dense TFLOP/s per precision, HBM GB and TB/s, scale-up size, $/h with "
+            "its basis and date",
+        ),
     ):
         p = subparsers.add_parser(name, help=f"list the {what}", description=f"List the {what}.")
         p.add_argument("--json", action="store_true", help="print a JSON list with every card field")

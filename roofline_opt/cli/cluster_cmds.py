@@ -114,40 +114,97 @@ def _summary_text(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _cluster_file(text: str) -> str:
+    """A cluster file path, or a catalog cluster name or catalog-relative path."""
+    from roofline_opt import catalog
+
+    return catalog.cluster_file(text, "FILE")
+
+
 def run_show(args: argparse.Namespace) -> int:
+    args.file = _cluster_file(args.file)
     cluster = topology.load_cluster(args.file, known_gpu_names())
     summary = cluster_summary(cluster, args.file)
     print(report.to_json_object(summary) if args.json else _summary_text(summary))
     return 0
 
 
-def _layout(cluster: nx.Graph) -> dict[str, tuple[float, float]]:
-    """Node positions: a seeded spring layout, or shells by node kind for large graphs."""
-    if cluster.number_of_nodes() <= SPRING_LAYOUT_MAX_NODES:
-        return nx.spring_layout(cluster, seed=0)
-    shells = [[n for n, k in cluster.nodes(data="kind") if k == kind] for kind in ("switch", "gpu", "host")]
-    return nx.shell_layout(cluster, [s for s in shells if s])
+def _group_of(node: str) -> str:
+    """The server (or rack) a node belongs to: the id's part before the first dot; fabric switches have none."""
+    return node.split(".", 1)[0] if "." in node else ""
+
+
+def _grid_columns(n_gpus: int, has_switch: bool) -> int:
+    """Eight GPUs per row behind a switch (HGX-like servers, NVL racks); a square grid for direct-linked GPUs."""
+    return min(n_gpus, 8) if has_switch else math.ceil(math.sqrt(n_gpus))
+
+
+def _layout(cluster: nx.Graph) -> tuple[dict[str, tuple[float, float]], list[tuple[str, float, float, float, float]]]:
+    """Node positions grouping GPUs by server (a grid per server; each host beside the GPUs it serves, switches
+    beneath; servers side by side) with fabric switches in tiers above, and each server's box (name, x0, y0, x1, y1).
+    """
+    groups: dict[str, list[str]] = {}
+    for node in cluster.nodes:
+        groups.setdefault(_group_of(node), []).append(node)
+    pos: dict[str, tuple[float, float]] = {}
+    boxes = []
+    x0 = 0.0
+    for name, nodes in groups.items():
+        if not name:
+            continue
+        kinds = {n: cluster.nodes[n]["kind"] for n in nodes}
+        gpus = [n for n in nodes if kinds[n] == "gpu"]
+        switches = [n for n in nodes if kinds[n] == "switch"]
+        cols = _grid_columns(len(gpus), bool(switches)) if gpus else max(1, len(switches))
+        rows = math.ceil(len(gpus) / cols) if gpus else 0
+        for i, node in enumerate(gpus):
+            pos[node] = (x0 + i % cols, -1.2 * (i // cols))
+        for node in (n for n in nodes if kinds[n] == "host"):
+            near = [pos[g] for g in cluster.neighbors(node) if g in pos] or [(x0, 0.0)]
+            pos[node] = (sum(x for x, _ in near) / len(near), min(y for _, y in near) - 0.5)
+        bottom = -1.2 * (rows - 1) - (1.4 if switches else 0.8)
+        for i, node in enumerate(switches):
+            pos[node] = (x0 + (i + 0.5) * (cols - 1) / len(switches), bottom + 0.3)
+        boxes.append((name, x0 - 0.5, bottom, x0 + cols - 0.5, 0.5))
+        x0 += cols + 1.5
+    width = max(x0 - 1.5, 1.0)
+    tiers: dict[str, list[str]] = {}
+    for node in groups.get("", []):
+        tiers.setdefault(node.rstrip("0123456789"), []).append(node)
+    for level, nodes in enumerate(tiers.values(), start=1):
+        for i, node in enumerate(nodes):
+            pos[node] = ((i + 0.5) * width / len(nodes) - 0.5, 1.2 + 1.3 * level)
+    return pos, boxes
 
 
 def _figure(cluster: nx.Graph) -> Any:
-    """A matplotlib Figure (Agg canvas, no pyplot state) with GPUs colored by type and edges by kind."""
+    """A matplotlib Figure (Agg canvas, no pyplot state): GPUs grouped by server, colored by type; links colored by
+    kind with their bandwidth in the legend."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.collections import LineCollection
     from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
 
-    pos = _layout(cluster)
-    fig = Figure(figsize=(10, 8))
+    pos, boxes = _layout(cluster)
+    xs = [x for x, _ in pos.values()]
+    ys = [y for _, y in pos.values()]
+    size = (min(22, 6 + 0.55 * (max(xs) - min(xs))), min(12, 3.0 + 0.6 * (max(ys) - min(ys))))
+    fig = Figure(figsize=size, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    by_kind: dict[str, list[tuple[Any, float]]] = {}
+    by_link: dict[tuple[str, float], list[Any]] = {}
     for u, v, attrs in cluster.edges(data=True):
-        by_kind.setdefault(attrs["kind"], []).append(((pos[u], pos[v]), attrs[topology.BANDWIDTH]))
-    for kind, edges in by_kind.items():
-        widths = [0.5 + 0.4 * math.log2(1.0 + bw / 10.0) for _, bw in edges]
-        label = f"{kind} link"
-        ax.add_collection(
-            LineCollection([seg for seg, _ in edges], colors=EDGE_COLORS[kind], linewidths=widths, label=label)
-        )
+        by_link.setdefault((attrs["kind"], attrs[topology.BANDWIDTH]), []).append((pos[u], pos[v]))
+    for (kind, bandwidth), segments in sorted(by_link.items(), key=lambda kv: -kv[0][1]):
+        width = 0.6 + 0.5 * math.log2(1.0 + bandwidth / 25.0)
+        label = f"{kind}: {bandwidth:g} GB/s per link ({len(segments)} links)"
+        ax.add_collection(LineCollection(segments, colors=EDGE_COLORS[kind], linewidths=width, alpha=0.7, label=label))
+    for name, bx0, by0, bx1, by1 in boxes:
+        ax.add_patch(Rectangle((bx0, by0), bx1 - bx0, by1 - by0, fill=False, ls="--", lw=0.8, ec="0.4"))
+        counts = Counter(cluster.nodes[n].get("gpu") for n in cluster.nodes if _group_of(n) == name)
+        counts.pop(None, None)
+        text = ", ".join(f"{c} x {g}" for g, c in counts.items())
+        ax.text(bx0, by1 + 0.05, f"{name}: {text}", fontsize=8, va="bottom")
     for i, name in enumerate(topology.gpu_counts(cluster)):
         xy = [pos[g] for g in topology.gpu_ids(cluster, name)]
         ax.scatter(*zip(*xy, strict=True), s=60, c=f"C{i % 10}", marker="o", zorder=3, label=f"GPU {name}")
@@ -155,22 +212,29 @@ def _figure(cluster: nx.Graph) -> Any:
         xy = [pos[n] for n, k in cluster.nodes(data="kind") if k == kind]
         if xy:
             ax.scatter(*zip(*xy, strict=True), s=50, c=color, marker=marker, zorder=2, label=kind)
-    ax.set_title(cluster.graph.get("name", "") or "cluster")
-    ax.legend(loc="upper left", fontsize="small", framealpha=0.8)
+    ax.set_title((cluster.graph.get("name", "") or "cluster") + ": GPUs grouped by server, fabric switches above")
+    fig.legend(loc="outside right upper", fontsize="small", framealpha=0.8)
     ax.set_axis_off()
     ax.autoscale_view()
+    ax.margins(0.04, 0.1)
     return fig
 
 
 def run_draw(args: argparse.Namespace) -> int:
-    cluster = topology.load_cluster(args.file, known_gpu_names())
+    cluster = topology.load_cluster(_cluster_file(args.file), known_gpu_names())
     files.check_destination(args.out, "--out", files.plot_formats())
     files.save_figure_atomic(_figure(cluster), args.out, field="--out")
+    counts = ", ".join(f"{n} x {name}" for name, n in topology.gpu_counts(cluster).items())
+    print(f"wrote {args.out}: {cluster.graph.get('name') or args.file}, {counts}, {cluster.number_of_edges()} links")
     return 0
 
 
 def run_build(args: argparse.Namespace) -> int:
     spec = args.spec
+    if not spec.lstrip().startswith("{"):
+        from roofline_opt import catalog
+
+        spec = catalog.data_file(spec)
     files.check_destination(args.out, "--out", inputs=(spec,))
     if Path(spec).is_file():
         cluster = topology.load_cluster(spec, known_gpu_names())
@@ -199,11 +263,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         dest="cluster_command", metavar="{show,draw,build}", required=True, parser_class=OneLineParser
     )
     show = sub.add_parser("show", help="domains, GPU counts, link tiers and derived collective figures per GPU type")
-    show.add_argument("file", help="cluster file: .graphml, .json (node-link) or .yaml/.yml (compact form)")
+    show.add_argument("file", help="cluster file (.graphml, node-link .json, compact .yaml) or catalog cluster name")
     show.add_argument("--json", action="store_true", help="print the summary as JSON")
     show.set_defaults(func=run_show)
-    draw = sub.add_parser("draw", help="draw the graph: GPUs colored by type, links by kind")
-    draw.add_argument("file", help="cluster file: .graphml, .json (node-link) or .yaml/.yml (compact form)")
+    draw = sub.add_parser("draw", help="draw the graph: GPUs grouped by server, links by kind and bandwidth")
+    draw.add_argument("file", help="cluster file (.graphml, node-link .json, compact .yaml) or catalog cluster name")
     draw.add_argument("--out", required=True, help="image to write (.png, .svg, .pdf)")
     draw.set_defaults(func=run_draw)
     build = sub.add_parser("build", help="expand a compact YAML spec (file or inline) into GraphML or node-link JSON")

@@ -12,8 +12,17 @@ import numpy as np
 import pandas as pd
 
 from roofline_opt import catalog, checks, files, report
+from roofline_opt.catalog.prices import parse_price_overrides, with_prices
 from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.space import MAX_BATCH_LIMIT, MAX_CONTEXT, MAX_DEGREE, MAX_GAMMA, MAX_TOKENS_PER_STEP
+from roofline_opt.optimize.results import layout_label
+from roofline_opt.optimize.space import (
+    DEFAULT_CONTEXT,
+    MAX_BATCH_LIMIT,
+    MAX_CONTEXT,
+    MAX_DEGREE,
+    MAX_GAMMA,
+    MAX_TOKENS_PER_STEP,
+)
 from roofline_opt.physics import evaluator
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics.evaluator import KV_BITS
@@ -46,8 +55,9 @@ OPTIONAL_DEFAULTS = {
 }
 """Optional inputs and their defaults; a CSV without such a column takes the flag's value instead."""
 TABLE_COLUMNS = (
-    "model", "weight_bits", "gpu", "tp", "tp_2d", "pp", "ep", "batch", "context", "draft", "n_gpus", "step_time_s",
-    "time_per_token_s", "tok_s_per_request", "usd_per_mtok", "mfu", "fits_in_memory", "bottleneck", "best_gamma",
+    "model", "weight_bits", "gpu", "layout", "batch", "context", "draft", "n_gpus", "step_time_s",
+    "time_per_token_s", "tok_s_per_request", "tok_s_per_gpu", "usd_per_mtok", "usd_per_hour", "mfu_fraction",
+    "fits_in_memory", "bottleneck", "best_gamma",
 )  # fmt: skip
 """Columns of the terminal table for several setups (one setup shows every field; --json and --csv carry all)."""
 REQUEST_TABLE_COLUMNS = (
@@ -110,9 +120,10 @@ class Setup:
 class _Specs:
     """Specs loaded once per run, keyed by the name or path the user gave."""
 
-    def __init__(self) -> None:
+    def __init__(self, prices: dict[str, float] | None = None) -> None:
         self._models: dict[str, tuple[ModelSpec, int | None]] = {}
         self._gpus: dict[str, GpuSpec] = {}
+        self._prices = prices or {}
 
     def model(self, text: str, field: str) -> tuple[ModelSpec, int | None]:
         if text not in self._models:
@@ -121,7 +132,10 @@ class _Specs:
 
     def gpu(self, text: str, field: str) -> GpuSpec:
         if text not in self._gpus:
-            self._gpus[text] = catalog.load_gpu(text, field)
+            gpu = catalog.load_gpu(text, field)
+            self._gpus[text] = (
+                with_prices((gpu,), {gpu.name: self._prices[gpu.name]}, field)[0] if (gpu.name in self._prices) else gpu
+            )
         return self._gpus[text]
 
 
@@ -207,7 +221,7 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
     request = _request_fields(values, label, specs, gpu_text, bits, bool(draft_text))
     context = values["context"]
     if context is None:
-        context = 0 if "isl" not in request else int(request["isl"] + request["osl"] / 2)
+        context = DEFAULT_CONTEXT if "isl" not in request else int(request["isl"] + request["osl"] / 2)
     return Setup(
         model=model_text,
         weight_bits=bits,
@@ -292,7 +306,7 @@ def setups_from_csv(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
     given = [_flag(c) for c in REQUIRED_COLUMNS if getattr(args, c) is not None]
     if given:
         raise InvalidInput("--from-csv", f"takes {', '.join(REQUIRED_COLUMNS)} from the file: drop {', '.join(given)}")
-    path = Path(args.from_csv)
+    path = Path(catalog.data_file(args.from_csv))
     frame = files.read_csv_cells(path, "--from-csv", REQUIRED_COLUMNS, "setup")
     defaults = _flag_defaults(args)
     setups = []
@@ -385,6 +399,8 @@ def _inputs(setup: Setup, specs: _Specs) -> dict[str, Any]:
     inputs["model"] = specs.model(setup.model, "model")[0].name
     inputs["gpu"] = specs.gpu(setup.gpu, "gpu").name
     inputs["draft"] = specs.model(setup.draft, "draft")[0].name if setup.draft else None
+    inputs["layout"] = layout_label(setup.tp, setup.tp_2d, setup.pp, setup.ep)
+    inputs["usd_per_gpu_hour"] = specs.gpu(setup.gpu, "gpu").usd_per_hour
     if not setup.is_request:
         for name in ("isl", "osl", "serving", "chunk_tokens", *PREFILL_INPUTS):
             inputs.pop(name)
@@ -415,7 +431,7 @@ def _table(frame: pd.DataFrame) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    specs = _Specs()
+    specs = _Specs(parse_price_overrides("--usd-per-gpu-hour", args.usd_per_gpu_hour))
     if args.csv:
         files.check_destination(args.csv, "--csv", inputs=(args.from_csv, args.model, args.gpu, args.draft))
     setups = setups_from_csv(args, specs) if args.from_csv else setups_from_flags(args, specs)
@@ -435,11 +451,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "model, gpu, tp, pp, batch required; weight_bits, tp_2d, ep, dp_attention, context, tokens_per_step, draft, "
         "acceptance, gamma_max, preset optional: a blank or absent cell takes the flag's value).",
     )
-    p.add_argument("--model", help="catalog name (a -int8/-int4 suffix sets the weight bits), YAML card or config.json")
+    need = "(required unless --from-csv)"
+    p.add_argument("--model", help=f"catalog name or alias (a -int8/-int4 suffix sets the weight bits), YAML card or "
+                   f"config.json {need}")  # fmt: skip
     p.add_argument("--weight-bits", dest="weight_bits", help="16, 8 or 4 (default: the name's suffix, else 16)")
-    p.add_argument("--gpu", help="catalog name or YAML card of the accelerator")
-    p.add_argument("--tp", help="tensor-parallel degree T")
-    p.add_argument("--tp-2d", dest="tp_2d", action="store_true", help="2-D tensor parallelism (default 1-D)")
+    p.add_argument("--gpu", help=f"catalog name or YAML card of the accelerator {need}")
+    p.add_argument("--tp", help=f"tensor-parallel degree T {need}")
+    p.add_argument("--tp-2d", dest="tp_2d", action="store_true", help="2-D tensor parallelism (default: 1-D)")
     p.add_argument(
         "--dp-attention",
         dest="dp_attention",
@@ -447,17 +465,21 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help="data-parallel attention with wide expert parallelism (MoE): --tp GPUs each hold the attention and "
         "batch/tp sequences, experts spread over all of them (pp 1)",
     )
-    p.add_argument("--pp", help="pipeline degree P")
-    p.add_argument("--ep", default=OPTIONAL_DEFAULTS["ep"], help="expert-parallel degree inside TP (default 1)")
-    p.add_argument("--batch", help="sequences decoded together by one instance, B")
-    p.add_argument("--context", help="tokens already in the KV cache (default 0; with --isl/--osl isl + osl / 2)")
+    p.add_argument("--pp", help=f"pipeline degree P {need}")
+    p.add_argument("--ep", default=OPTIONAL_DEFAULTS["ep"], help="expert-parallel degree inside TP")
+    p.add_argument("--batch", help=f"sequences decoded together by one instance, B {need}")
+    p.add_argument("--context", help=f"tokens already in the KV cache (default {DEFAULT_CONTEXT}, as every query "
+                   "command; with --isl/--osl: isl + osl / 2)")  # fmt: skip
     p.add_argument("--tokens-per-step", dest="tokens_per_step", default=OPTIONAL_DEFAULTS["tokens_per_step"],
                    help="tokens per sequence per step, S (default 1)")  # fmt: skip
     p.add_argument("--draft", help="draft model for speculative decoding (runs at 16-bit unless its name says)")
     p.add_argument("--acceptance", default=OPTIONAL_DEFAULTS["acceptance"], help="draft acceptance in (0, 1) (0.8)")
     p.add_argument("--gamma-max", dest="gamma_max", default=OPTIONAL_DEFAULTS["gamma_max"],
                    help="longest draft tried; the best of 0..gamma-max is reported (default 0)")  # fmt: skip
-    p.add_argument("--preset", default=OPTIONAL_DEFAULTS["preset"], help="physics: paper or default (default)")
+    p.add_argument("--preset", default=OPTIONAL_DEFAULTS["preset"], help="physics: paper or default")
+    p.add_argument("--usd-per-gpu-hour", dest="usd_per_gpu_hour", metavar="NAME=PRICE,...",
+                   help="price overrides, e.g. h100-sxm=2.5 (default: the catalog's rental prices)")  # fmt: skip
+    p.add_argument("--question", metavar="FILE.yaml", help="YAML file holding any of these flags (flag: value)")
     p.add_argument("--kv-bits", dest="kv_bits", default=16, help="KV-cache precision: 16, 8 or 4 (default 16)")
     p.add_argument("--isl", help="input tokens per request: price whole requests (with --osl)")
     p.add_argument("--osl", help="output tokens per request (with --isl)")
@@ -478,4 +500,4 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--from-csv", dest="from_csv", metavar="FILE", help="evaluate every row of this CSV")
     p.add_argument("--json", action="store_true", help="print a JSON list of row objects instead of a table")
     p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, parser=p)

@@ -74,7 +74,7 @@ def run_validate(args: argparse.Namespace) -> int:
         if path:
             formats = files.plot_formats() if flag == "--plot" else None
             files.check_destination(path, flag, formats, inputs=(args.measured,))
-    rows = fidelity.validate(args.measured, PRESETS[_preset(args.preset)])
+    rows = fidelity.validate(catalog.data_file(args.measured), PRESETS[_preset(args.preset)])
     records = [r.to_record() for r in rows]
     frame = pd.DataFrame(records)
     summary = fidelity.summarise(rows)
@@ -111,7 +111,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     gpu = catalog.load_gpu(args.gpu, "--gpu")
     if args.out:
         files.check_destination(args.out, "--out", inputs=(args.measured, args.gpu))
-    fit, card = fidelity.calibrate(args.measured, gpu, Path(args.out).stem if args.out else None)
+    fit, card = fidelity.calibrate(catalog.data_file(args.measured), gpu, Path(args.out).stem if args.out else None)
     if args.out:
         files.write_text_atomic(args.out, fidelity.card_yaml(card), field="--out")
     if args.json:
@@ -204,7 +204,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "bounds the measurement: at the stated batch (point), at maximum load (throughput ceiling) or at the "
         "measured per-user speed (frontier). Rows that cannot be mapped are listed with the reason.",
     )
-    p.add_argument("--measured", required=True, metavar="FILE", help="measured-points CSV")
+    p.add_argument("--measured", required=True, metavar="FILE",
+                   help="measured-points CSV (examples/measured_points.csv ships with the package)")  # fmt: skip
     p.add_argument("--preset", default="default", help="physics: default (realistic, the default) or paper")
     p.add_argument("--json", action="store_true", help="print a JSON list of row objects (summary on stderr)")
     p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")
@@ -223,7 +224,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "in a measured-points CSV (least squared log error of tok/s per request), report the leave-one-out error "
         "and write a card carrying the fit, for use with the default preset.",
     )
-    p.add_argument("--measured", required=True, metavar="FILE", help="measured-points CSV")
+    p.add_argument("--measured", required=True, metavar="FILE",
+                   help="measured-points CSV (examples/measured_points.csv ships with the package)")  # fmt: skip
     p.add_argument("--gpu", required=True, help="catalog name or YAML card: the rows of this accelerator are fitted")
     p.add_argument("--out", metavar="CARD.yaml", help="write the calibrated accelerator card here")
     p.add_argument("--json", action="store_true", help="print the fit as a JSON object")

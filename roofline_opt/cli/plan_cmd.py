@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from roofline_opt import api, files, report
+from roofline_opt import api, catalog, files, report
 from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.fleet import FleetPlan
 
@@ -179,7 +179,7 @@ def run_plan(args: argparse.Namespace) -> int:
         files.check_destination(args.plot, "--plot", files.plot_formats(), inputs=(args.fleet,))
     from roofline_opt.optimize import fleet as fl
 
-    spec = fl.load_fleet_file(args.fleet, api.question)
+    spec = fl.load_fleet_file(catalog.data_file(args.fleet), api.question)
     if args.plot and not spec.pool.has_graph:
         raise InvalidInput("--plot", "needs a fleet on a cluster graph (cluster:), not GPU counts")
     try:

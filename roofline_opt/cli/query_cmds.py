@@ -13,15 +13,16 @@ from typing import Any
 
 import pandas as pd
 
-from roofline_opt import api, checks, files, report
+from roofline_opt import api, catalog, checks, files, report
+from roofline_opt.cli import run_files
 from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.space import Question
+from roofline_opt.optimize.space import DEFAULT_CONTEXT, Question
 
 SPACE_FIELDS = (
     "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "dp_attention", "max_batch", "context",
     "draft", "acceptance", "gamma_max", "preset", "max_gpus", "demand_tok_s", "cluster", "kv_bits", "isl", "osl",
     "workload", "serving", "chunk_tokens", "ttft_ms", "tpot_ms", "prefill_gpu", "decode_gpu", "max_instances",
-    "demand_req_s", "max_utilisation",
+    "demand_req_s", "max_utilisation", "usd_per_gpu_hour",
 )  # fmt: skip
 """Flags passed unchanged to api.question as keyword arguments of the same name."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
@@ -53,22 +54,18 @@ def _flag_names(fields: tuple[str, ...]) -> Iterator[None]:
 
 API_FIELDS = (
     "model", "gpu", *SPACE_FIELDS, "time_limit", "mip_gap", "max_usd_per_mtok", "min_tok_s", "points",
-    "utility_exponent", "method",
+    "utility_exponent", "method", "top_n",
 )  # fmt: skip
 """API parameter names whose errors are reported under their flag (``time_limit`` is ``--time-limit``)."""
 
 
 def _question(args: argparse.Namespace) -> Question:
+    if args.model is None:
+        raise InvalidInput("--model", "is required (on the command line or in the --question file)")
     return api.question(args.model, args.gpu, **{name: getattr(args, name) for name in SPACE_FIELDS})
 
 
 # ----------------------------------------------------------------------------------------------- formatting
-
-
-def _tp(record: Mapping[str, Any]) -> str:
-    if record.get("dp_attention"):
-        return f"dp{record['tp']}"
-    return f"{record['tp']} (2d)" if record["tp_2d"] else str(record["tp"])
 
 
 def _requests_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
@@ -92,42 +89,38 @@ def _requests_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
             "weight_bits": [r["weight_bits"] for r in records],
             "kv_bits": [r["kv_bits"] for r in records],
             "replicas": [r["replicas"] for r in records],
-            "TTFT ms": [r["ttft_s"] * 1e3 for r in records],
-            "TPOT ms": [r["tpot_s"] * 1e3 for r in records],
-            "tok/s per request": [r["tok_s_per_request"] for r in records],
-            "req/s": [r["requests_per_s"] for r in records],
-            "$/request": [r["usd_per_request"] for r in records],
-            "$/Mtok": [r["usd_per_mtok"] for r in records],
-            "$/Mtok blended": [r["usd_per_mtok_blended"] for r in records],
-            "tok/s per GPU": [r["tok_s_per_gpu"] for r in records],
+            "total_gpus": [r["total_gpus"] for r in records],
+            "ttft_ms": [r["ttft_s"] * 1e3 for r in records],
+            "tpot_ms": [r["tpot_s"] * 1e3 for r in records],
+            "tok_s_per_request": [r["tok_s_per_request"] for r in records],
+            "requests_per_s": [r["requests_per_s"] for r in records],
+            "usd_per_request": [r["usd_per_request"] for r in records],
+            "usd_per_mtok": [r["usd_per_mtok"] for r in records],
+            "usd_per_mtok_blended": [r["usd_per_mtok_blended"] for r in records],
+            "tok_s_per_gpu": [r["tok_s_per_gpu"] for r in records],
+            "usd_per_hour": [r["usd_per_hour"] for r in records],
             "bottleneck": [r["bottleneck"] for r in records],
         }
     )
 
 
 def summary_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
-    """The headline columns of answer records, in the units people read: ms/token, MFU in percent."""
+    """The headline fields of answer records, under the same unit-named names as JSON and CSV."""
     if records and "serving" in records[0]:
         return _requests_frame(records)
-    return pd.DataFrame(
-        {
-            "gpu": [r["gpu"] for r in records],
-            "n_gpus": [r["n_gpus"] for r in records],
-            "tp": [_tp(r) for r in records],
-            "pp": [r["pp"] for r in records],
-            "ep": [r["ep"] for r in records],
-            "replicas": [r["replicas"] for r in records],
-            "batch": [r["batch"] for r in records],
-            "gamma": [r["gamma"] for r in records],
-            "weight_bits": [r["weight_bits"] for r in records],
-            "tok/s per request": [r["tok_s_per_request"] for r in records],
-            "$/Mtok": [r["usd_per_mtok"] for r in records],
-            "ms/token": [r["time_per_token_s"] * 1e3 for r in records],
-            "throughput tok/s": [r["throughput_tok_s"] for r in records],
-            "MFU %": [r["mfu"] * 100 for r in records],
-            "bottleneck": [r["bottleneck"] for r in records],
-        }
+    columns = (
+        "gpu", "weight_bits", "layout", "total_gpus", "replicas", "batch", "tok_s_per_request", "tok_s_per_gpu",
+        "usd_per_mtok", "usd_per_hour", "mfu_fraction", "bottleneck",
+    )  # fmt: skip
+    frame = pd.DataFrame({c: [r[c] for r in records] for c in columns})
+    frame.insert(
+        frame.columns.get_loc("tok_s_per_gpu") + 1, "ms_per_token", [r["time_per_token_s"] * 1e3 for r in records]
     )
+    if any(r.get("placement") for r in records):
+        frame["placement (GPU ids per replica: [stage] ...)"] = [
+            report.placement_text(r.get("placement")) for r in records
+        ]
+    return frame
 
 
 def _solver_line(records: list[Mapping[str, Any]]) -> str:
@@ -141,7 +134,7 @@ def _solver_line(records: list[Mapping[str, Any]]) -> str:
 
 def describe(record: Mapping[str, Any], sep: str = ": ") -> str:
     """A setup and its two headline figures, joined by ``sep``."""
-    setup = f"{record['n_gpus']} x {record['gpu']}, tp {_tp(record)} x pp {record['pp']}, batch {record['batch']}"
+    setup = f"{record['n_gpus']} x {record['gpu']} {record['layout']}, batch {record['batch']}"
     if record.get("serving") == "disagg":
         setup = (
             f"{int(record['prefill_instances'])}P ({record['prefill_gpu']} {record['prefill_layout']}) "
@@ -151,63 +144,93 @@ def describe(record: Mapping[str, Any], sep: str = ": ") -> str:
     return f"{setup}{sep}{speed} tok/s per request at ${report.format_number(record['usd_per_mtok'])}/Mtok"
 
 
-def _emit(args: argparse.Namespace, records: list[dict[str, Any]], text: str, as_list: bool) -> None:
-    """Write --csv (atomically) and print JSON (--json) or the human text."""
+def _emit(
+    args: argparse.Namespace, question: Question, records: list[dict[str, Any]], text: str, as_list: bool, plot=None
+) -> None:
+    """Write --plot, --csv and the --save-dir folder (each atomically; the plot first, as the slowest and the one an
+    interruption is likeliest to hit) and print JSON (--json) or the human text."""
+    csv_text = pd.DataFrame(records).to_csv(index=False)
+    json_text = report.to_json(records) if as_list else report.to_json_object(records[0])
+    if getattr(args, "plot", None) and plot is not None:
+        plot(args.plot, "--plot")
     if args.csv:
         files.write_csv(args.csv, pd.DataFrame(records), field="--csv")
-    if args.json:
-        print(report.to_json(records) if as_list else report.to_json_object(records[0]))
-    else:
-        print(text)
+    if args.save_dir:
+        prices = {g.name: g.usd_per_hour for g in question.gpus}
+        if args.context is None and question.workload is None:
+            args.context = question.context  # with whole requests it stays derived from the lengths
+        run_files.write_run(Path(args.save_dir), args, csv_text, json_text, prices)
+        if plot is not None:
+            plot(str(Path(args.save_dir) / "plot.png"), "--save-dir")
+    print(json_text if args.json else text)
 
 
-def _answer_text(headline: str, record: Mapping[str, Any]) -> str:
-    return "\n".join([headline, report.frame_to_table(summary_frame([record])), _solver_line([record])])
+def _answers_text(headline: str, records: list[Mapping[str, Any]]) -> str:
+    table = summary_frame(records)
+    if len(records) > 1:
+        table.insert(0, "rank", range(1, len(records) + 1))
+    return "\n".join([headline, report.frame_to_table(table), _solver_line(records)])
+
+
+def _headline(kind: str, question: Question, limit: str, n: int) -> str:
+    what = f"{kind} setup" if n == 1 else f"{n} {kind} distinct layouts (each the best of those not listed above it)"
+    return (
+        f"{what} of {question.model.name} {limit}{_request_text(question)}; decode context "
+        f"{report.format_number(question.context)} tokens, {question.preset.name} preset"
+    )
 
 
 # ----------------------------------------------------------------------------------------------- commands
 
 
-def run_fastest(args: argparse.Namespace) -> int:
+def _run_query(args: argparse.Namespace, kind: str, target: Any, limit: str) -> int:
     with _flag_names(API_FIELDS):
         question = _question(args)
         _check_outputs(args)
-        answer = api.fastest_answer(question, args.max_usd_per_mtok, args.method, args.time_limit, args.mip_gap)
-    limit = "at any price" if args.max_usd_per_mtok is None else f"within ${args.max_usd_per_mtok}/Mtok"
-    record = answer.to_record()
-    headline = f"fastest setup of {question.model.name} {limit}{_request_text(question)}"
-    _emit(args, [record], _answer_text(headline, record), as_list=False)
+        n = checks.positive_int("top_n", args.top_n)
+        query = api.fastest_answers if kind == "fastest" else api.cheapest_answers
+        answers = query(question, target, args.method, args.time_limit, args.mip_gap, n)
+    if kind == "cheapest" and target is None and question.max_tpot_s is not None:
+        limit = "at that TPOT or less"
+    records = [a.to_record() for a in answers]
+    title = _plot_title(question)
+
+    def plot(path: str, field: str) -> None:
+        report.plot_answers(pd.DataFrame(records), path, title=f"{kind} setups: {title}", field=field)
+
+    text = _answers_text(_headline(kind, question, limit, len(records)), records)
+    _emit(args, question, records, text, as_list=n > 1, plot=plot)
     return 0
+
+
+def run_fastest(args: argparse.Namespace) -> int:
+    limit = "at any price" if args.max_usd_per_mtok is None else f"within ${args.max_usd_per_mtok}/Mtok"
+    return _run_query(args, "fastest", args.max_usd_per_mtok, limit)
 
 
 def run_cheapest(args: argparse.Namespace) -> int:
-    with _flag_names(API_FIELDS):
-        question = _question(args)
-        _check_outputs(args)
-        answer = api.cheapest_answer(question, args.min_tok_s, args.method, args.time_limit, args.mip_gap)
     limit = "at any speed" if args.min_tok_s is None else f"at {args.min_tok_s} tok/s per request or faster"
-    if args.min_tok_s is None and question.max_tpot_s is not None:
-        limit = "at that TPOT or less"
-    record = answer.to_record()
-    headline = f"cheapest setup of {question.model.name} {limit}{_request_text(question)}"
-    _emit(args, [record], _answer_text(headline, record), as_list=False)
-    return 0
+    return _run_query(args, "cheapest", args.min_tok_s, limit)
 
 
 def run_frontier(args: argparse.Namespace) -> int:
     with _flag_names(API_FIELDS):
         question = _question(args)
-        observed = read_observed(Path(args.observed)) if args.observed else None
+        observed = read_observed(Path(catalog.data_file(args.observed))) if args.observed else None
         _check_outputs(args)
+        axes = checks.choice("--plot-axes", args.plot_axes, report.PLOT_AXES)
         with report.ProgressBar() as progress:
             frame = api.frontier_frame(
                 question, args.points, args.utility_exponent, args.time_limit, args.mip_gap, progress, args.method
             )
     records = frame.to_dict("records")
-    if args.plot:
-        label = "preferred: " + describe(next(r for r in records if r["preferred"]), sep="\n")
-        report.plot_frontier(frame, args.plot, title=_plot_title(question), preferred_label=label, observed=observed)
-    _emit(args, records, _frontier_text(question, frame, args.utility_exponent), as_list=True)
+    label = describe(next(r for r in records if r["preferred"]), sep="\n")
+
+    def plot(path: str, field: str) -> None:
+        report.plot_frontier(frame, path, title=_plot_title(question), preferred_label=label, observed=observed,
+                             axes=axes, field=field)  # fmt: skip
+
+    _emit(args, question, records, _frontier_text(question, frame, args.utility_exponent), as_list=True, plot=plot)
     return 0
 
 
@@ -224,17 +247,19 @@ def _request_text(question: Question) -> str:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    """Refuse unwritable --csv / --plot destinations before solving, so a failed run leaves no file behind."""
+    """Refuse unwritable --csv / --plot / --save-dir destinations before solving, so a failed run leaves no file."""
     inputs = (args.model, getattr(args, "draft", None), args.cluster, getattr(args, "observed", None))
     if args.csv:
         files.check_destination(args.csv, "--csv", inputs=inputs)
     if getattr(args, "plot", None):
         files.check_destination(args.plot, "--plot", files.plot_formats(), inputs=inputs)
+    run_files.check_save_dir(args)
 
 
 def _plot_title(question: Question) -> str:
     gpus = ", ".join(g.name for g in question.gpus)
-    return f"{question.model.name} on {gpus} ({question.preset.name} preset, context {question.context} tokens)"
+    context = report.format_number(question.context)
+    return f"{question.model.name} on {gpus} ({question.preset.name} preset, context {context} tokens)"
 
 
 def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> str:
@@ -243,8 +268,10 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
     monotone = "monotone" if frame.attrs.get("monotone") else "NOT monotone"
     return "\n".join(
         [
-            f"frontier of {question.model.name}: {len(frame)} optimal setups from the cheapest to the fastest "
-            f"({monotone}); * = preferred (max speed^{report.format_number(float(exponent))} / price)",
+            f"frontier of {question.model.name} (decode context {report.format_number(question.context)} tokens, "
+            f"{question.preset.name} "
+            f"preset): {len(frame)} optimal setups from the cheapest to the fastest ({monotone}); * = preferred: "
+            f"max speed^{report.format_number(float(exponent))} / price over the whole frontier",
             report.frame_to_table(table),
             _solver_line(frame.to_dict("records")),
         ]
@@ -276,47 +303,54 @@ def _observed_values(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 SHARED_HELP = {
-    "--model": "catalog name (a -int8/-int4 suffix sets the weight bits), YAML card or config.json",
+    "--model": "catalog name or alias (HuggingFace id such as meta-llama/Llama-3.1-70B-Instruct; a -int8/-int4 "
+    "suffix sets the weight bits), YAML card or config.json (required, here or in --question)",
     "--gpu": "accelerator(s): one name, or several comma-separated for the solver to choose among "
-    "(h100-sxm,h200,a100-80gb)",
-    "--cluster": "cluster file (GraphML, node-link JSON or YAML): accelerators and placement come from its graph",
-    "--tp-degrees": "tensor-parallel degrees offered (default 1,2,4,8,16,32,64)",
-    "--pp-degrees": "pipeline degrees offered (default 1,2,4,8)",
-    "--tp-modes": "tensor-parallel modes offered: 1d, 2d or 1d,2d (default 1d,2d)",
-    "--ep-degrees": "expert-parallel degrees offered, each dividing tp and the expert count (default 1); with "
+    "(h100-sxm,h200,a100-80gb); required unless --cluster",
+    "--cluster": "cluster file (GraphML, node-link JSON or YAML) or catalog cluster name (hgx-h100): accelerators "
+    "and placement come from its graph",
+    "--tp-degrees": "tensor-parallel degrees offered",
+    "--pp-degrees": "pipeline degrees offered",
+    "--tp-modes": "tensor-parallel modes offered: 1d, 2d or 1d,2d",
+    "--ep-degrees": "expert-parallel degrees offered, each dividing tp and the expert count; with "
     "--dp-attention also as data-parallel-attention groups of that many GPUs (EP beyond TP)",
     "--dp-attention": "also offer MoE models data-parallel attention with wide expert parallelism: every GPU holds the "
-    "attention and its own sequences, experts spread over the group (tp column shows dpG)",
-    "--max-batch": "largest batch, sequences per instance (default 4096)",
+    "attention and its own sequences, experts spread over the group (layout dpGepG)",
+    "--max-batch": "largest batch, sequences per instance",
     "--weight-bits": "weight precision(s) offered: 16, 8, 4 or a list like 16,8 (default: the model name's "
     "-int8/-int4 suffix, else 16)",
-    "--context": "tokens already in each sequence's KV cache: the assumed mid-generation context (default 8000; "
-    "with --isl/--osl: isl + osl / 2)",
+    "--context": f"tokens already in each sequence's KV cache: every figure assumes decoding at this context "
+    f"(default {DEFAULT_CONTEXT}; with --isl/--osl or --workload: isl + osl / 2)",
     "--draft": "draft model for speculative decoding on the same GPUs (with --gamma-max)",
-    "--acceptance": "draft token acceptance probability in (0, 1) (default 0.8)",
-    "--gamma-max": "longest draft the solver may choose, 0..G (default 0: no speculative decoding)",
-    "--preset": "physics of the reference notebook or the realistic one (default default)",
-    "--max-gpus": "GPUs available in all, over every replica (default unlimited)",
+    "--acceptance": "draft token acceptance probability in (0, 1)",
+    "--gamma-max": "longest draft the solver may choose, 0..G (0: no speculative decoding)",
+    "--preset": "physics of the reference notebook (paper) or the realistic one (default)",
+    "--max-gpus": "GPUs available in all, over every replica (default: unlimited)",
     "--demand-tok-s": "total tokens/s to serve: replicas meet it and an instance may not out-serve it",
-    "--kv-bits": "KV-cache precision(s) offered: 16, 8, 4 or a list like 16,8 (default 16)",
+    "--kv-bits": "KV-cache precision(s) offered: 16, 8, 4 or a list like 16,8",
     "--isl": "input tokens per request (with --osl): prices whole requests, prefill included",
     "--osl": "output tokens per request (with --isl); the decode context becomes isl + osl / 2 unless --context",
     "--workload": "CSV of request classes (columns isl, osl, weight) served by one deployment, instead of --isl/--osl",
     "--serving": "serving modes offered: agg (chunked prefill in the decode steps), disagg (separate prefill and "
-    "decode instances) or agg,disagg (default agg)",
+    "decode instances) or agg,disagg",
     "--chunk-tokens": "prefill tokens per step of aggregated serving, one or a list (default 2048)",
     "--ttft-ms": "time-to-first-token limit in ms (needs --isl/--osl or --workload)",
     "--tpot-ms": "time-per-output-token limit in ms (the same limit as --min-tok-s 1000/T)",
     "--prefill-gpu": "accelerator(s) offered for prefill instances of disaggregated serving (default: --gpu)",
     "--decode-gpu": "accelerator(s) offered for decode instances of disaggregated serving (default: --gpu)",
-    "--max-instances": "largest number of prefill or decode instances in one disaggregated unit (default 4)",
+    "--max-instances": "largest number of prefill or decode instances in one disaggregated unit",
     "--demand-req-s": "total requests/s to serve (instead of --demand-tok-s)",
     "--max-utilisation": "fraction of each instance's throughput used, in (0, 1] (default 1.0: busy instances, as "
     "the paper prices them; e.g. 0.8 leaves headroom for bursts and prices the idle 20%%)",
-    "--time-limit": "HiGHS time limit per solve, in seconds (default none)",
-    "--mip-gap": "HiGHS relative MIP gap (default 1e-6)",
-    "--method": "HiGHS MIP or brute-force enumeration (default mip)",
-    "--json": "print JSON (an object; a list for frontier) with every field instead of the summary",
+    "--usd-per-gpu-hour": "price overrides for this question, e.g. h100-sxm=2.5,h200=3.2 (default: the catalog's "
+    "on-demand rental prices, see `roofline-opt gpus`)",
+    "--time-limit": "HiGHS time limit per solve, in seconds",
+    "--mip-gap": "HiGHS relative MIP gap",
+    "--method": "HiGHS MIP or brute-force enumeration over the same space",
+    "--question": "YAML file holding any of these flags (flag: value); flags given here override it",
+    "--save-dir": "write question.yaml (every flag resolved: repeat the run with --question DIR/question.yaml), "
+    "answer.csv, answer.json and plot.png into this folder",
+    "--json": "print JSON with every field instead of the summary",
     "--csv": "also write every field to this CSV file (atomically)",
 }
 SHARED_DEFAULTS = {
@@ -335,7 +369,8 @@ SHARED_DEFAULTS = {
     "--max-utilisation": 1.0,
 }
 METAVARS = {"--time-limit": "SECONDS", "--csv": "OUT", "--cluster": "FILE", "--preset": "{paper,default}",
-            "--method": "{mip,enumerate}", "--workload": "FILE.csv", "--serving": "MODES"}  # fmt: skip
+            "--method": "{mip,enumerate}", "--question": "FILE.yaml", "--save-dir": "DIR",
+            "--usd-per-gpu-hour": "NAME=PRICE,...", "--workload": "FILE.csv", "--serving": "MODES"}  # fmt: skip
 
 
 def _add_shared(p: argparse.ArgumentParser) -> None:
@@ -344,7 +379,13 @@ def _add_shared(p: argparse.ArgumentParser) -> None:
             p.add_argument(flag, dest=flag[2:].replace("-", "_"), action="store_true", help=text)
             continue
         kwargs: dict[str, Any] = {"help": text, "default": SHARED_DEFAULTS.get(flag), "metavar": METAVARS.get(flag)}
-        p.add_argument(flag, dest=flag[2:].replace("-", "_"), required=flag == "--model", **kwargs)
+        p.add_argument(flag, dest=flag[2:].replace("-", "_"), **kwargs)
+    p.set_defaults(parser=p)
+
+
+def _add_top_n(p: argparse.ArgumentParser) -> None:
+    text = "list the K best distinct layouts: each is proven best once those above it are excluded"
+    p.add_argument("--top-n", dest="top_n", default=1, metavar="K", help=text)
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -353,10 +394,14 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "fastest",
         help="the most tok/s per request within a budget in $/Mtok",
         description="The fastest setup (tokens/s per request) whose cost is at most --max-usd-per-mtok, "
-        "proven optimal over the layouts offered. Costs assume a decode context of --context tokens (8000).",
+        f"proven optimal over the layouts offered.\nCosts assume a decode context of --context tokens "
+        f"({DEFAULT_CONTEXT}).",
+        epilog="example:\n  roofline-opt fastest --model llama-3-70b --gpu h100-sxm,h200 --max-usd-per-mtok 2 "
+        "--top-n 3",
     )
-    p.add_argument("--max-usd-per-mtok", dest="max_usd_per_mtok", metavar="X",
-                   help="budget in $ per million output tokens (default: the fastest setup at any price)")  # fmt: skip
+    text = "budget in $ per million output tokens (default: none, the fastest setup at any price)"
+    p.add_argument("--max-usd-per-mtok", dest="max_usd_per_mtok", metavar="X", help=text)
+    _add_top_n(p)
     _add_shared(p)
     p.set_defaults(func=run_fastest)
 
@@ -364,10 +409,14 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "cheapest",
         help="the least $/Mtok at a speed in tok/s per request",
         description="The cheapest setup ($ per million tokens) that serves each request at --min-tok-s tokens/s or "
-        "faster, proven optimal over the layouts offered. Assumes a decode context of --context tokens (8000).",
+        f"faster, proven optimal over the layouts offered.\nAssumes a decode context of --context tokens "
+        f"({DEFAULT_CONTEXT}).",
+        epilog="example:\n  roofline-opt cheapest --model meta-llama/Llama-3.1-70B-Instruct --gpu h100-sxm "
+        "--min-tok-s 50",
     )
-    p.add_argument("--min-tok-s", dest="min_tok_s", metavar="Y",
-                   help="speed target in tokens/s per request (default: the cheapest setup at any speed)")  # fmt: skip
+    text = "speed target in tokens/s per request (default: none, the cheapest setup at any speed)"
+    p.add_argument("--min-tok-s", dest="min_tok_s", metavar="Y", help=text)
+    _add_top_n(p)
     _add_shared(p)
     p.set_defaults(func=run_cheapest)
 
@@ -375,13 +424,19 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "frontier",
         help="the speed-vs-cost frontier from the cheapest to the fastest setup",
         description="Optimal setups for budgets spaced geometrically from the cheapest setup's cost to the fastest "
-        "setup's, one row per distinct setup, and the preferred point (max speed^a / price). A progress bar is drawn "
-        "on stderr when it is a terminal. Assumes a decode context of --context tokens (8000).",
+        "setup's, one row per distinct setup, and the preferred point (max speed^a / price over the whole frontier,\n"
+        "whatever --points). A progress bar is drawn on stderr when it is a terminal. Assumes a decode context of "
+        f"--context tokens ({DEFAULT_CONTEXT}).",
+        epilog="example:\n  roofline-opt frontier --model llama-3-70b --gpu h100-sxm --points 12 --plot frontier.png "
+        "--observed examples/observed.csv",
     )
-    p.add_argument("--points", default=50, help="budgets swept (default 50; repeated setups are kept once)")
+    p.add_argument("--points", default=50, help="budgets swept (repeated setups are kept once)")
     p.add_argument("--utility-exponent", dest="utility_exponent", default=4.0, metavar="A",
                    help="the preferred point maximises speed^A / price (default 4, as in the paper)")  # fmt: skip
-    p.add_argument("--plot", metavar="FILE.png", help="draw the frontier (x tok/s per request, y $/Mtok, log) here")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the frontier here (axes: --plot-axes)")
+    p.add_argument("--plot-axes", dest="plot_axes", default="cost", choices=report.PLOT_AXES,
+                   help="cost: tok/s per request vs $/Mtok (log), as in the paper; gpu: tok/s per request (per user) "
+                   "vs tok/s per GPU, the serving benchmarks' view")  # fmt: skip
     observed_help = "overlay points from a CSV with columns tok_s_per_request, usd_per_mtok and optional label"
     p.add_argument("--observed", metavar="FILE.csv", help=observed_help)
     _add_shared(p)

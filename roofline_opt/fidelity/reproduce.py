@@ -82,6 +82,11 @@ CONTEXT_PROBE = CASES[0]
 UTILITY_EXPONENT = 4.0
 
 
+PAPER_USD_PER_GPU_HOUR = {"h100-sxm": 2.10, "h200": 2.10, "a100-80gb": 1.507, "v100": 0.42}
+"""The notebook's hourly prices (model-notes section 6). The catalog's cards carry on-demand rental prices instead
+(one basis for every accelerator), so the reproduction overrides them with the notebook's."""
+
+
 REPRODUCE_MAX_BATCH = 16_384
 """The notebook's cheapest figures are compute-bound floors; a MoE reaches its floor only beyond 4096 sequences
 (Mixtral 8x22B: 0.0524 $/Mtok at batch 4096, 0.0460 at 16384, notebook 0.046)."""
@@ -101,6 +106,7 @@ def _question(case: PaperCase, context: int) -> api.Question:
         gamma_max=case.gamma_max,
         preset="paper",
         max_batch=REPRODUCE_MAX_BATCH,
+        usd_per_gpu_hour={case.gpu: PAPER_USD_PER_GPU_HOUR[case.gpu]},
     )
 
 
@@ -298,17 +304,20 @@ def _reproduce_into(
             progress(done, len(cases))
         files.write_csv(out / f"{case.key}.csv", frame, field="--out")
         nb = case.notebook
-        observed = pd.DataFrame(
-            [("notebook max (continuous N)", nb.max_tok_s_per_request, nb.usd_per_mtok_at_max), *case.observed],
-            columns=["label", "tok_s_per_request", "usd_per_mtok"],
+        columns = ["label", "tok_s_per_request", "usd_per_mtok"]
+        notebook = pd.DataFrame(
+            [("notebook's max speed (continuous N)", nb.max_tok_s_per_request, nb.usd_per_mtok_at_max)],
+            columns=columns,
         )
-        preferred = f"preferred (a={UTILITY_EXPONENT:g}): {row['preferred_setup']}"
+        observed = pd.DataFrame(list(case.observed), columns=columns)
+        preferred = f"a = {UTILITY_EXPONENT:g}: {row['preferred_setup']}"
         report.plot_frontier(
             frame,
             out / f"{case.key}.png",
             title=f"{case.label} ({case.gpu}, paper preset)",
             preferred_label=preferred,
             observed=observed,
+            notebook=notebook,
             field="--out",
         )
     result = Reproduction(pd.DataFrame(rows), context, context_table, time.perf_counter() - start, points)

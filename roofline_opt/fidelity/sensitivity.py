@@ -88,9 +88,9 @@ def sensitivity(
     rows, frontiers = [], {}
     for done, v in enumerate(chosen, start=1):
         varied = v.change(q)
-        key = (varied.preset, varied.tp_modes, varied.acceptance)
+        key = (varied.preset, varied.tp_modes, varied.acceptance, v.utility_exponent)
         if key not in solved:
-            solved[key] = api.frontier_frame(varied, points=points)
+            solved[key] = api.frontier_frame(varied, points=points, utility_exponent=v.utility_exponent)
         frame = solved[key]
         if progress is not None:
             progress(done, len(chosen))
@@ -130,38 +130,46 @@ def plot_sensitivity(result: Sensitivity, path: str | Path, title: str) -> None:
     base = result.frontiers[result.table.iloc[0]["variant"]]
     for n, group in enumerate(groups):
         ax = figure.add_subplot(rows, columns, n + 1)
-        ax.plot(base["tok_s_per_request"], base["usd_per_mtok"], "-", color="k", lw=1.2, label="baseline")
-        if group != "utility exponent":
-            start = result.table.iloc[0]
-            ax.scatter(
-                [start["preferred_tok_s_per_request"]],
-                [start["preferred_usd_per_mtok"]],
-                marker="*",
-                s=120,
-                color="k",
-                zorder=4,
-                label="preferred, baseline",
-            )
-        for i, v in enumerate(result.table[result.table["group"] == group].to_dict("records")):
-            frame = result.frontiers[v["variant"]]
-            color = f"C{i}"
-            if frame is not base:
-                ax.plot(
-                    frame["tok_s_per_request"],
-                    frame["usd_per_mtok"],
-                    "o-",
-                    ms=2.5,
-                    lw=1,
-                    color=color,
-                    label=v["variant"],
-                )
-            label = None if frame is not base else f"preferred, {v['variant']}"
-            point = [v["preferred_tok_s_per_request"]], [v["preferred_usd_per_mtok"]]
-            ax.scatter(*point, marker="*", s=120, color=color, zorder=4, label=label)
-        ax.set_yscale("log")
+        _panel(ax, base, result.table.iloc[0], result.table[result.table["group"] == group].to_dict("records"), result)
         ax.set_title(group)
-        ax.set_xlabel("tokens per second per request")
-        ax.set_ylabel("$ per million output tokens")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
     files.save_figure_atomic(figure, path, field="--out")
+
+
+VARIANT_MARKERS = ("o", "s", "^", "D", "v")
+
+
+def _points(frame: pd.DataFrame, preferred_only: bool = False) -> set[tuple[float, float]]:
+    rows = frame[frame["preferred"]] if preferred_only else frame
+    return set(zip(rows["tok_s_per_request"].round(9), rows["usd_per_mtok"].round(9), strict=True))
+
+
+def _same_frontier(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """The same setups at the same figures, but for the preferred point each may have added."""
+    return _points(a) ^ _points(b) <= _points(a, True) | _points(b, True)
+
+
+def _panel(ax: Any, base: pd.DataFrame, start: Any, variants: list[dict], result: Sensitivity) -> None:
+    """Baseline as a black step line; each variant as its own marker shape, hollow and larger when its frontier
+    coincides with the baseline (so no variant hides another); preferred points starred in the variant's color."""
+    from roofline_opt.report.plots import dollar_axis
+
+    ax.step(base["tok_s_per_request"], base["usd_per_mtok"], where="pre", color="k", lw=1.2, label="baseline")
+    ax.scatter([start["preferred_tok_s_per_request"]], [start["preferred_usd_per_mtok"]], marker="*", s=160,
+               color="k", zorder=4, label="preferred, baseline")  # fmt: skip
+    for i, v in enumerate(variants):
+        frame, color = result.frontiers[v["variant"]], f"C{i}"
+        same = _same_frontier(frame, base)
+        marker = VARIANT_MARKERS[i % len(VARIANT_MARKERS)]
+        label = v["variant"] + (" (= baseline frontier)" if same else "")
+        if not same:
+            ax.step(frame["tok_s_per_request"], frame["usd_per_mtok"], where="pre", color=color, lw=0.9, ls="--")
+        ax.scatter(frame["tok_s_per_request"], frame["usd_per_mtok"], marker=marker, s=18 + 14 * i,
+                   facecolors="none", edgecolors=color, linewidths=1.0, zorder=3, label=label)  # fmt: skip
+        ax.scatter([v["preferred_tok_s_per_request"]], [v["preferred_usd_per_mtok"]], marker="*", s=110,
+                   color=color, edgecolors="k", linewidths=0.4, zorder=5)  # fmt: skip
+    ax.set_yscale("log")
+    dollar_axis(ax.yaxis)
+    ax.set_xlabel("tokens per second per request")
+    ax.set_ylabel("$ per million output tokens")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")

@@ -37,6 +37,12 @@ class Points:
     prefill: Partners | None = None
     partner: np.ndarray | None = None
 
+    def subset(self, mask: np.ndarray) -> Points:
+        """The points where ``mask`` holds (same layouts table)."""
+        partner = None if self.partner is None else self.partner[mask]
+        return Points(self.layouts, self.layout_index[mask], self.batch[mask], self.time_per_token_s[mask],
+                      self.usd_per_mtok[mask], self.prefill, partner)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Partners:

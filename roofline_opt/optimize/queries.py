@@ -9,6 +9,7 @@ question is solved again: the loop ends when the MIP's value and the exact value
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -29,8 +30,15 @@ from roofline_opt.optimize.formulation import (
 )
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
-from roofline_opt.optimize.space import Question
-from roofline_opt.optimize.tables import Tables, best_ttft_s, build_tables, demand_range_tok_s, split_choice
+from roofline_opt.optimize.space import Layouts, Question
+from roofline_opt.optimize.tables import (
+    Tables,
+    best_ttft_s,
+    build_tables,
+    demand_range_tok_s,
+    gpus_available,
+    split_choice,
+)
 
 TABLE_CACHE_SIZE = 16
 SCREEN_ABOVE_CHOICES = 600
@@ -70,6 +78,8 @@ class Prepared:
     blocked: set[int] = field(default_factory=set)
     query_repairs: int = 0
     _screened: dict[tuple, tuple[np.ndarray, PersistentHighs]] = field(default_factory=dict)
+    excluded_layouts: set[int] = field(default_factory=set)
+    """Layout indices no query may pick (the runner-up search excludes the answers already given)."""
 
     def start_query(self) -> None:
         """Forget the previous query's rejected points and repair count (splits themselves are kept)."""
@@ -79,9 +89,13 @@ class Prepared:
     def solver(self, kind: str, lo: np.ndarray, hi: np.ndarray) -> PersistentHighs:
         """A loaded model for the target's batch ranges (screened when the space is large)."""
         t = self.tables
-        if self.blocked:
+        off = np.zeros(len(t), dtype=bool)
+        off[list(self.blocked)] = True
+        if self.excluded_layouts:
+            off |= np.isin(t.layout_of, list(self.excluded_layouts))
+        if off.any():
             hi = hi.copy()
-            hi[list(self.blocked)] = lo[list(self.blocked)] - 1.0
+            hi[off] = lo[off] - 1.0
         bound = choice_bounds(t, kind, lo, hi)
         best = float(bound.min())
         self.best_bound = best if np.isfinite(best) and best > 0 else None
@@ -184,7 +198,7 @@ def _no_layout(question: Question, tables: Tables) -> Infeasible:
     """Why no layout survives: each reason with its count and the flag that would relax it, most frequent first."""
     counts = sorted(((v, k) for k, v in tables.exclusions.items() if v), reverse=True)
     if not counts:
-        return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
+        return _empty_space(question)
     ttft = f"{best_ttft_s(question) * 1e3:.4g} ms" if tables.exclusions.get("ttft") else ""
     demand = _demand_text(question) if tables.exclusions.get("demand") else ""
     hints = "; ".join(
@@ -193,9 +207,23 @@ def _no_layout(question: Question, tables: Tables) -> Infeasible:
     return Infeasible("no setup can serve this question", reason=counts[0][1], nearest=hints)
 
 
+def _empty_space(question: Question) -> Infeasible:
+    """No layout at all: most often a precision none of the accelerators has a FLOP rate for."""
+    unsupported = [
+        f"{g.name} has no FLOP rate for {b}-bit weights" for g in question.gpus for b in question.weight_bits
+        if not g.supports(b)
+    ]  # fmt: skip
+    if unsupported:
+        runs = "; ".join(f"{g.name} runs {', '.join(str(b) for b in sorted(g.flop_per_s_by_bits))}-bit" for g in
+                         question.gpus)  # fmt: skip
+        return Infeasible("no layout can run: " + "; ".join(unsupported), reason="space",
+                          nearest=f"{runs}: choose --weight-bits among those")  # fmt: skip
+    return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
+
+
 def _demand_text(question: Question) -> str:
     """The demands this space can serve, in output tok/s (and requests/s for whole requests)."""
-    least, most = demand_range_tok_s(question)
+    least, most, per_gpu = demand_range_tok_s(question)
 
     def both(tok_s: float) -> str:
         if question.workload is None:
@@ -203,7 +231,15 @@ def _demand_text(question: Question) -> str:
         return f"{tok_s:.4g} output tok/s = {tok_s / question.workload.mean_osl:.4g} req/s"
 
     low = f"at least {both(least)} fills one instance; " if np.isfinite(least) else ""
-    return f"{low}at most {both(most)} fits the GPUs" if most > 0 else f"{low}no setup fits the GPUs"
+    text = f"{low}at most {both(most)} fits the GPUs" if most > 0 else f"{low}no setup fits the GPUs"
+    available, demand = gpus_available(question), question.demand_tok_s or 0.0
+    needed = math.ceil(demand / per_gpu - 1e-9) if per_gpu > 0 else 0
+    if available and needed > available:
+        text = (
+            f"{text}; the demand of {both(demand)} needs at least {needed} GPUs (at the best {per_gpu:.4g} tok/s per "
+            f"GPU any setup reaches), and there are {available}"
+        )
+    return text
 
 
 def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float]:
@@ -363,51 +399,104 @@ def enumerated_points(question: Question) -> Points:
 
 def _answer(question: Question, kind: str, target: float | None, method: str, options: SolverOptions | None) -> Answer:
     """One query by either method; an unreachable target raises Infeasible naming the limit and the nearest figure."""
+    return top_n(question, kind, target, 1, method, options)[0]
+
+
+def layout_index(question: Question, lay: Layouts, setup: Setup) -> int:
+    """Index in ``lay`` of the (decode) layout a setup uses."""
+    g = next(i for i, gpu in enumerate(question.gpus) if gpu.name == setup.gpu)
+    match = (
+        (lay.gpu_index == g) & (lay.weight_bits == setup.weight_bits) & (lay.tp == setup.tp)
+        & (lay.tp_2d == setup.tp_2d) & (lay.pp == setup.pp) & (lay.ep == setup.ep) & (lay.gamma == setup.gamma)
+        & (lay.kv_bits == setup.kv_bits) & (lay.disagg == (setup.serving == "disagg"))
+        & (lay.chunk == setup.chunk_tokens) & (lay.dp_attention == setup.dp_attention)
+    )  # fmt: skip
+    return int(np.flatnonzero(match)[0])
+
+
+def top_n(
+    question: Question,
+    kind: str,
+    target: float | None,
+    n: int,
+    method: str = "mip",
+    options: SolverOptions | None = None,
+) -> list[Answer]:
+    """The best answer, then the best among the remaining layouts, and so on: up to ``n`` distinct layouts, each
+    proven best once the previous ones are excluded (fewer when no other layout meets the target). A disaggregated
+    layout is excluded with every prefill partner it was paired with."""
     check_method(method)
     if method == "mip":
-        return solve_prepared(prepare(question, options), kind, target)
+        return _prepared_top(prepare(question, options), kind, target, n)
     other = CHEAPEST if kind == FASTEST else FASTEST
     pts = enumerated_points(question)
-    return _checked(
-        question,
-        kind,
-        target,
-        lambda goal: enumerate_best(question, kind, goal, pts),
-        lambda: enumerate_best(question, other, None, pts),
-    )
+    excluded: list[int] = []
+
+    def best(goal: float | None) -> Answer | None:
+        answer = enumerate_best(question, kind, goal, pts.subset(~np.isin(pts.layout_index, excluded)))
+        if answer is not None:
+            excluded.append(layout_index(question, pts.layouts, answer.setup))
+        return answer
+
+    return _checked(question, kind, target, n, best, lambda: enumerate_best(question, other, None, pts))
 
 
 def solve_prepared(prep: Prepared, kind: str, target: float | None) -> Answer:
     """One MIP query on prepared tables and models (reused across targets, as a study's sweep does)."""
+    return _prepared_top(prep, kind, target, 1)[0]
+
+
+def _prepared_top(prep: Prepared, kind: str, target: float | None, n: int) -> list[Answer]:
+    """``top_n`` on prepared tables and models; the exclusions are lifted afterwards so the models can be reused."""
     solve = {FASTEST: solve_fastest, CHEAPEST: solve_cheapest}
     other = CHEAPEST if kind == FASTEST else FASTEST
-    return _checked(prep.question, kind, target, lambda goal: solve[kind](prep, goal), lambda: solve[other](prep, None))
+
+    def best(goal: float | None) -> Answer | None:
+        answer = solve[kind](prep, goal)
+        if answer is not None:
+            prep.excluded_layouts.add(layout_index(prep.question, prep.tables.layouts, answer.setup))
+        return answer
+
+    try:
+        return _checked(prep.question, kind, target, n, best, lambda: solve[other](prep, None))
+    finally:
+        prep.excluded_layouts.clear()
 
 
 def _checked(
     question: Question,
     kind: str,
     target: float | None,
+    n: int,
     best: Callable[[float | None], Answer | None],
     nearest: Callable[[], Answer],
-) -> Answer:
-    """The best answer at the target (and the TPOT limit); Infeasible naming the limit and the nearest figure."""
+) -> list[Answer]:
+    """Up to ``n`` successive best answers at the target (and the TPOT limit); Infeasible naming the limit and the
+    nearest figure when there is none."""
     tpot_speed = None if question.max_tpot_s is None else 1.0 / question.max_tpot_s
     goal = target
     if kind == CHEAPEST and tpot_speed is not None:
         goal = tpot_speed if target is None else max(target, tpot_speed)
-    answer = best(goal)
-    if answer is None:
+    answers: list[Answer] = []
+    for _ in range(n):
+        answer = best(goal)
+        if answer is None:
+            break
+        answers.append(answer)
+    if not answers:
         raise _unreachable(question, kind, goal, nearest())
-    if kind == FASTEST and tpot_speed is not None and answer.tok_s_per_request < tpot_speed * (1 - TARGET_RTOL):
-        within = "at any price" if target is None else f"within ${target:.4g}/Mtok"
-        raise Infeasible(
-            f"no setup {within} meets TPOT <= {question.max_tpot_s * 1e3:.4g} ms",
-            reason="tpot",
-            nearest=f"the fastest {within} has TPOT {1e3 / answer.tok_s_per_request:.4g} ms at "
-            f"${answer.usd_per_mtok:.4g}/Mtok",
-        )
-    return answer
+    if kind == FASTEST and tpot_speed is not None:
+        first = answers[0]
+        if first.tok_s_per_request < tpot_speed * (1 - TARGET_RTOL):
+            within = "at any price" if target is None else f"within ${target:.4g}/Mtok"
+            raise Infeasible(
+                f"no setup {within} meets TPOT <= {question.max_tpot_s * 1e3:.4g} ms",
+                reason="tpot",
+                nearest=f"the fastest {within} has TPOT {1e3 / first.tok_s_per_request:.4g} ms at "
+                f"${first.usd_per_mtok:.4g}/Mtok",
+            )
+        answers = [a for a in answers if a.tok_s_per_request >= tpot_speed * (1 - TARGET_RTOL)]
+    return answers
 
 
 def _unreachable(question: Question, kind: str, target: float | None, nearest: Answer) -> Infeasible:

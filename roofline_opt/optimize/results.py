@@ -23,7 +23,8 @@ FIGURES = (
     "usd_per_mtok",
     "time_per_token_s",
     "throughput_tok_s",
-    "mfu",
+    "tok_s_per_gpu",
+    "mfu_fraction",
     "step_time_s",
     "kernel_launch_s",
     "network_s",
@@ -33,7 +34,6 @@ FIGURES = (
     "kv_cache_bytes_per_device",
     "activations_bytes_per_device",
     "memory_capacity_bytes",
-    "tok_s_per_gpu",
 )
 REQUEST_FIGURES = (
     "ttft_s",
@@ -90,13 +90,29 @@ class Setup:
             return self.n_gpus
         return self.prefill_instances * self.prefill_tp * self.prefill_pp + self.decode_instances * self.n_gpus
 
+    @property
+    def layout(self) -> str:
+        """Compact layout name: ``tp8pp2ep1``, ``tp8(2d)pp1ep1``, with ``g4`` appended for a 4-token draft."""
+        return layout_label(self.tp, self.tp_2d, self.pp, self.ep, self.gamma, self.dp_attention)
 
-def layout_label(tp: int, tp_2d: bool, pp: int, ep: int | None = None, dp_attention: bool = False) -> str:
-    """Compact layout, e.g. tp8pp2ep1 (``-2d`` marks 2-D tensor parallelism; dp8ep8: data-parallel attention)."""
+    @property
+    def layout_key(self) -> tuple:
+        """Every discrete choice but the batch: what makes two setups distinct layouts."""
+        return (self.gpu, self.weight_bits, self.tp, self.tp_2d, self.pp, self.ep, self.gamma, self.kv_bits,
+                self.serving, self.chunk_tokens, self.prefill_gpu, self.prefill_tp, self.prefill_tp_2d,
+                self.prefill_pp, self.dp_attention)  # fmt: skip
+
+
+def layout_label(
+    tp: int, tp_2d: bool, pp: int, ep: int | None = None, gamma: int = 0, dp_attention: bool = False
+) -> str:
+    """Compact layout: ``tp8pp2ep1``; ``(2d)`` after the TP degree for 2-D tensor parallelism; ``g<gamma>`` with a
+    draft; without ``ep`` for a prefill instance (``tp8pp1``); ``dp8ep8`` for data-parallel attention over 8 GPUs."""
     if dp_attention:
-        return f"dp{tp}ep{ep or tp}"
-    label = f"tp{tp}pp{pp}" + ("" if ep is None else f"ep{ep}")
-    return label + ("-2d" if tp_2d else "")
+        label = f"dp{tp}ep{ep or tp}"
+    else:
+        label = f"tp{tp}{'(2d)' if tp_2d else ''}pp{pp}" + ("" if ep is None else f"ep{ep}")
+    return label + (f"g{gamma}" if gamma else "")
 
 
 @dataclass(frozen=True)
@@ -112,6 +128,8 @@ class Answer:
     placement: dict | None = field(default=None)
     bounds: dict[str, float] = field(default_factory=dict)
     """Proven bounds on the objective in its own unit (bound_tok_s_per_request or bound_usd_per_mtok)."""
+    question_fields: dict = field(default_factory=dict)
+    """The question's own fields (model, context, preset, price) so answers of several questions can be stacked."""
 
     @property
     def tok_s_per_request(self) -> float:
@@ -124,14 +142,17 @@ class Answer:
     def to_record(self) -> dict:
         """Flat dict with unit-named keys (the JSON and CSV row)."""
         s = self.setup
-        rec = asdict(s)
+        rec = dict(self.question_fields)
+        rec.update(asdict(s))
         for name in ("serving", "chunk_tokens", *(f for f in rec if f.startswith("prefill_")), "decode_instances"):
             rec.pop(name)
+        rec["layout"] = s.layout
         rec["n_gpus"] = s.n_gpus
         rec["total_gpus"] = s.unit_gpus * s.replicas
         if "ttft_s" in self.figures:
             rec.update(_request_fields(s))
         rec.update(self.figures)
+        rec["usd_per_hour"] = self.figures["usd_per_hour_per_instance"] * self.setup.replicas
         rec["bottleneck"] = self.bottleneck
         rec["fits_in_memory"] = self.fits_in_memory
         rec["method"] = self.method
@@ -150,7 +171,7 @@ def _request_fields(s: Setup) -> dict:
     rec = {
         "serving": s.serving,
         "chunk_tokens": s.chunk_tokens if not s.disaggregated else 0,
-        "decode_layout": layout_label(s.tp, s.tp_2d, s.pp, s.ep, s.dp_attention),
+        "decode_layout": layout_label(s.tp, s.tp_2d, s.pp, s.ep, dp_attention=s.dp_attention),
         "decode_gpu": s.gpu,
         "decode_instances": s.decode_instances,
     }
@@ -230,6 +251,7 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
         out["throughput_tok_s"] = out["throughput_tok_s"] * question.max_utilisation
         out["tok_s_per_gpu"] = out["throughput_tok_s"] / out["n_gpus"]
         figures = {k: float(np.asarray(out[k])) for k in FIGURES}
+    figures["usd_per_hour_per_instance"] = _unit_usd_per_hour(question, setup)
     replicas = replicas_for(question, figures["throughput_tok_s"])
     full = Setup(**{**asdict(setup), "replicas": replicas})
     return Answer(
@@ -239,7 +261,30 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
         fits_in_memory=bool(np.asarray(out["fits_in_memory"])),
         method=method,
         report=report,
+        question_fields=question_fields(question, gpu),
     )
+
+
+def _unit_usd_per_hour(question: Question, setup: Setup) -> float:
+    """Dollars per hour of one replica: its GPUs at their accelerators' hourly prices."""
+    price = _gpu(question, setup.gpu).usd_per_hour
+    if not setup.disaggregated:
+        return setup.n_gpus * price
+    prefill = (
+        setup.prefill_instances * setup.prefill_tp * setup.prefill_pp * _gpu(question, setup.prefill_gpu).usd_per_hour
+    )
+    return prefill + setup.decode_instances * setup.n_gpus * price
+
+
+def question_fields(question: Question, gpu) -> dict:
+    """The fields of the question an answer belongs to (weight bits are the setup's own)."""
+    return {
+        "model": question.model.name,
+        "context": question.context,
+        "preset": question.preset.name,
+        "usd_per_gpu_hour": gpu.usd_per_hour,
+        "price_basis": gpu.price_basis,
+    }
 
 
 def _gpu(question: Question, name: str):
@@ -270,7 +315,7 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
     out["time_per_token_s"] = tpot
     out["tok_s_per_request"] = 1.0 / tpot
     flop = 2.0 * ev.model_sizes(model).active_params * processed
-    out["mfu"] = flop / (tpot * setup.n_gpus * ev.flop_rate(gpu, bits))
+    out["mfu_fraction"] = flop / (tpot * setup.n_gpus * ev.flop_rate(gpu, bits))
     out["bottleneck"] = _bottleneck(out)
     return out
 

@@ -63,8 +63,10 @@ def frontier_answers(
     options: SolverOptions | None = None,
     progress: Progress | None = None,
     method: str = "mip",
+    utility_exponent: float | None = 4.0,
 ) -> list[Answer]:
-    """The speed-vs-cost frontier as answers, one per distinct optimal setup, cheapest first.
+    """The speed-vs-cost frontier as answers, one per distinct optimal setup, cheapest first, including the exact
+    maximiser of speed^a / price (a = ``utility_exponent``; None skips that search).
 
     With a TPOT limit the frontier starts at the cheapest setup meeting it (slower points are dropped)."""
     check_method(method)
@@ -89,7 +91,45 @@ def frontier_answers(
     speed = _min_tok_s(question)
     if speed is not None:
         answers = [a for a in answers if a.tok_s_per_request >= speed * (1 - 1e-9)]
-    return pareto(answers)
+    answers = pareto(answers)
+    if utility_exponent is None:
+        return answers
+    return pareto(answers + preferred_search(answers, fastest_within, utility_exponent))
+
+
+def utility(answer: Answer, exponent: float) -> float:
+    """log(speed^a / price): the notebook's preference among frontier points."""
+    return exponent * np.log(answer.tok_s_per_request) - np.log(answer.usd_per_mtok)
+
+
+def preferred_search(
+    frontier: list[Answer], fastest_within: Callable[[float], Answer | None], exponent: float
+) -> list[Answer]:
+    """The frontier point between the sampled ones that beats their best speed^a / price, if any, by bisection.
+
+    A gap (lo, hi) holds setups costing more than ``lo`` and less than ``hi.price`` and so running no faster than
+    ``hi``: none scores above hi.speed^a / lo, and the gap is dropped when that bound is no better than the best
+    score. Otherwise the fastest setup P within the geometric middle budget m is solved: setups costing between
+    P's price and m are slower and dearer than P, so the gaps left are (lo, P) and (m, hi). The gaps shrink
+    geometrically, so the maximum over the whole frontier is found whatever the sampling (to 1e-7 relative).
+    """
+    best = max(utility(a, exponent) for a in frontier)
+    found: Answer | None = None
+    gaps = [(lo.usd_per_mtok, hi) for lo, hi in zip(frontier[:-1], frontier[1:], strict=True)]
+    while gaps:
+        lo_cost, hi = gaps.pop()
+        bound = exponent * np.log(hi.tok_s_per_request) - np.log(lo_cost)
+        if bound <= best + 1e-9 or hi.usd_per_mtok <= lo_cost * (1 + 1e-7):
+            continue
+        middle = float(np.sqrt(lo_cost * hi.usd_per_mtok))
+        inside = fastest_within(middle)
+        gaps.append((middle, hi))
+        if inside is None or inside.usd_per_mtok <= lo_cost * (1 + 1e-9):
+            continue
+        if utility(inside, exponent) > best:
+            found, best = inside, utility(inside, exponent)
+        gaps.append((lo_cost, inside))
+    return [] if found is None else [found]
 
 
 def pareto(answers: list[Answer]) -> list[Answer]:
@@ -106,7 +146,8 @@ def pareto(answers: list[Answer]) -> list[Answer]:
 
 
 def preferred_index(frame: pd.DataFrame, utility_exponent: float = 4.0) -> int:
-    """Row maximising speed^a / price (the notebook's choice of one frontier point; a = 4 there)."""
+    """Row maximising speed^a / price (the notebook's choice of one frontier point; a = 4 there). The frontier of
+    ``frontier_answers`` holds the exact maximiser, so this is the maximum over the whole frontier."""
     score = utility_exponent * np.log(frame["tok_s_per_request"]) - np.log(frame["usd_per_mtok"])
     return int(np.argmax(score.to_numpy()))
 

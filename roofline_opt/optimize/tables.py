@@ -305,12 +305,13 @@ def best_ttft_s(question: Question) -> float:
     return best
 
 
-def demand_range_tok_s(question: Question) -> tuple[float, float]:
-    """(least, most) output tok/s a demand may ask of this space: one aggregated instance at its smallest batch
-    serves the least (a smaller demand cannot fill it), and the most any setup serves within the GPU limit and the
-    cluster (its units times their throughput at the largest batch): the nearest achievable demands."""
+def demand_range_tok_s(question: Question) -> tuple[float, float, float]:
+    """(least, most, best per GPU) output tok/s of this space: one aggregated instance at its smallest batch serves
+    the least (a smaller demand cannot fill it), the most is what any setup serves within the GPU limit and the
+    cluster (its units times their throughput at the largest batch), and the best tok/s per GPU of an aggregated
+    instance (at its largest batch) says how many GPUs a demand needs at least."""
     t = build_tables(replace(question, demand_tok_s=None))
-    least, most = np.inf, 0.0
+    least, most, per_gpu = np.inf, 0.0, 0.0
     option_of = _option_of(t)
     for gi, bits, pos in t.layouts.groups(t.layout_of):
         j, q = t.layout_of[pos], option_of[pos]
@@ -320,7 +321,16 @@ def demand_range_tok_s(question: Question) -> tuple[float, float]:
         if agg.any():
             low = unit_throughput(question, gi, bits, t.layouts, t.options, j[agg], q[agg], t.batch_lo[pos][agg])
             least = min(least, float(np.min(low)))
-    return least, most
+            per_gpu = max(per_gpu, float(np.max(top[agg] / t.n_gpus[pos][agg])))
+    return least, most, per_gpu
+
+
+def gpus_available(question: Question) -> int:
+    """GPUs the question may use in all: --max-gpus and the cluster's count of its accelerators (0: unlimited)."""
+    limits = [] if question.max_gpus is None else [question.max_gpus]
+    if question.instance_limit is not None:
+        limits.append(sum(question.instance_limit(g, 1, 1) for g in question.gpus))
+    return min(limits) if limits else 0
 
 
 def build_tables(question: Question) -> Tables:

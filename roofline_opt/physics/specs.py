@@ -77,6 +77,9 @@ class GpuSpec:
     inter_hop_latency_s: float = 0.0
     display_name: str = ""
     source: str = ""
+    price_basis: str = ""
+    price_date: str = ""
+    price_source: str = ""
 
     def supports(self, weight_bits: int) -> bool:
         return self.flop_per_s_by_bits.get(weight_bits) is not None

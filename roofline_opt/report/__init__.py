@@ -5,12 +5,22 @@ physics; every figure it shows was computed by the evaluator upstream.
 """
 
 from roofline_opt.report.facets import frame_to_markdown, plot_facets
-from roofline_opt.report.plots import plot_frontier
+from roofline_opt.report.plots import PLOT_AXES, dollar_axis, plot_answers, plot_frontier
 from roofline_opt.report.progress import ProgressBar
-from roofline_opt.report.tables import MISSING_CELL, format_number, frame_to_table, to_json, to_json_object
+from roofline_opt.report.tables import (
+    MISSING_CELL,
+    format_number,
+    frame_to_table,
+    placement_text,
+    to_json,
+    to_json_object,
+)
 from roofline_opt.report.validation_plot import PlottedRow, plot_validation
 
 __all__ = [
+    "PLOT_AXES",
+    "dollar_axis",
+    "plot_answers",
     "MISSING_CELL",
     "PlottedRow",
     "ProgressBar",
@@ -18,6 +28,7 @@ __all__ = [
     "frame_to_markdown",
     "frame_to_table",
     "plot_facets",
+    "placement_text",
     "plot_frontier",
     "plot_validation",
     "to_json",

@@ -1,4 +1,5 @@
-"""Frontier plots: achievable setups, the preferred point and observed points."""
+"""Plots of answers: frontiers as the achievable setups (markers joined by steps), the preferred point, observed
+points, dollar tick labels on logarithmic axes whatever their range."""
 
 from __future__ import annotations
 
@@ -9,6 +10,57 @@ import pandas as pd
 
 from roofline_opt.files import save_figure_atomic
 
+PLOT_AXES = ("cost", "gpu")
+"""cost: tok/s per request vs $/Mtok (log), as in the paper; gpu: tok/s per request vs tok/s per GPU."""
+
+_AXES = {
+    "cost": ("usd_per_mtok", "$ per million output tokens (log scale)"),
+    "gpu": ("tok_s_per_gpu", "output tokens per second per GPU (log scale)"),
+}
+
+
+def dollars(value: float, digits: int = 2) -> str:
+    """A tick label in dollars with ``digits`` significant digits at least: $0.005, $0.25, $3, $1.5k."""
+    if value <= 0:
+        return ""
+    if value >= 1000:
+        return f"${value / 1000:.{digits}g}k"
+    return f"${value:.{max(digits, 1)}g}" if value < 1 else f"${value:.{max(digits, 3)}g}"
+
+
+def plain(value: float, digits: int = 2) -> str:
+    """A tick label as a plain number: 0.5, 20, 300, 4000."""
+    return f"{value:.{max(digits, 4)}g}" if value > 0 else ""
+
+
+def log_axis_labels(axis: Any, text: Any = None) -> None:
+    """Labels on a log axis in ``text`` form (dollars by default): on decades, and on the 2x/5x minor ticks
+    whenever the range spans few decades, so that a narrow range is never left without a labelled tick."""
+    from matplotlib.ticker import LogFormatter
+
+    text = dollars if text is None else text
+
+    class Labels(LogFormatter):
+        """LogFormatter's choice of which ticks to label, with as many digits as tell neighbouring ticks apart."""
+
+        digits = 2
+
+        def set_locs(self, locs: Any = None) -> None:
+            super().set_locs(locs)
+            shown = [x for x in (locs if locs is not None else []) if x > 0]
+            self.digits = next((d for d in range(2, 9) if len({text(x, d) for x in shown}) == len(shown)), 9)
+
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return text(x, self.digits) if super().__call__(x, pos) else ""
+
+    axis.set_major_formatter(Labels(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    axis.set_minor_formatter(Labels(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
+def dollar_axis(axis: Any) -> None:
+    """Dollar labels on a log axis over any range."""
+    log_axis_labels(axis, dollars)
+
 
 def plot_frontier(
     frame: pd.DataFrame,
@@ -17,44 +69,73 @@ def plot_frontier(
     title: str,
     preferred_label: str | None = None,
     observed: pd.DataFrame | None = None,
+    notebook: pd.DataFrame | None = None,
+    axes: str = "cost",
     field: str = "--plot",
 ) -> None:
-    """The frontier as in the paper: x tok/s per request, y $/Mtok (log), the preferred point starred and annotated,
-    observed points (columns tok_s_per_request, usd_per_mtok, optional label) overlaid as crosses."""
+    """The frontier's setups as markers; on the cost axes a step line gives the least $/Mtok at each speed or faster
+    (only the marked setups are achievable, nothing between them); the preferred point starred and annotated;
+    observed points (columns tok_s_per_request, usd_per_mtok, optional label) overlaid as crosses, and the paper
+    notebook's points (same columns) as diamonds."""
+    from matplotlib.figure import Figure
+
+    y_field, y_label = _AXES[axes]
+    figure = Figure(figsize=(9, 5.5), layout="constrained")
+    ax = figure.add_subplot()
+    x, y = frame["tok_s_per_request"], frame[y_field]
+    if axes == "cost":
+        ax.step(x, y, where="pre", lw=1.0, color="C0", alpha=0.6, label="least $/Mtok at that speed or faster")
+    ax.plot(x, y, "o", ms=4.5, color="C0", label="optimal setups (achievable points only)", zorder=3)
+    _mark_preferred(ax, frame, y_field, preferred_label)
+    if observed is not None and len(observed) and axes == "cost":
+        _overlay(ax, observed, "x", "k", "observed (serving provider)")
+    if notebook is not None and len(notebook) and axes == "cost":
+        _overlay(ax, notebook, "D", "C2", "the paper's notebook")
+    ax.set_yscale("log")
+    log_axis_labels(ax.yaxis, dollars if axes == "cost" else plain)
+    ax.set_xlabel("output tokens per second per request (per user)")
+    ax.set_ylabel(y_label)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper left" if axes == "cost" else "lower left", fontsize=8)
+    save_figure_atomic(figure, path, field)
+
+
+def plot_answers(frame: pd.DataFrame, path: str | os.PathLike[str], *, title: str, field: str = "--plot") -> None:
+    """The answers of a query (best first) on the cost axes, each labelled with its rank and layout."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(8, 5), layout="constrained")
     ax = figure.add_subplot()
-    ax.plot(frame["tok_s_per_request"], frame["usd_per_mtok"], "o-", ms=3.5, lw=1.5, label="optimal setups")
-    _mark_preferred(ax, frame, preferred_label)
-    if observed is not None and len(observed):
-        _overlay_observed(ax, observed)
+    ax.plot(frame["tok_s_per_request"], frame["usd_per_mtok"], "o", ms=6, color="C0")
+    for rank, row in enumerate(frame.itertuples(), start=1):
+        text = f"#{rank} {row.gpu} {row.layout} batch {row.batch}"
+        ax.annotate(text, (row.tok_s_per_request, row.usd_per_mtok), xytext=(5, 4), textcoords="offset points",
+                    fontsize=8)  # fmt: skip
     ax.set_yscale("log")
-    ax.set_xlabel("tokens per second per request")
+    dollar_axis(ax.yaxis)
+    ax.margins(x=0.25, y=0.15)
+    ax.set_xlabel("output tokens per second per request (per user)")
     ax.set_ylabel("$ per million output tokens (log scale)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="upper left")
     save_figure_atomic(figure, path, field)
 
 
-def _mark_preferred(ax: Any, frame: pd.DataFrame, label: str | None) -> None:
+def _mark_preferred(ax: Any, frame: pd.DataFrame, y_field: str, label: str | None) -> None:
+    """The preferred point starred; its setup and figures go in the legend, where no point can hide them."""
     if "preferred" not in frame or not frame["preferred"].any():
         return
     row = frame[frame["preferred"].astype(bool)].iloc[0]
-    x, y = row["tok_s_per_request"], row["usd_per_mtok"]
-    ax.scatter([x], [y], marker="*", s=220, color="C3", zorder=4, label="preferred")
-    if label:
-        # the lower right corner is empty on any frontier: fast and cheap is what no setup reaches
-        ax.annotate(label, (x, y), xytext=(0.97, 0.05), textcoords="axes fraction", ha="right", va="bottom",
-                    fontsize=8, arrowprops={"arrowstyle": "->", "color": "C3", "lw": 0.8})  # fmt: skip
+    text = "preferred (max speed^a / price)" + (f"\n{label}" if label else "")
+    ax.scatter([row["tok_s_per_request"]], [row[y_field]], marker="*", s=240, color="C3", zorder=4, label=text)
 
 
-def _overlay_observed(ax: Any, observed: pd.DataFrame) -> None:
-    ax.scatter(observed["tok_s_per_request"], observed["usd_per_mtok"], marker="x", s=40, color="k", zorder=3,
-               label="observed")  # fmt: skip
-    if "label" not in observed:
+def _overlay(ax: Any, points: pd.DataFrame, marker: str, color: str, legend: str) -> None:
+    ax.scatter(points["tok_s_per_request"], points["usd_per_mtok"], marker=marker, s=40, color=color, zorder=3,
+               label=legend, facecolors="none" if marker == "D" else None)  # fmt: skip
+    if "label" not in points:
         return
-    for x, y, text in zip(observed["tok_s_per_request"], observed["usd_per_mtok"], observed["label"], strict=True):
+    for x, y, text in zip(points["tok_s_per_request"], points["usd_per_mtok"], points["label"], strict=True):
         if isinstance(text, str) and text.strip():
-            ax.annotate(text.strip(), (x, y), xytext=(4, -10), textcoords="offset points", fontsize=7)
+            ax.annotate(text.strip(), (x, y), xytext=(-6, 6), textcoords="offset points", fontsize=7, ha="right")

@@ -74,3 +74,40 @@ def to_json(records: Iterable[Mapping[str, Any]]) -> str:
 def to_json_object(record: Mapping[str, Any]) -> str:
     """One record as a JSON object (NaN -> null, numpy types converted), indented for reading."""
     return json.dumps(_plain(record), indent=2, allow_nan=False)
+
+
+def _id_ranges(ids: list[str]) -> str:
+    """``n0-g0, n0-g1, n0-g2`` -> ``n0-g0..2``: runs of ids that differ only by a rising trailing number."""
+    import re
+
+    parts: list[str] = []
+    run: list[tuple[str, int]] = []
+    for gpu_id in ids:
+        match = re.fullmatch(r"(.*?)(\d+)", gpu_id)
+        key = (match.group(1), int(match.group(2))) if match else (gpu_id, -1)
+        if run and key[1] >= 0 and key[0] == run[-1][0] and key[1] == run[-1][1] + 1:
+            run.append(key)
+            continue
+        if run:
+            parts.append(_run_text(run))
+        run = [key] if key[1] >= 0 else []
+        if key[1] < 0:
+            parts.append(gpu_id)
+    if run:
+        parts.append(_run_text(run))
+    return ",".join(parts)
+
+
+def _run_text(run: list[tuple[str, int]]) -> str:
+    prefix, first = run[0]
+    return f"{prefix}{first}" if len(run) == 1 else f"{prefix}{first}..{run[-1][1]}"
+
+
+def placement_text(placement: Mapping[str, Any] | None) -> str:
+    """GPU ids per replica and pipeline stage, compactly: ``r0: [n0-g0..7] [n1-g0..7]; r1: ...``."""
+    if not placement:
+        return MISSING_CELL
+    replicas = placement["replicas"]
+    return "; ".join(
+        f"r{r}: " + " ".join(f"[{_id_ranges(list(group))}]" for group in stages) for r, stages in enumerate(replicas)
+    )

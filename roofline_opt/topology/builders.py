@@ -17,6 +17,7 @@ from roofline_opt.topology.schema import (
     LATENCY,
     LINK_KINDS,
     MAX_CLUSTER_GPUS,
+    MAX_NIC_GB_S,
     NIC_KINDS,
     NODE_TYPES,
     NodeGroup,
@@ -163,7 +164,7 @@ def _group(where: str, spec: Mapping[str, Any]) -> NodeGroup:
         node_type=checks.choice(f"{where}node_type", spec["node_type"], NODE_TYPES),
         nodes=checks.positive_int(f"{where}nodes", spec.get("nodes", 1), maximum=MAX_CLUSTER_GPUS),
         gpu=gpu,
-        nic_gb_s=None if nic is None else checks.positive_float(f"{where}nic_gb_s", nic),
+        nic_gb_s=None if nic is None else checks.bandwidth_gb_s(f"{where}nic_gb_s", nic, MAX_NIC_GB_S),
     )
 
 
@@ -187,7 +188,7 @@ def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
         graph = torus(
             sizes,
             gpu=str(spec.get("gpu", "h100-sxm")),
-            link_gb_s=checks.positive_float(f"{source}: link_gb_s", spec.get("link_gb_s", 100.0)),
+            link_gb_s=checks.bandwidth_gb_s(f"{source}: link_gb_s", spec.get("link_gb_s", 100.0)),
             link_kind=checks.choice(f"{source}: link_kind", spec.get("link_kind", "nvlink"), LINK_KINDS),
             name=name,
         )

@@ -42,6 +42,10 @@ NIC_KINDS = ("infiniband", "ethernet")
 
 
 BANDWIDTH = "bandwidth_gb_s"
+NIC_LINK_KINDS = ("infiniband", "ethernet")
+MAX_NIC_GB_S = 200.0
+"""A GPU's NIC link above this many GB/s per direction (1.6 Tb/s, twice the fastest NIC shipping) is taken for a
+Gb/s figure written where GB/s is meant, and refused with the fix."""
 
 
 LATENCY = "latency_us"
@@ -165,7 +169,10 @@ def validate_cluster(graph: nx.Graph, known_gpus: Collection[str] | None = None,
             if key not in attrs:
                 raise InvalidInput(f"{where} {key}", "is missing")
         attrs["kind"] = checks.choice(f"{where} kind", attrs["kind"], LINK_KINDS)
-        attrs[BANDWIDTH] = checks.positive_float(f"{where} {BANDWIDTH}", attrs[BANDWIDTH])
+        nic = attrs["kind"] in NIC_LINK_KINDS and "gpu" in (cluster.nodes[u]["kind"], cluster.nodes[v]["kind"])
+        attrs[BANDWIDTH] = checks.bandwidth_gb_s(
+            f"{where} {BANDWIDTH}", attrs[BANDWIDTH], MAX_NIC_GB_S if nic else None
+        )
         attrs[LATENCY] = checks.positive_float(f"{where} {LATENCY}", attrs[LATENCY], allow_zero=True)
     if not nx.is_connected(cluster):
         parts = list(nx.connected_components(cluster))
