@@ -22,6 +22,11 @@ from roofline_opt.topology.schema import (
     NodeType,
 )
 
+MAX_CLUSTER_GPUS = 100_000
+"""Largest cluster the compact form builds (about 0.4 M nodes and edges, a 60 MB GraphML file)."""
+MAX_SPINES = 256
+"""Most spine switches of a rail-optimised fabric."""
+
 
 def _link(graph: nx.Graph, u: str, v: str, kind: str, bandwidth_gb_s: float, latency_us: float = 0.0) -> None:
     graph.add_edge(u, v, kind=kind, bandwidth_gb_s=float(bandwidth_gb_s), latency_us=float(latency_us))
@@ -83,15 +88,15 @@ def pod(
         for _, g, nic_gb_s in nics:
             _link(graph, g, "switch0", nic_kind, nic_gb_s)
     elif fabric == "rail-optimised":
-        rails = sorted({rank for rank, _, _ in nics})
+        rail_gb_s: dict[int, float] = {}
         for rank, g, nic_gb_s in nics:
             graph.add_node(f"rail{rank}", kind="switch")
             _link(graph, g, f"rail{rank}", nic_kind, nic_gb_s)
-        for s in range(spines if len(rails) > 1 else 0):
+            rail_gb_s[rank] = rail_gb_s.get(rank, 0.0) + nic_gb_s
+        for s in range(spines if len(rail_gb_s) > 1 else 0):
             graph.add_node(f"spine{s}", kind="switch")
-            for r in rails:
-                uplink_gb_s = sum(bw for rank, _, bw in nics if rank == r) / spines
-                _link(graph, f"rail{r}", f"spine{s}", nic_kind, uplink_gb_s)
+            for r in sorted(rail_gb_s):
+                _link(graph, f"rail{r}", f"spine{s}", nic_kind, rail_gb_s[r] / spines)
     graph.graph["name"] = name or "+".join(f"{g.nodes}x-{g.node_type}" for g in groups)
     return graph
 
@@ -156,6 +161,20 @@ def _group(where: str, spec: Mapping[str, Any]) -> NodeGroup:
     )
 
 
+def _check_size(field: str, gpus: int) -> None:
+    """Refuse a spec that would build more than MAX_CLUSTER_GPUS GPUs (before building anything)."""
+    if gpus > MAX_CLUSTER_GPUS:
+        msg = f"would build {gpus:,} GPUs; at most {MAX_CLUSTER_GPUS:,} are built (MAX_CLUSTER_GPUS)"
+        raise InvalidInput(field, msg)
+
+
+def _spines(field: str, value: Any) -> int:
+    spines = checks.positive_int(field, value)
+    if spines > MAX_SPINES:
+        raise InvalidInput(field, f"must be at most {MAX_SPINES}. Got {spines} instead.")
+    return spines
+
+
 def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
     """Build a cluster from the compact YAML form (a mapping; see the module docstring). Errors name ``source``."""
     spec = _mapping(source, spec)
@@ -170,8 +189,10 @@ def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
         dims = spec["torus"]
         if not isinstance(dims, list) or not dims:
             raise InvalidInput(f"{source}: torus", f"must be a list of sizes like [4, 4]. Got {dims!r} instead.")
+        sizes = [checks.positive_int(f"{source}: torus", d) for d in dims]
+        _check_size(f"{source}: torus", math.prod(sizes))
         graph = torus(
-            [checks.positive_int(f"{source}: torus", d) for d in dims],
+            sizes,
             gpu=str(spec.get("gpu", "h100-sxm")),
             link_gb_s=checks.positive_float(f"{source}: link_gb_s", spec.get("link_gb_s", 100.0)),
             link_kind=checks.choice(f"{source}: link_kind", spec.get("link_kind", "nvlink"), LINK_KINDS),
@@ -190,11 +211,12 @@ def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
             ]
         else:
             groups = [_group(f"{source}: ", {k: spec[k] for k in _SERVER_KEYS if k in spec})]
+        _check_size(f"{source}: nodes", sum(g.nodes * NODE_TYPES[g.node_type].gpus for g in groups))
         fabric = spec.get("fabric")
         graph = pod(
             groups,
             fabric=None if fabric is None else checks.choice(f"{source}: fabric", fabric, FABRICS),
-            spines=checks.positive_int(f"{source}: spines", spec.get("spines", 2)),
+            spines=_spines(f"{source}: spines", spec.get("spines", 2)),
             nic_kind=checks.choice(f"{source}: nic_kind", spec.get("nic_kind", "infiniband"), NIC_KINDS),
             name=name,
         )
