@@ -21,7 +21,7 @@ from roofline_opt.optimize.formulation import (
     TARGET_RTOL,
     build_model,
     choice_bounds,
-    set_batch_bounds,
+    load_choices,
     target_batch_bounds,
 )
 from roofline_opt.optimize.results import Answer, Setup, reevaluate
@@ -29,8 +29,7 @@ from roofline_opt.optimize.solve import PersistentHighs, SolveReport
 from roofline_opt.optimize.space import Question
 from roofline_opt.optimize.tables import Tables, build_tables, split_choice
 
-SCREEN_ABOVE_CHOICES = 600
-SCREEN_KEEP = 48
+SCREEN_KEEP = 8
 EXACT_RTOL = 1e-7
 MAX_REPAIRS = 60
 MAX_DINKELBACH_STEPS = 40
@@ -49,10 +48,11 @@ class SolverOptions:
 class Prepared:
     """A question's tables and its built, loaded models, reused across a sweep.
 
-    Small spaces keep one persistent model per query kind and only push the target between solves. Spaces of more
-    than SCREEN_ABOVE_CHOICES choices are first screened: each choice's best value under the target is computed
-    from the tables (formulation.choice_bounds: exactly the MIP restricted to that choice), and the model is built
-    over the SCREEN_KEEP best, which contain the optimum.
+    Every query is screened: each choice's best value under the target is computed from the tables
+    (formulation.choice_bounds: exactly the MIP restricted to that choice), and the SCREEN_KEEP best, which contain
+    the optimum, are loaded into the slots of one persistent model per query kind (built and loaded into HiGHS once
+    per question; a query changes only its parameters). The model's size, and so its time, does not depend on the
+    size of the space.
     """
 
     question: Question
@@ -71,7 +71,7 @@ class Prepared:
         self.query_repairs = 0
 
     def solver(self, kind: str, lo: np.ndarray, hi: np.ndarray) -> PersistentHighs:
-        """A loaded model for the target's batch ranges (screened when the space is large)."""
+        """The kind's persistent model, loaded with the SCREEN_KEEP choices of best bound under the target."""
         t = self.tables
         if self.blocked:
             hi = hi.copy()
@@ -79,20 +79,14 @@ class Prepared:
         bound = choice_bounds(t, kind, lo, hi)
         best = float(bound.min())
         self.best_bound = best if np.isfinite(best) and best > 0 else None
-        if len(t) > SCREEN_ABOVE_CHOICES:
-            keep = np.argsort(bound, kind="stable")[:SCREEN_KEEP]
-            self.rows = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
-            solver = PersistentHighs(
-                build_model(t.take(self.rows), kind), self.options.time_limit_s, self.options.mip_gap
-            )
-            set_batch_bounds(solver.model, lo[self.rows], hi[self.rows])
-        else:
-            self.rows = None
-            if kind not in self._solvers:
-                model = build_model(t, kind)
-                self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
-            solver = self._solvers[kind]
-            set_batch_bounds(solver.model, lo, hi)
+        keep = np.argsort(bound, kind="stable")[:SCREEN_KEEP]
+        self.rows = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
+        if kind not in self._solvers:
+            model = build_model(t, kind, slots=SCREEN_KEEP)
+            self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
+        solver = self._solvers[kind]
+        solver.configure(self.options.time_limit_s, self.options.mip_gap)
+        load_choices(solver.model, t, self.rows, lo[self.rows], hi[self.rows])
         solver.model.objective_scale.set_value(self.objective_scale)
         return solver
 
@@ -102,16 +96,15 @@ class Prepared:
         return 1.0 if self.best_bound is None else 1.0 / self.best_bound
 
     def choice_row(self, c: int) -> int:
-        """Row of the full tables behind choice c of the loaded model."""
-        return c if self.rows is None else int(self.rows[c])
+        """Row of the full tables behind slot c of the loaded model."""
+        return int(self.rows[c])
 
     def split(self, row: int, batch: int) -> None:
-        """Make ``batch`` exact in the row's interval and drop the built models (they are rebuilt lazily)."""
+        """Make ``batch`` exact in the row's interval (the loaded models stay: the next query loads new rows)."""
         if self.query_repairs >= MAX_REPAIRS:
             msg = f"the exactness repair did not converge after {MAX_REPAIRS} splits; please report this question"
             raise SolverFailure(msg)
         self.tables = split_choice(self.tables, self.question, row, batch)
-        self._solvers.clear()
         self.blocked.clear()
         self.repairs += 1
         self.query_repairs += 1
