@@ -27,9 +27,11 @@ from roofline_opt.optimize.formulation import (
 from roofline_opt.optimize.results import Answer, Setup, reevaluate
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
 from roofline_opt.optimize.space import Question
-from roofline_opt.optimize.tables import Tables, build_tables, split_choice
+from roofline_opt.optimize.tables import Tables, build_tables, refine_rows, split_choice
 
 SCREEN_KEEP = 8
+REFINE_AHEAD = 64
+"""Rows among this many best that are coarse and could enter the kept ones are refined together."""
 EXACT_RTOL = 1e-7
 MAX_REPAIRS = 60
 MAX_DINKELBACH_STEPS = 40
@@ -62,7 +64,7 @@ class Prepared:
     repairs: int = 0
     rows: np.ndarray | None = None
     best_bound: float | None = None
-    blocked: set[int] = field(default_factory=set)
+    blocked: set[tuple[int, int]] = field(default_factory=set)
     query_repairs: int = 0
 
     def start_query(self) -> None:
@@ -70,23 +72,34 @@ class Prepared:
         self.blocked.clear()
         self.query_repairs = 0
 
-    def solver(self, kind: str, lo: np.ndarray, hi: np.ndarray) -> PersistentHighs:
-        """The kind's persistent model, loaded with the SCREEN_KEEP choices of best bound under the target."""
-        t = self.tables
-        if self.blocked:
-            hi = hi.copy()
-            hi[list(self.blocked)] = lo[list(self.blocked)] - 1.0
-        bound = choice_bounds(t, kind, lo, hi)
+    def solver(self, kind: str, **target: float | None) -> PersistentHighs:
+        """The kind's persistent model, loaded with the SCREEN_KEEP choices of best bound under the target.
+
+        Kept rows with coarse MoE chords are refined first, and the screening repeated, until every kept row is
+        refined: refining only raises bounds, so the kept rows still contain the optimum.
+        """
+        while True:
+            t = self.tables
+            lo, hi = target_batch_bounds(t, **target)
+            for layout, batch in self.blocked:
+                hi[(t.layout_of == layout) & (t.batch_lo == batch) & (t.batch_hi == batch)] = batch - 1.0
+            bound = choice_bounds(t, kind, lo, hi)
+            keep = np.argsort(bound, kind="stable")[:SCREEN_KEEP]
+            keep = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
+            ahead = np.argsort(bound, kind="stable")[:REFINE_AHEAD]
+            coarse = ahead[~t.refined[ahead] & np.isfinite(bound[ahead])] if not t.refined[keep].all() else keep[:0]
+            if not len(coarse):
+                break
+            self.tables = refine_rows(t, self.question, coarse)
         best = float(bound.min())
         self.best_bound = best if np.isfinite(best) and best > 0 else None
-        keep = np.argsort(bound, kind="stable")[:SCREEN_KEEP]
-        self.rows = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
+        self.rows = keep
         if kind not in self._solvers:
             model = build_model(t, kind, slots=SCREEN_KEEP)
             self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
         solver = self._solvers[kind]
         solver.configure(self.options.time_limit_s, self.options.mip_gap)
-        load_choices(solver.model, t, self.rows, lo[self.rows], hi[self.rows])
+        load_choices(solver.model, t, keep, lo[keep], hi[keep])
         solver.model.objective_scale.set_value(self.objective_scale)
         return solver
 
@@ -105,14 +118,13 @@ class Prepared:
             msg = f"the exactness repair did not converge after {MAX_REPAIRS} splits; please report this question"
             raise SolverFailure(msg)
         self.tables = split_choice(self.tables, self.question, row, batch)
-        self.blocked.clear()
         self.repairs += 1
         self.query_repairs += 1
 
     def reject(self, row: int, batch: int) -> None:
         """The exact figures at ``batch`` miss the target: make the point exact, or drop it for this query."""
         if self.tables.batch_lo[row] == self.tables.batch_hi[row] == batch:
-            self.blocked.add(row)
+            self.blocked.add((int(self.tables.layout_of[row]), batch))
         else:
             self.split(row, batch)
 
@@ -197,7 +209,7 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
     """Most tok/s per request within the budget (None when nothing meets it)."""
     prep.start_query()
     while True:
-        solver = prep.solver(FASTEST, *target_batch_bounds(prep.tables, max_usd_per_mtok=max_usd_per_mtok))
+        solver = prep.solver(FASTEST, max_usd_per_mtok=max_usd_per_mtok)
         budget = prep.max_cost_usd_per_mtok if max_usd_per_mtok is None else max_usd_per_mtok
         solver.model.budget_usd_per_mtok.set_value(budget)
         report = solver.solve()
@@ -224,7 +236,7 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
     prep.start_query()
     while True:
         max_time = None if min_tok_s is None else 1.0 / (min_tok_s * prep.tables.time_unit_s)
-        solver = prep.solver(CHEAPEST, *target_batch_bounds(prep.tables, max_time_per_token=max_time))
+        solver = prep.solver(CHEAPEST, max_time_per_token=max_time)
         m = solver.model
         m.max_time_per_token.set_value(prep.max_time_per_token if max_time is None else max_time)
         lam: float | None = prep.best_bound

@@ -4,9 +4,10 @@ For each layout the batch range [pp, max_batch] is cut into *intervals* on which
 protocol, so network time is affine in the batch there; compute time is linear and, for dense models, memory time is
 affine. On an interval the evaluator is sampled at both ends and each term becomes the chord between them, which is
 exact for affine terms. For a MoE model the memory term is concave in the batch (expert-touched fraction); its chord
-lies below it, so the MIP is optimistic there by at most the chord gap. Intervals are split until that gap is below
-``MOE_CHORD_TOLERANCE`` of the term and queries re-evaluate the answer and split again where it still differs
-(see queries.py), so answers are exact.
+lies below it, so the MIP is optimistic there by at most the chord gap. The rows a query's screening keeps are split
+until that gap is below ``MOE_CHORD_TOLERANCE`` of the term (``refine_rows``: the other rows keep their coarse,
+optimistic chords, valid bounds that only rise when refined), and queries re-evaluate the answer and split again
+where it still differs (see queries.py), so answers are exact.
 
 Units in the tables: time per generated token in ``Tables.time_unit_s`` (chosen per question), memory in GB (1e9 B),
 dollars.
@@ -35,6 +36,8 @@ class Tables:
     time_unit_s: the seconds one unit of tau stands for, a power of ten near the question's typical time per token,
     so the MIP's coefficients stay near 1 whether a step takes nanoseconds or seconds.
     replicas_cap: how many instances of the row's shape the GPU limit and the cluster allow.
+    refined: whether the row's chords are within MOE_CHORD_TOLERANCE of the terms (always for dense models; MoE rows
+    are refined when a query first needs them, see ``refine_rows``).
     """
 
     layouts: Layouts
@@ -49,6 +52,7 @@ class Tables:
     n_gpus: np.ndarray
     usd_per_mtok_coef: np.ndarray
     replicas_cap: np.ndarray
+    refined: np.ndarray
     exclusions: dict[str, int]
     time_unit_s: float = 1e-3
 
@@ -59,6 +63,14 @@ class Tables:
         """The tables restricted to the given rows (choices)."""
         whole = ("layouts", "exclusions", "time_unit_s")
         per_row = {f: getattr(self, f)[rows] for f in self.__dataclass_fields__ if f not in whole}
+        return Tables(layouts=self.layouts, exclusions=self.exclusions, time_unit_s=self.time_unit_s, **per_row)
+
+    def extended(self, more: Tables) -> Tables:
+        """These rows followed by ``more``'s (same layouts, time unit and exclusions)."""
+        whole = ("layouts", "exclusions", "time_unit_s")
+        per_row = {
+            f: np.concatenate([getattr(self, f), getattr(more, f)]) for f in self.__dataclass_fields__ if f not in whole
+        }
         return Tables(layouts=self.layouts, exclusions=self.exclusions, time_unit_s=self.time_unit_s, **per_row)
 
 
@@ -198,20 +210,18 @@ def _intervals(lo: float, hi: float, breaks: np.ndarray) -> list[tuple[float, fl
 
 
 def split_choice(tables: Tables, question: Question, choice: int, batch: int) -> Tables:
-    """Tables with choice's interval split so that ``batch`` becomes an interval of its own (exact there)."""
+    """Tables with choice's interval split so that ``batch`` becomes an interval of its own (exact there).
+
+    Only the new parts are evaluated; every other row is kept as it is (the split parts go last).
+    """
     lo, hi = tables.batch_lo[choice], tables.batch_hi[choice]
     parts = [(lo, batch - 1.0), (float(batch), float(batch)), (batch + 1.0, hi)]
-    parts = [(a, b) for a, b in parts if a <= b]
-    rows = _replace_rows(tables, choice, parts)
-    return _assemble(question, tables.layouts, rows, tables.exclusions, tables.time_unit_s)
-
-
-def _replace_rows(tables: Tables, choice: int, parts):
-    rows = [
-        (int(tables.layout_of[i]), tables.batch_lo[i], tables.batch_hi[i]) for i in range(len(tables)) if i != choice
-    ]
-    rows += [(int(tables.layout_of[choice]), a, b) for a, b in parts]
-    return rows
+    layout = int(tables.layout_of[choice])
+    rows = [(layout, a, b) for a, b in parts if a <= b]
+    new = _assemble(
+        question, tables.layouts, rows, tables.exclusions, tables.time_unit_s, refined=bool(tables.refined[choice])
+    )
+    return tables.take(np.delete(np.arange(len(tables)), choice)).extended(new)
 
 
 def build_tables(question: Question) -> Tables:
@@ -245,9 +255,25 @@ def build_tables(question: Question) -> Tables:
         breaks = _breakpoints(question, gi, bits, lay, idx)
         for j, br in zip(idx, breaks, strict=True):
             rows += [(int(j), a, b) for a, b in _intervals(float(batch_lo[j]), float(batch_hi[j]), br)]
-    if question.model.is_moe:
-        rows = _refine_concave(question, lay, rows)
-    return _assemble(question, lay, rows, exclusions)
+    return _assemble(question, lay, rows, exclusions, refined=not question.model.is_moe)
+
+
+def refine_rows(tables: Tables, question: Question, rows: np.ndarray) -> Tables:
+    """Tables whose given (unrefined MoE) rows are split until their memory chords are within MOE_CHORD_TOLERANCE.
+
+    Chords of a concave term only rise when an interval is split, so refining rows raises their bounds; queries
+    refine the rows their screening keeps until every kept row is refined (no other row is evaluated again).
+    """
+    parts = [(int(tables.layout_of[r]), float(tables.batch_lo[r]), float(tables.batch_hi[r])) for r in rows]
+    new = _assemble(
+        question,
+        tables.layouts,
+        _refine_concave(question, tables.layouts, parts),
+        tables.exclusions,
+        tables.time_unit_s,
+        refined=True,
+    )
+    return tables.take(np.delete(np.arange(len(tables)), rows)).extended(new)
 
 
 def _throughput(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch) -> np.ndarray:
@@ -323,7 +349,9 @@ def _time_unit_s(a0_s: np.ndarray, a1_s: np.ndarray, lo: np.ndarray) -> float:
     return float(10.0 ** np.round(np.log10(typical)))
 
 
-def _assemble(question: Question, lay: Layouts, rows, exclusions, time_unit_s: float | None = None) -> Tables:
+def _assemble(
+    question: Question, lay: Layouts, rows, exclusions, time_unit_s: float | None = None, refined: bool = True
+) -> Tables:
     """Compute the coefficients of every (layout, interval) row, vectorised per (accelerator, precision)."""
     if not rows:
         empty = np.zeros(0)
@@ -340,6 +368,7 @@ def _assemble(question: Question, lay: Layouts, rows, exclusions, time_unit_s: f
             empty,
             empty,
             empty.astype(int),
+            empty.astype(bool),
             exclusions,
         )
     arr = np.array(rows, dtype=float)
@@ -355,7 +384,8 @@ def _assemble(question: Question, lay: Layouts, rows, exclusions, time_unit_s: f
         m0[sel], m1[sel], mcap[sel] = _memory_line(question, gi, bits, lay, idx)
     n_gpus = lay.n_gpus[layout_of].astype(float)
     usd_per_s = np.array([question.gpus[g].usd_per_s for g in lay.gpu_index[layout_of]])
-    replicas = replica_caps(question, lay)[layout_of]
+    shapes, where = np.unique(layout_of, return_inverse=True)
+    replicas = replica_caps(question, lay, shapes)[where]
     unit = _time_unit_s(a0, a1, lo) if time_unit_s is None else time_unit_s
     return Tables(
         layouts=lay,
@@ -370,6 +400,7 @@ def _assemble(question: Question, lay: Layouts, rows, exclusions, time_unit_s: f
         n_gpus=n_gpus,
         usd_per_mtok_coef=n_gpus * usd_per_s * 1e6 * unit,
         replicas_cap=replicas,
+        refined=np.full(len(rows), refined),
         exclusions=exclusions,
         time_unit_s=unit,
     )
