@@ -3,7 +3,10 @@
 Measured in one process so the figures compare as ratios on a noisy machine: a warm single query (tables, model
 build and solve, after a first query has loaded everything), a 50-point frontier with and without speculative
 decoding, the same frontiers by brute-force enumeration, and a large space (4 accelerator types x 3 precisions x
-gamma <= 8 x TP/PP/EP) where one MIP query is compared with one enumeration.
+gamma <= 8 x TP/PP/EP) where one MIP query is compared with one enumeration. Whole requests (``--requests``): Llama 3
+70B, 4000 in / 1000 out tokens, TTFT <= 2 s, serving agg,disagg over H100 and H200 and KV 16/8 (default degrees and
+batches): a warm cheapest (same question again: tables cached), the same with its tables built, a 50-point frontier,
+and the same by enumeration.
 """
 
 from __future__ import annotations
@@ -18,13 +21,19 @@ from roofline_opt.optimize.enumerate import best_point, feasible_points
 from roofline_opt.optimize.sweep import budgets
 
 
-def _median_s(run: Callable[[], object], repeat: int) -> float:
+def _median_s(run: Callable[[], object], repeat: int, clock: Callable[[], float] = time.perf_counter) -> float:
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = clock()
         run()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return statistics.median(times)
+
+
+def _wall_and_cpu(name: str, run: Callable[[], object], repeat: int) -> list[tuple[str, float]]:
+    """Median wall-clock and median CPU seconds of this process (the CPU figure is what a shared machine's load
+    does not inflate)."""
+    return [(name, _median_s(run, repeat)), (name + " [cpu]", _median_s(run, repeat, time.process_time))]
 
 
 def _enumerated_frontier(q, points: int) -> int:
@@ -35,11 +44,36 @@ def _enumerated_frontier(q, points: int) -> int:
     return len({best_point(pts, "fastest", b * (1 + 1e-9)) for b in budgets(cheapest, fastest, points)})
 
 
+def _request_rows(r: int) -> list[tuple[str, float]]:
+    """Whole-request benchmarks (see the module docstring)."""
+    space = dict(isl=4000, osl=1000, serving="agg,disagg", kv_bits="16,8", ttft_ms=2000)
+    q = api.question("llama-3-70b", "h100-sxm,h200", **space)
+    api.cheapest_answer(q, 30.0)
+    fresh = iter(range(1, 1000))
+
+    def new_question():
+        return api.cheapest_answer(api.question("llama-3-70b", "h100-sxm,h200", max_batch=4096 - next(fresh), **space))
+
+    half = max(1, r // 2)
+    return [
+        *_wall_and_cpu(
+            "requests: warm cheapest, agg,disagg, H100+H200, KV 16/8", lambda: api.cheapest_answer(q, 30.0), r
+        ),
+        *_wall_and_cpu("requests: same, tables built (new question)", new_question, half),
+        *_wall_and_cpu("requests: 50-point frontier (MIP)", lambda: api.frontier_frame(q, 50), half),
+        *_wall_and_cpu("requests: 50-point frontier, enumeration", lambda: _enumerated_frontier(q, 50), 1),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--requests", action="store_true", help="only the whole-request benchmarks")
     args = parser.parse_args()
     r = args.repeat
+    if args.requests:
+        _print(_request_rows(r))
+        return
     llama = api.question("llama-3-70b", "h100-sxm", preset="paper")
     spec = api.question("llama-3-70b", "h100-sxm", preset="paper", draft="llama-3-8b", gamma_max=20)
     large = api.question(
@@ -70,12 +104,22 @@ def main() -> None:
             _median_s(lambda: api.fastest_answer(large, 5.0, method="enumerate"), max(1, r // 2)),
         ),
     ]
+    mip, enum = rows[-2][1], rows[-1][1]
+    requests = _request_rows(r)
+    _print(rows + requests)
+    print(f"large space: enumeration / MIP = {enum / mip:.1f}x")
+
+
+def _print(rows: list[tuple[str, float]]) -> None:
     width = max(len(name) for name, _ in rows)
     print(f"{'benchmark':<{width}}  median_s")
     for name, seconds in rows:
         print(f"{name:<{width}}  {seconds:8.3f}")
-    mip, enum = rows[-2][1], rows[-1][1]
-    print(f"large space: enumeration / MIP = {enum / mip:.1f}x")
+    by_name = dict(rows)
+    mip = by_name.get("requests: 50-point frontier (MIP)")
+    enum = by_name.get("requests: 50-point frontier, enumeration")
+    if mip and enum:
+        print(f"requests frontier: enumeration / MIP = {enum / mip:.1f}x")
 
 
 if __name__ == "__main__":

@@ -12,16 +12,31 @@ preset : "default" (realistic) or "paper" (the reference notebook). max_gpus : G
 demand_tok_s : total tokens/s to serve; an instance may not out-serve it and replicas meet it.
 cluster : a cluster file (GraphML, node-link JSON or YAML): accelerators and placement come from its graph.
 method : "mip" (HiGHS) or "enumerate" (brute force). time_limit_s, mip_gap : HiGHS options.
+kv_bits : KV-cache precision(s) offered (16, 8, 4; default 16), independent of the weight precision.
+
+Whole requests (model-notes 10.1-10.4; without them every figure is the paper's decode step at ``context``):
+isl, osl : input and output tokens per request; the decode context is then I + O / 2 unless ``context`` is given.
+workload : a CSV file with columns isl, osl, weight (request classes served by one deployment; every class must meet
+    the limits), or a sequence of (isl, osl, weight) tuples. Excludes isl/osl.
+serving : "agg", "disagg" or "agg,disagg" (the solver chooses). chunk_tokens : prefill tokens per step of aggregated
+    serving, one or several (default 2048). ttft_ms : time-to-first-token limit in ms. tpot_ms : time-per-output-token
+    limit in ms (the same limit as a speed of 1000 / tpot_ms tok/s per request).
+prefill_gpu, decode_gpu : accelerators offered for prefill and decode instances of disaggregated serving (default:
+    ``gpu``). max_instances : largest x and y of an xPyD unit (default 4). demand_req_s : requests/s to serve (instead
+    of demand_tok_s, output tokens). max_utilisation : fraction of each instance's throughput used, in (0, 1] (default
+    1.0: busy instances, as the paper prices them); prices rise and served rates fall by this factor.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pandas as pd
 
-from roofline_opt import catalog, checks
+from roofline_opt import catalog, checks, files
 from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.queries import SolverOptions
 from roofline_opt.optimize.queries import cheapest as _cheapest
@@ -31,12 +46,17 @@ from roofline_opt.optimize.space import (
     DEFAULT_ACCEPTANCE,
     DEFAULT_CONTEXT,
     DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_INSTANCES,
     DEFAULT_PP_DEGREES,
     Question,
 )
 from roofline_opt.optimize.space import DEFAULT_TP_DEGREES as _TP
 from roofline_opt.optimize.sweep import frontier_answers, is_monotone, preferred_index
+from roofline_opt.physics import requests as rq
+from roofline_opt.physics.evaluator import KV_BITS
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
+
+WORKLOAD_COLUMNS = ("isl", "osl", "weight")
 
 MAX_GAMMA = 64
 MAX_BATCH_LIMIT = 1 << 20
@@ -48,13 +68,13 @@ def _model(model: str | ModelSpec, field: str = "model") -> tuple[ModelSpec, int
     return catalog.resolve_model(model, field)
 
 
-def _gpus(gpu: str | GpuSpec | Sequence[str | GpuSpec]) -> tuple[GpuSpec, ...]:
+def _gpus(gpu: str | GpuSpec | Sequence[str | GpuSpec], field: str = "gpu") -> tuple[GpuSpec, ...]:
     if isinstance(gpu, GpuSpec):
         return (gpu,)
-    names = checks.parse_name_list("gpu", gpu) if isinstance(gpu, str) else tuple(gpu)
-    specs = tuple(g if isinstance(g, GpuSpec) else catalog.load_gpu(g) for g in names)
+    names = checks.parse_name_list(field, gpu) if isinstance(gpu, str) else tuple(gpu)
+    specs = tuple(g if isinstance(g, GpuSpec) else catalog.load_gpu(g, field) for g in names)
     if len({g.name for g in specs}) != len(specs):
-        raise InvalidInput("gpu", f"must name each accelerator once. Got {', '.join(g.name for g in specs)} instead.")
+        raise InvalidInput(field, f"must name each accelerator once. Got {', '.join(g.name for g in specs)} instead.")
     return specs
 
 
@@ -85,8 +105,14 @@ def _with_placement(q: Question, answer: Answer) -> Answer:
     from roofline_opt import topology
 
     s = answer.setup
-    placement = topology.place(q.cluster, s.gpu, s.tp, s.pp, s.replicas)
-    return dataclasses.replace(answer, placement=placement.to_dict())
+    if not s.disaggregated:
+        placement = topology.place(q.cluster, s.gpu, s.tp, s.pp, s.replicas)
+        return dataclasses.replace(answer, placement=placement.to_dict())
+    if s.prefill_gpu == s.gpu:
+        return answer  # one accelerator type for both sides: counted together, not placed instance by instance
+    decode = topology.place(q.cluster, s.gpu, s.tp, s.pp, s.replicas * s.decode_instances)
+    prefill = topology.place(q.cluster, s.prefill_gpu, s.prefill_tp, s.prefill_pp, s.replicas * s.prefill_instances)
+    return dataclasses.replace(answer, placement={"decode": decode.to_dict(), "prefill": prefill.to_dict()})
 
 
 def _bits(weight_bits, suffix_bits: int | None) -> tuple[int, ...]:
@@ -132,7 +158,7 @@ def question(
     tp_modes=("1d", "2d"),
     ep_degrees=(1,),
     max_batch: int = DEFAULT_MAX_BATCH,
-    context: int = DEFAULT_CONTEXT,
+    context: int | None = None,
     draft: str | ModelSpec | None = None,
     acceptance: float = DEFAULT_ACCEPTANCE,
     gamma_max: int = 0,
@@ -140,6 +166,19 @@ def question(
     max_gpus: int | None = None,
     demand_tok_s: float | None = None,
     cluster: str | None = None,
+    kv_bits=None,
+    isl: int | None = None,
+    osl: int | None = None,
+    workload=None,
+    serving=rq.AGG,
+    chunk_tokens=None,
+    ttft_ms: float | None = None,
+    tpot_ms: float | None = None,
+    prefill_gpu=None,
+    decode_gpu=None,
+    max_instances: int = DEFAULT_MAX_INSTANCES,
+    demand_req_s: float | None = None,
+    max_utilisation: float = 1.0,
 ) -> Question:
     """A validated Question (see the module docstring for every parameter)."""
     spec, suffix_bits = _model(model)
@@ -159,6 +198,26 @@ def question(
         raise InvalidInput("gpu", "must name at least one accelerator (or give --cluster). Got none instead.")
     else:
         gpus = _gpus(gpu)
+    gpus, roles = _roles(gpus, prefill_gpu, decode_gpu, cluster is not None)
+    load = _workload(isl, osl, workload)
+    modes = _serving(serving, load)
+    if load is not None and draft_spec is not None:
+        raise InvalidInput("draft", "cannot be combined with whole requests (--isl/--workload) yet. Drop one of them.")
+    if load is None and ttft_ms is not None:
+        raise InvalidInput("ttft_ms", "needs whole requests: give --isl and --osl or --workload")
+    if demand_req_s is not None and demand_tok_s is not None:
+        raise InvalidInput("demand_req_s", "excludes --demand-tok-s: give the demand in one unit")
+    if demand_req_s is not None:
+        if load is None:
+            raise InvalidInput("demand_req_s", "needs whole requests: give --isl and --osl or --workload")
+        demand_tok_s = checks.positive_float("demand_req_s", demand_req_s) * load.mean_osl
+    if context is None:
+        context = DEFAULT_CONTEXT if load is None else load.decode_context
+    else:
+        context = checks.positive_int("context", context, minimum=0)
+    utilisation = checks.positive_float("max_utilisation", max_utilisation)
+    if utilisation > 1.0:
+        raise InvalidInput("max_utilisation", f"must be in (0, 1]. Got {max_utilisation!r} instead.")
     return Question(
         model=spec,
         gpus=gpus,
@@ -168,7 +227,7 @@ def question(
         pp_degrees=_degrees("pp_degrees", pp_degrees),
         ep_degrees=_ep_degrees(spec, ep_degrees),
         max_batch=max_batch,
-        context=checks.positive_int("context", context, minimum=0),
+        context=context,
         draft=draft_spec,
         acceptance=checks.probability("acceptance", acceptance),
         gamma_max=gamma_max,
@@ -178,7 +237,107 @@ def question(
         instance_limit=instance_limit,
         cluster_name=None if cluster is None else str(cluster),
         cluster=graph,
+        kv_bits=_choices("kv_bits", kv_bits, KV_BITS, (16,)),
+        workload=load,
+        serving=modes,
+        chunk_tokens=_degrees(
+            "chunk_tokens", _listed(rq.DEFAULT_CHUNK_TOKENS if chunk_tokens is None else chunk_tokens)
+        ),
+        max_ttft_s=None if ttft_ms is None else checks.positive_float("ttft_ms", ttft_ms) / 1e3,
+        max_tpot_s=None if tpot_ms is None else checks.positive_float("tpot_ms", tpot_ms) / 1e3,
+        max_utilisation=utilisation,
+        max_instances=checks.positive_int("max_instances", max_instances),
+        **roles,
     )
+
+
+def _listed(values):
+    """A single number as a one-item tuple; text and sequences unchanged."""
+    return (values,) if isinstance(values, int | float) and not isinstance(values, bool) else values
+
+
+def _choices(field: str, values, allowed: tuple[int, ...], default: tuple[int, ...]) -> tuple[int, ...]:
+    """One value or several (a list or "16,8") from ``allowed``."""
+    if values is None:
+        return default
+    raw = checks.parse_int_list(field, values) if isinstance(values, str) else values
+    items = (raw,) if isinstance(raw, int) else tuple(raw)
+    if not items:
+        raise InvalidInput(field, f"must list at least one of {', '.join(map(str, allowed))}. Got none instead.")
+    return tuple(sorted({checks.choice(field, v, allowed) for v in items}, reverse=True))
+
+
+def _roles(gpus, prefill_gpu, decode_gpu, on_cluster: bool):
+    """All accelerators (the --gpu list, then any named only for prefill or decode) and each role's indices."""
+    names = [g.name for g in gpus]
+    roles: dict[str, tuple[int, ...] | None] = dict.fromkeys(("agg_gpu_index", "prefill_gpu_index", "decode_gpu_index"))
+    if prefill_gpu is None and decode_gpu is None:
+        return gpus, roles
+    extra = list(gpus)
+    for field, value in (("prefill_gpu", prefill_gpu), ("decode_gpu", decode_gpu)):
+        if value is None:
+            continue
+        for spec in _gpus(value, field):
+            if spec.name in names:
+                continue
+            if on_cluster:
+                msg = f"must name accelerators the cluster has ({', '.join(names)}). Got {spec.name} instead."
+                raise InvalidInput(field, msg)
+            extra.append(spec)
+            names.append(spec.name)
+    main = tuple(range(len(gpus)))
+    roles["agg_gpu_index"] = main
+    for field, value in (("prefill_gpu", prefill_gpu), ("decode_gpu", decode_gpu)):
+        wanted = main if value is None else tuple(names.index(g.name) for g in _gpus(value, field))
+        roles[field + "_index"] = tuple(sorted(set(wanted)))
+    return tuple(extra), roles
+
+
+def _workload(isl, osl, workload) -> rq.Workload | None:
+    """A single class from isl/osl, a mix from a CSV file or tuples, or None (decode only)."""
+    if workload is not None:
+        if isl is not None or osl is not None:
+            raise InvalidInput("workload", "excludes --isl/--osl: give the lengths in the file")
+        if isinstance(workload, rq.Workload):
+            return workload
+        rows = _workload_rows(workload)
+        return rq.Workload(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows))
+    if isl is None and osl is None:
+        return None
+    if isl is None or osl is None:
+        missing = "isl" if isl is None else "osl"
+        raise InvalidInput(missing, "is required with the other request length (--isl and --osl go together)")
+    return rq.Workload.single(checks.positive_int("isl", isl, minimum=0), checks.positive_int("osl", osl))
+
+
+def _workload_rows(workload) -> list[tuple[int, int, float]]:
+    if isinstance(workload, str | os.PathLike):
+        path = Path(workload)
+        frame = files.read_csv_cells(path, "workload", WORKLOAD_COLUMNS, "request class")
+        cells = [(f"{path} line {n}", r) for n, r in enumerate(frame.to_dict("records"), start=2)]
+    else:
+        cells = [(f"workload row {n}", dict(zip(WORKLOAD_COLUMNS, r, strict=True))) for n, r in enumerate(workload)]
+    return [
+        (
+            checks.positive_int(f"{where}: isl", row["isl"], minimum=0),
+            checks.positive_int(f"{where}: osl", row["osl"]),
+            checks.positive_float(f"{where}: weight", row["weight"]),
+        )
+        for where, row in cells
+    ]
+
+
+def _serving(serving, load: rq.Workload | None) -> tuple[str, ...]:
+    raw = checks.parse_name_list("serving", serving) if isinstance(serving, str) else tuple(serving)
+    modes = tuple(m for m in rq.SERVING_MODES if m in {checks.choice("serving", v, rq.SERVING_MODES) for v in raw})
+    if not modes:
+        raise InvalidInput("serving", "must offer agg, disagg or both. Got none instead.")
+    if rq.DISAGG in modes:
+        if load is None:
+            raise InvalidInput("serving", "disagg needs whole requests: give --isl and --osl or --workload")
+        if min(load.isl) < 1:
+            raise InvalidInput("serving", "disagg needs prompts of at least 1 token (every class's isl >= 1)")
+    return modes
 
 
 def _options(time_limit_s: float | None, mip_gap: float) -> SolverOptions:

@@ -15,7 +15,8 @@ import pytest
 from roofline_opt import api, catalog, fidelity
 from roofline_opt.cli import EXIT_BAD_INPUT, main
 from roofline_opt.fidelity import MeasuredSetup
-from roofline_opt.physics import evaluator
+from roofline_opt.fidelity.requests_bound import request_prediction
+from roofline_opt.physics import evaluator, requests
 from roofline_opt.physics.specs import DEFAULT
 
 DATA = Path(__file__).parent / "data"
@@ -60,7 +61,7 @@ def test_validate_maps_a_row_and_predicts_with_the_evaluator() -> None:
         evaluator.Layout.of(1, False, 1, 1152),
         1,
     )["tok_s_per_request"]
-    assert row.row.setup == MeasuredSetup("llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152)
+    assert row.row.setup == MeasuredSetup("llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152, 128, 2048, "request")
     assert row.predicted_tok_s_per_request == pytest.approx(float(expected))
     assert row.ratio_tok_s_per_request == pytest.approx(float(expected) / 98.92)
     assert row.bound_holds is True
@@ -81,7 +82,7 @@ def test_validate_splits_instances_and_reads_an_fp8_kv_cache() -> None:
             "tok_s_per_gpu": "500",
         }
     )
-    assert row.setup == MeasuredSetup("llama-2-70b", 8, 8, "h100-sxm", 2, 1, 1, 4, 100, 1100)
+    assert row.setup == MeasuredSetup("llama-2-70b", 8, 8, "h100-sxm", 2, 1, 1, 4, 100, 1100, 1000, 200, "tpot")
     assert row.reasons == ()
 
 
@@ -109,8 +110,8 @@ def test_default_efficiencies_bound_the_synthetic_measurements() -> None:
     summary = fidelity.summarise(fidelity.validate(SYNTHETIC))
     assert (summary.compared, summary.bounded) == (11, 11)
     assert summary.median_ratio_tok_s_per_request == pytest.approx(1.2, abs=0.2)
-    assert summary.line().endswith(f"bound holds on 11/11 = 100%; median predicted/measured tok/s per request "
-                                   f"{summary.median_ratio_tok_s_per_request:.4g}")  # fmt: skip
+    assert (f"bound holds on 11/11 = 100%; median predicted/measured tok/s per request "
+            f"{summary.median_ratio_tok_s_per_request:.4g}") in summary.line()  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------- calibrate
@@ -227,3 +228,24 @@ def test_bad_input_exits_2_with_one_line(case: str, tmp_path: Path) -> None:
     assert err.count("\n") == 1
     assert err.startswith("roofline-opt: error: ")
     assert field in err and fragment in err
+
+
+def test_prefill_aware_prediction_of_a_static_batch_adds_the_prompt_step() -> None:
+    """A static batch: O tokens per request in T_prefill(B, I) + O x decode step (the prompt's cost included)."""
+    setup = MeasuredSetup("llama-2-70b", 16, 16, "h100-sxm", 2, 1, 1, 1, 96, 2112, 2048, 128, "request")
+    model, gpu = catalog.load_model("llama-2-70b"), catalog.load_gpu("h100-sxm")
+    layout = evaluator.Layout.of(2, False, 1, 2112)
+    prefill = requests.prefill_step(model, gpu, DEFAULT, 16, layout, 96.0, 2048).step_time_s
+    decode = evaluator.step(model, gpu, DEFAULT, 16, layout, 96.0).step_time_s
+    per_request, per_gpu = request_prediction(setup, DEFAULT)
+    assert per_request == pytest.approx(128 / float(prefill + 128 * decode))
+    assert per_gpu == pytest.approx(per_request * 96 / 2)
+    decode_only = float(evaluator.evaluate(model, gpu, DEFAULT, 16, layout, 96.0)["tok_s_per_request"])
+    assert per_request < decode_only / 2
+
+
+def test_prefill_aware_bound_is_reported_per_row_and_in_the_summary() -> None:
+    rows = fidelity.validate(SYNTHETIC)
+    judged = [r for r in rows if r.bound_holds is not None]
+    assert all(r.request_tok_s_per_request <= r.predicted_tok_s_per_request * (1 + 1e-12) for r in judged)
+    assert "prefill-aware: bound holds on" in fidelity.summarise(rows).line()

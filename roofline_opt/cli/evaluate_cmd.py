@@ -14,6 +14,8 @@ import pandas as pd
 from roofline_opt import catalog, checks, files, report
 from roofline_opt.errors import InvalidInput
 from roofline_opt.physics import evaluator
+from roofline_opt.physics import requests as rq
+from roofline_opt.physics.evaluator import KV_BITS
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
 
 REQUIRED_COLUMNS = ("model", "gpu", "tp", "pp", "batch")
@@ -21,12 +23,24 @@ OPTIONAL_DEFAULTS = {
     "weight_bits": None,
     "tp_2d": False,
     "ep": 1,
-    "context": 0,
+    "context": None,
     "tokens_per_step": 1,
     "draft": None,
     "acceptance": 0.8,
     "gamma_max": 0,
     "preset": "default",
+    "kv_bits": 16,
+    "isl": None,
+    "osl": None,
+    "serving": "agg",
+    "chunk_tokens": rq.DEFAULT_CHUNK_TOKENS,
+    "prefill_gpu": None,
+    "prefill_tp": 1,
+    "prefill_tp_2d": False,
+    "prefill_pp": 1,
+    "prefill_batch": 1,
+    "prefill_instances": 1,
+    "decode_instances": 1,
 }
 """Optional inputs and their defaults; a CSV without such a column takes the flag's value instead."""
 TABLE_COLUMNS = (
@@ -34,6 +48,12 @@ TABLE_COLUMNS = (
     "time_per_token_s", "tok_s_per_request", "usd_per_mtok", "mfu", "fits_in_memory", "bottleneck", "best_gamma",
 )  # fmt: skip
 """Columns of the terminal table for several setups (one setup shows every field; --json and --csv carry all)."""
+REQUEST_TABLE_COLUMNS = (
+    "model", "gpu", "tp", "pp", "batch", "kv_bits", "isl", "osl", "serving", "prefill_gpu", "prefill_tp", "prefill_pp",
+    "prefill_batch", "ttft_s", "tpot_s", "requests_per_s", "usd_per_request", "usd_per_mtok", "tok_s_per_gpu",
+    "fits_in_memory",
+)  # fmt: skip
+"""Columns of the terminal table when some setups price whole requests."""
 _TRUE_FALSE = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 DRAFT_DEFAULT_BITS = 16
 
@@ -57,10 +77,29 @@ class Setup:
     acceptance: float
     gamma_max: int
     preset: str
+    kv_bits: int = 16
+    isl: int | None = None
+    osl: int | None = None
+    serving: str = rq.AGG
+    chunk_tokens: int = rq.DEFAULT_CHUNK_TOKENS
+    prefill_gpu: str = ""
+    prefill_tp: int = 1
+    prefill_tp_2d: bool = False
+    prefill_pp: int = 1
+    prefill_batch: int = 1
+    prefill_instances: int = 1
+    decode_instances: int = 1
+
+    @property
+    def is_request(self) -> bool:
+        """Priced as whole requests (prompt and output lengths given)."""
+        return self.isl is not None
 
     @property
     def group_key(self) -> tuple[Any, ...]:
-        """Setups sharing this key are evaluated in one vectorised call."""
+        """Setups sharing this key are evaluated in one vectorised call (whole requests: one by one)."""
+        if self.is_request:
+            return (id(self),)
         return (self.model, self.weight_bits, self.gpu, self.draft, self.draft_weight_bits, self.acceptance,
                 self.gamma_max, self.preset)  # fmt: skip
 
@@ -147,6 +186,10 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
     if bool(gamma_max) != bool(draft_text):
         wanted = "at least 1 with a draft model (0 leaves it unused)" if draft_text else "0 without a draft model"
         raise InvalidInput(label("gamma_max"), f"must be {wanted}. Got {gamma_max} instead.")
+    request = _request_fields(values, label, specs, gpu_text, bits, bool(draft_text))
+    context = values["context"]
+    if context is None:
+        context = 0 if "isl" not in request else int(request["isl"] + request["osl"] / 2)
     return Setup(
         model=model_text,
         weight_bits=bits,
@@ -156,14 +199,54 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
         pp=checks.positive_int(label("pp"), values["pp"]),
         ep=ep,
         batch=checks.positive_int(label("batch"), values["batch"]),
-        context=checks.positive_int(label("context"), values["context"], minimum=0),
+        context=checks.positive_int(label("context"), context, minimum=0),
         tokens_per_step=checks.positive_int(label("tokens_per_step"), values["tokens_per_step"]),
         draft=draft_text,
         draft_weight_bits=draft_bits,
         acceptance=checks.probability(label("acceptance"), values["acceptance"]),
         gamma_max=gamma_max,
         preset=checks.choice(label("preset"), values["preset"], PRESETS),
+        **request,
     )
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _request_fields(values, label, specs: _Specs, gpu_text: str, bits: int, has_draft: bool) -> dict[str, Any]:
+    """KV bits, request lengths, serving mode, chunk and the prefill side of a setup, checked."""
+    out: dict[str, Any] = {"kv_bits": checks.choice(label("kv_bits"), values["kv_bits"], KV_BITS)}
+    isl, osl = values["isl"], values["osl"]
+    serving = checks.choice(label("serving"), values["serving"], rq.SERVING_MODES)
+    if _blank(isl) and _blank(osl):
+        if serving != rq.AGG:
+            raise InvalidInput(label("serving"), "disagg needs whole requests: give --isl and --osl")
+        return out
+    if _blank(isl) or _blank(osl):
+        missing = "isl" if _blank(isl) else "osl"
+        raise InvalidInput(label(missing), "is required with the other request length (--isl and --osl go together)")
+    if has_draft:
+        raise InvalidInput(label("draft"), "cannot be combined with whole requests (--isl/--osl) yet. Drop one.")
+    out.update(
+        isl=checks.positive_int(label("isl"), isl, minimum=0 if serving == rq.AGG else 1),
+        osl=checks.positive_int(label("osl"), osl),
+        serving=serving,
+        chunk_tokens=checks.positive_int(label("chunk_tokens"), values["chunk_tokens"]),
+    )
+    if serving == rq.DISAGG:
+        prefill_text = gpu_text if _blank(values["prefill_gpu"]) else _text(label("prefill_gpu"), values["prefill_gpu"])
+        _check_runs(label("prefill_gpu"), specs.gpu(prefill_text, label("prefill_gpu")), bits)
+        out.update(
+            prefill_gpu=prefill_text,
+            prefill_tp=checks.positive_int(label("prefill_tp"), values["prefill_tp"]),
+            prefill_tp_2d=_bool(label("prefill_tp_2d"), values["prefill_tp_2d"]),
+            prefill_pp=checks.positive_int(label("prefill_pp"), values["prefill_pp"]),
+            prefill_batch=checks.positive_int(label("prefill_batch"), values["prefill_batch"]),
+            prefill_instances=checks.positive_int(label("prefill_instances"), values["prefill_instances"]),
+            decode_instances=checks.positive_int(label("decode_instances"), values["decode_instances"]),
+        )
+    return out
 
 
 def _flag_defaults(args: argparse.Namespace) -> dict[str, Any]:
@@ -198,9 +281,35 @@ def setups_from_csv(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
 # ----------------------------------------------------------------------------------------------- evaluation
 
 
+def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
+    """A setup priced as whole requests: the aggregated instance or the disaggregated unit (physics/requests.py)."""
+    model = specs.model(setup.model, "model")[0]
+    gpu = specs.gpu(setup.gpu, "gpu")
+    preset = PRESETS[setup.preset]
+    workload = rq.Workload.single(setup.isl, setup.osl)
+    layout = evaluator.Layout.of(setup.tp, setup.tp_2d, setup.pp, setup.context, 1, setup.ep, setup.kv_bits)
+    batch = np.array([float(setup.batch)])
+    if setup.serving == rq.DISAGG:
+        p_gpu = specs.gpu(setup.prefill_gpu, "prefill_gpu")
+        p_layout = evaluator.Layout.of(setup.prefill_tp, setup.prefill_tp_2d, setup.prefill_pp, 0, 1, 1, setup.kv_bits)
+        out = rq.disaggregated_figures(
+            model, preset, setup.weight_bits, workload,
+            (p_gpu, p_layout, float(setup.prefill_batch), setup.prefill_instances),
+            (gpu, layout, batch, setup.decode_instances),
+        )  # fmt: skip
+    else:
+        out = rq.aggregated_figures(model, gpu, preset, setup.weight_bits, layout, batch, workload, setup.chunk_tokens)
+    out["n_gpus"] = np.asarray(layout.n_gpus, dtype=float)
+    out["time_per_token_s"] = out["tpot_s"]
+    out["tok_s_per_request"] = 1.0 / out["tpot_s"]
+    return {k: np.broadcast_to(np.asarray(v), batch.shape) for k, v in out.items()}
+
+
 def _evaluate_group(setups: list[Setup], specs: _Specs) -> dict[str, np.ndarray]:
     """evaluator.evaluate over arrays of setups that share model, accelerator, precision, draft and preset."""
     first = setups[0]
+    if first.is_request:
+        return _evaluate_request(first, specs)
     model = specs.model(first.model, "model")[0]
     draft = specs.model(first.draft, "draft")[0] if first.draft else None
 
@@ -208,8 +317,9 @@ def _evaluate_group(setups: list[Setup], specs: _Specs) -> dict[str, np.ndarray]
         return np.array([getattr(s, name) for s in setups])
 
     layout = evaluator.Layout.of(
-        column("tp"), column("tp_2d"), column("pp"), column("context"), column("tokens_per_step"), column("ep")
-    )
+        column("tp"), column("tp_2d"), column("pp"), column("context"), column("tokens_per_step"), column("ep"),
+        column("kv_bits"),
+    )  # fmt: skip
     return evaluator.evaluate(
         model,
         specs.gpu(first.gpu, "gpu"),
@@ -242,7 +352,20 @@ def _inputs(setup: Setup, specs: _Specs) -> dict[str, Any]:
     inputs["model"] = specs.model(setup.model, "model")[0].name
     inputs["gpu"] = specs.gpu(setup.gpu, "gpu").name
     inputs["draft"] = specs.model(setup.draft, "draft")[0].name if setup.draft else None
+    if not setup.is_request:
+        for name in ("isl", "osl", "serving", "chunk_tokens", *PREFILL_INPUTS):
+            inputs.pop(name)
+    elif setup.serving != rq.DISAGG:
+        for name in PREFILL_INPUTS:
+            inputs.pop(name)
+    else:
+        inputs["prefill_gpu"] = specs.gpu(setup.prefill_gpu, "prefill_gpu").name
+        inputs.pop("chunk_tokens")
     return inputs
+
+
+PREFILL_INPUTS = ("prefill_gpu", "prefill_tp", "prefill_tp_2d", "prefill_pp", "prefill_batch", "prefill_instances",
+                  "decode_instances")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------- command
@@ -254,7 +377,8 @@ def _table(frame: pd.DataFrame) -> str:
         record = frame.iloc[0]
         fields = pd.DataFrame({"field": frame.columns, "value": [report.format_number(v) for v in record]})
         return report.frame_to_table(fields)
-    return report.frame_to_table(frame[list(TABLE_COLUMNS)])
+    columns = REQUEST_TABLE_COLUMNS if "ttft_s" in frame.columns else TABLE_COLUMNS
+    return report.frame_to_table(frame[[c for c in columns if c in frame.columns]])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -284,7 +408,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pp", help="pipeline degree P")
     p.add_argument("--ep", default=OPTIONAL_DEFAULTS["ep"], help="expert-parallel degree inside TP (default 1)")
     p.add_argument("--batch", help="sequences decoded together by one instance, B")
-    p.add_argument("--context", default=OPTIONAL_DEFAULTS["context"], help="tokens already in the KV cache (0)")
+    p.add_argument("--context", help="tokens already in the KV cache (default 0; with --isl/--osl isl + osl / 2)")
     p.add_argument("--tokens-per-step", dest="tokens_per_step", default=OPTIONAL_DEFAULTS["tokens_per_step"],
                    help="tokens per sequence per step, S (default 1)")  # fmt: skip
     p.add_argument("--draft", help="draft model for speculative decoding (runs at 16-bit unless its name says)")
@@ -292,6 +416,23 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--gamma-max", dest="gamma_max", default=OPTIONAL_DEFAULTS["gamma_max"],
                    help="longest draft tried; the best of 0..gamma-max is reported (default 0)")  # fmt: skip
     p.add_argument("--preset", default=OPTIONAL_DEFAULTS["preset"], help="physics: paper or default (default)")
+    p.add_argument("--kv-bits", dest="kv_bits", default=16, help="KV-cache precision: 16, 8 or 4 (default 16)")
+    p.add_argument("--isl", help="input tokens per request: price whole requests (with --osl)")
+    p.add_argument("--osl", help="output tokens per request (with --isl)")
+    p.add_argument(
+        "--serving", default=rq.AGG, help="agg (chunked prefill in the decode steps) or disagg (default agg)"
+    )
+    p.add_argument("--chunk-tokens", dest="chunk_tokens", default=rq.DEFAULT_CHUNK_TOKENS,
+                   help="prefill tokens per step of aggregated serving (default 2048)")  # fmt: skip
+    p.add_argument("--prefill-gpu", dest="prefill_gpu", help="disagg: accelerator of the prefill instances (--gpu)")
+    p.add_argument("--prefill-tp", dest="prefill_tp", default=1, help="disagg: prefill tensor-parallel degree (1)")
+    p.add_argument("--prefill-tp-2d", dest="prefill_tp_2d", action="store_true", help="disagg: 2-D prefill TP")
+    p.add_argument("--prefill-pp", dest="prefill_pp", default=1, help="disagg: prefill pipeline degree (1)")
+    p.add_argument("--prefill-batch", dest="prefill_batch", default=1, help="disagg: prompts per prefill step (1)")
+    p.add_argument("--prefill-instances", dest="prefill_instances", default=1,
+                   help="disagg: prefill instances x of the xPyD unit (1)")  # fmt: skip
+    p.add_argument("--decode-instances", dest="decode_instances", default=1,
+                   help="disagg: decode instances y of the xPyD unit (1)")  # fmt: skip
     p.add_argument("--from-csv", dest="from_csv", metavar="FILE", help="evaluate every row of this CSV")
     p.add_argument("--json", action="store_true", help="print a JSON list of row objects instead of a table")
     p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")

@@ -19,7 +19,9 @@ from roofline_opt.optimize.space import Question
 
 SPACE_FIELDS = (
     "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "max_batch", "context", "draft", "acceptance",
-    "gamma_max", "preset", "max_gpus", "demand_tok_s", "cluster",
+    "gamma_max", "preset", "max_gpus", "demand_tok_s", "cluster", "kv_bits", "isl", "osl", "workload", "serving",
+    "chunk_tokens", "ttft_ms", "tpot_ms", "prefill_gpu", "decode_gpu", "max_instances", "demand_req_s",
+    "max_utilisation",
 )  # fmt: skip
 """Flags passed unchanged to api.question as keyword arguments of the same name."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
@@ -63,8 +65,44 @@ def _tp(record: Mapping[str, Any]) -> str:
     return f"{record['tp']} (2d)" if record["tp_2d"] else str(record["tp"])
 
 
+def _requests_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
+    """Headline columns of answers about whole requests: serving mode, prefill side, TTFT, TPOT and prices."""
+    return pd.DataFrame(
+        {
+            "serving": [r["serving"] for r in records],
+            "decode (y x layout)": [
+                f"{r['decode_instances']} x {r['gpu']} {r['decode_layout']}"
+                if r["serving"] == "disagg"
+                else f"{r['gpu']} {r['decode_layout']}"
+                for r in records
+            ],
+            "prefill (x x layout, batch)": [
+                f"{int(r['prefill_instances'])} x {r['prefill_gpu']} {r['prefill_layout']}, {int(r['prefill_batch'])}"
+                if r["serving"] == "disagg"
+                else f"chunk {r['chunk_tokens']}"
+                for r in records
+            ],
+            "batch": [r["batch"] for r in records],
+            "weight_bits": [r["weight_bits"] for r in records],
+            "kv_bits": [r["kv_bits"] for r in records],
+            "replicas": [r["replicas"] for r in records],
+            "TTFT ms": [r["ttft_s"] * 1e3 for r in records],
+            "TPOT ms": [r["tpot_s"] * 1e3 for r in records],
+            "tok/s per request": [r["tok_s_per_request"] for r in records],
+            "req/s": [r["requests_per_s"] for r in records],
+            "$/request": [r["usd_per_request"] for r in records],
+            "$/Mtok": [r["usd_per_mtok"] for r in records],
+            "$/Mtok blended": [r["usd_per_mtok_blended"] for r in records],
+            "tok/s per GPU": [r["tok_s_per_gpu"] for r in records],
+            "bottleneck": [r["bottleneck"] for r in records],
+        }
+    )
+
+
 def summary_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
     """The headline columns of answer records, in the units people read: ms/token, MFU in percent."""
+    if records and "serving" in records[0]:
+        return _requests_frame(records)
     return pd.DataFrame(
         {
             "gpu": [r["gpu"] for r in records],
@@ -98,6 +136,11 @@ def _solver_line(records: list[Mapping[str, Any]]) -> str:
 def describe(record: Mapping[str, Any], sep: str = ": ") -> str:
     """A setup and its two headline figures, joined by ``sep``."""
     setup = f"{record['n_gpus']} x {record['gpu']}, tp {_tp(record)} x pp {record['pp']}, batch {record['batch']}"
+    if record.get("serving") == "disagg":
+        setup = (
+            f"{int(record['prefill_instances'])}P ({record['prefill_gpu']} {record['prefill_layout']}) "
+            f"{record['decode_instances']}D ({record['gpu']} {record['decode_layout']}), batch {record['batch']}"
+        )
     speed = report.format_number(record["tok_s_per_request"])
     return f"{setup}{sep}{speed} tok/s per request at ${report.format_number(record['usd_per_mtok'])}/Mtok"
 
@@ -126,7 +169,8 @@ def run_fastest(args: argparse.Namespace) -> int:
         answer = api.fastest_answer(question, args.max_usd_per_mtok, args.method, args.time_limit, args.mip_gap)
     limit = "at any price" if args.max_usd_per_mtok is None else f"within ${args.max_usd_per_mtok}/Mtok"
     record = answer.to_record()
-    _emit(args, [record], _answer_text(f"fastest setup of {question.model.name} {limit}", record), as_list=False)
+    headline = f"fastest setup of {question.model.name} {limit}{_request_text(question)}"
+    _emit(args, [record], _answer_text(headline, record), as_list=False)
     return 0
 
 
@@ -136,8 +180,11 @@ def run_cheapest(args: argparse.Namespace) -> int:
         _check_outputs(args)
         answer = api.cheapest_answer(question, args.min_tok_s, args.method, args.time_limit, args.mip_gap)
     limit = "at any speed" if args.min_tok_s is None else f"at {args.min_tok_s} tok/s per request or faster"
+    if args.min_tok_s is None and question.max_tpot_s is not None:
+        limit = "at that TPOT or less"
     record = answer.to_record()
-    _emit(args, [record], _answer_text(f"cheapest setup of {question.model.name} {limit}", record), as_list=False)
+    headline = f"cheapest setup of {question.model.name} {limit}{_request_text(question)}"
+    _emit(args, [record], _answer_text(headline, record), as_list=False)
     return 0
 
 
@@ -156,6 +203,18 @@ def run_frontier(args: argparse.Namespace) -> int:
         report.plot_frontier(frame, args.plot, title=_plot_title(question), preferred_label=label, observed=observed)
     _emit(args, records, _frontier_text(question, frame, args.utility_exponent), as_list=True)
     return 0
+
+
+def _request_text(question: Question) -> str:
+    """The whole-request part of a headline: lengths, limits and serving modes offered ("" for decode-only)."""
+    w = question.workload
+    if w is None:
+        return ""
+    lengths = f"{w.isl[0]} in / {w.osl[0]} out" if len(w.isl) == 1 else f"a {len(w.isl)}-class mix"
+    limits = [f"{name} <= {value * 1e3:.4g} ms" for name, value in (("TTFT", question.max_ttft_s),
+              ("TPOT", question.max_tpot_s)) if value is not None]  # fmt: skip
+    serving = "/".join(question.serving)
+    return f" for requests of {lengths} tokens ({', '.join([serving, *limits])})"
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -227,6 +286,21 @@ SHARED_HELP = {
     "--preset": "physics of the reference notebook or the realistic one (default default)",
     "--max-gpus": "GPUs available in all, over every replica (default unlimited)",
     "--demand-tok-s": "total tokens/s to serve: replicas meet it and an instance may not out-serve it",
+    "--kv-bits": "KV-cache precision(s) offered: 16, 8, 4 or a list like 16,8 (default 16)",
+    "--isl": "input tokens per request (with --osl): prices whole requests, prefill included",
+    "--osl": "output tokens per request (with --isl); the decode context becomes isl + osl / 2 unless --context",
+    "--workload": "CSV of request classes (columns isl, osl, weight) served by one deployment, instead of --isl/--osl",
+    "--serving": "serving modes offered: agg (chunked prefill in the decode steps), disagg (separate prefill and "
+    "decode instances) or agg,disagg (default agg)",
+    "--chunk-tokens": "prefill tokens per step of aggregated serving, one or a list (default 2048)",
+    "--ttft-ms": "time-to-first-token limit in ms (needs --isl/--osl or --workload)",
+    "--tpot-ms": "time-per-output-token limit in ms (the same limit as --min-tok-s 1000/T)",
+    "--prefill-gpu": "accelerator(s) offered for prefill instances of disaggregated serving (default: --gpu)",
+    "--decode-gpu": "accelerator(s) offered for decode instances of disaggregated serving (default: --gpu)",
+    "--max-instances": "largest number of prefill or decode instances in one disaggregated unit (default 4)",
+    "--demand-req-s": "total requests/s to serve (instead of --demand-tok-s)",
+    "--max-utilisation": "fraction of each instance's throughput used, in (0, 1] (default 1.0: busy instances, as "
+    "the paper prices them; e.g. 0.8 leaves headroom for bursts and prices the idle 20%%)",
     "--time-limit": "HiGHS time limit per solve, in seconds (default none)",
     "--mip-gap": "HiGHS relative MIP gap (default 1e-6)",
     "--method": "HiGHS MIP or brute-force enumeration (default mip)",
@@ -245,9 +319,12 @@ SHARED_DEFAULTS = {
     "--preset": "default",
     "--mip-gap": 1e-6,
     "--method": "mip",
+    "--serving": "agg",
+    "--max-instances": 4,
+    "--max-utilisation": 1.0,
 }
 METAVARS = {"--time-limit": "SECONDS", "--csv": "OUT", "--cluster": "FILE", "--preset": "{paper,default}",
-            "--method": "{mip,enumerate}"}  # fmt: skip
+            "--method": "{mip,enumerate}", "--workload": "FILE.csv", "--serving": "MODES"}  # fmt: skip
 
 
 def _add_shared(p: argparse.ArgumentParser) -> None:

@@ -84,6 +84,11 @@ class MeasuredSetup:
     instances: int
     batch: int
     context: int
+    input_len: int | None = None
+    output_len: int | None = None
+    speed_basis: str = "tpot"
+    """Input and output tokens of the measured requests, and whether tok/s per request is 1 / TPOT (``tpot``) or
+    output tokens over the whole request's time, prefill included (``request``: static batches)."""
 
     @property
     def n_gpus(self) -> int:
@@ -230,7 +235,11 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     setup = None
     if None not in (model, bits, gpu_name, layout, batch, context) and not reasons:
         tp, pp, ep, instances = layout
-        setup = MeasuredSetup(model.name, bits[0], bits[1], gpu_name, tp, pp, ep, instances, batch, context)
+        isl, osl = round(_number(text["input_len"])), round(_number(text["output_len"]))
+        basis = "request" if "static" in text["batch_or_concurrency"].lower() else "tpot"
+        setup = MeasuredSetup(
+            model.name, bits[0], bits[1], gpu_name, tp, pp, ep, instances, batch, context, isl, osl, basis
+        )
         extra = " ".join((text["layout"], text["framework"], text["notes"]))
         if _SPECULATIVE_RE.search(extra):
             reasons.append("measured with speculative decoding (MTP): a one-token-per-step roofline does not bound it")

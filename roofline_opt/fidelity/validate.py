@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ import numpy as np
 
 from roofline_opt import report
 from roofline_opt.fidelity.measured import MeasuredRow, MeasuredSetup, gpu_card, map_row, model_card, read_measured
+from roofline_opt.fidelity.requests_bound import request_prediction
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
 
@@ -24,10 +25,28 @@ class ValidationRow:
     predicted_tok_s_per_gpu: float | None
     fits_in_memory: bool | None
     bottleneck: str | None
+    request_tok_s_per_request: float | None = None
+    request_tok_s_per_gpu: float | None = None
+    """Prefill-aware predictions (fidelity/requests_bound.py): the prompts' cost included."""
 
     @property
     def ratio_tok_s_per_request(self) -> float | None:
         return _ratio(self.predicted_tok_s_per_request, self.row.measured_tok_s_per_request)
+
+    @property
+    def request_ratio_tok_s_per_request(self) -> float | None:
+        return _ratio(self.request_tok_s_per_request, self.row.measured_tok_s_per_request)
+
+    @property
+    def request_bound_holds(self) -> bool | None:
+        """Whether the prefill-aware prediction still bounds the measured figures from above."""
+        if self.row.reasons or self.request_tok_s_per_request is None:
+            return None
+        ratios = [
+            _ratio(self.request_tok_s_per_request, self.row.measured_tok_s_per_request),
+            _ratio(self.request_tok_s_per_gpu, self.row.measured_tok_s_per_gpu),
+        ]
+        return all(r >= 1.0 for r in ratios if r is not None)
 
     @property
     def ratio_tok_s_per_gpu(self) -> float | None:
@@ -69,6 +88,11 @@ class ValidationRow:
             "fits_in_memory": self.fits_in_memory,
             "bottleneck": self.bottleneck,
             "bound_holds": self.bound_holds,
+            "speed_basis": s.speed_basis if s else None,
+            "prefill_aware_tok_s_per_request": self.request_tok_s_per_request,
+            "prefill_aware_ratio_tok_s_per_request": self.request_ratio_tok_s_per_request,
+            "prefill_aware_tok_s_per_gpu": self.request_tok_s_per_gpu,
+            "prefill_aware_bound_holds": self.request_bound_holds,
             "reason": "; ".join(self.row.reasons) or None,
         }
 
@@ -81,6 +105,8 @@ class ValidationSummary:
     compared: int
     bounded: int
     median_ratio_tok_s_per_request: float | None
+    request_bounded: int = 0
+    request_median_ratio: float | None = None
 
     @property
     def fraction_bounded(self) -> float | None:
@@ -93,7 +119,9 @@ class ValidationSummary:
         return (
             f"validate: {self.compared} of {self.rows} rows mapped ({self.rows - self.compared} listed with a "
             f"reason); bound holds on {self.bounded}/{self.compared} = {self.fraction_bounded:.0%}; median "
-            f"predicted/measured tok/s per request {report.format_number(self.median_ratio_tok_s_per_request)}"
+            f"predicted/measured tok/s per request {report.format_number(self.median_ratio_tok_s_per_request)}; "
+            f"prefill-aware: bound holds on {self.request_bounded}/{self.compared}, median ratio "
+            f"{report.format_number(self.request_median_ratio)}"
         )
 
 
@@ -125,7 +153,7 @@ def group_setups(setups: Sequence[MeasuredSetup]) -> list[SetupGroup]:
         def column(name: str, chosen: list[MeasuredSetup] = chosen) -> np.ndarray:
             return np.array([getattr(s, name) for s in chosen])
 
-        layout = evaluator.Layout.of(column("tp"), False, column("pp"), column("context"), 1, column("ep"))
+        layout = evaluator.Layout.of(column("tp"), False, column("pp"), column("context"), 1, column("ep"), kv_bits)
         spec = model_card(model)
         assert spec is not None  # map_row only builds setups of catalog models
         groups.append(SetupGroup(spec, bits, kv_bits, gpu, np.array(indices), layout, column("batch").astype(float)))
@@ -135,7 +163,7 @@ def group_setups(setups: Sequence[MeasuredSetup]) -> list[SetupGroup]:
 def predict_group(
     groups: Sequence[SetupGroup], n: int, preset: Preset, gpu_for: Callable[[str], GpuSpec]
 ) -> dict[str, np.ndarray]:
-    """tok/s per request and per GPU, memory fit and bottleneck of ``n`` setups (FP8 KV: 1-byte activations)."""
+    """tok/s per request and per GPU, memory fit and bottleneck of ``n`` setups (FP8 KV: a 1-byte KV cache)."""
     out = {
         "tok_s_per_request": np.zeros(n),
         "tok_s_per_gpu": np.zeros(n),
@@ -143,8 +171,7 @@ def predict_group(
         "bottleneck": np.empty(n, dtype=object),
     }
     for g in groups:
-        physics = replace(preset, activation_bytes=g.kv_bits / 8) if g.kv_bits < 16 else preset
-        figures = evaluator.evaluate(g.model, gpu_for(g.gpu_card), physics, g.weight_bits, g.layout, g.batch)
+        figures = evaluator.evaluate(g.model, gpu_for(g.gpu_card), preset, g.weight_bits, g.layout, g.batch)
         out["tok_s_per_request"][g.indices] = figures["tok_s_per_request"]
         out["tok_s_per_gpu"][g.indices] = figures["throughput_tok_s"] / figures["n_gpus"]
         out["fits_in_memory"][g.indices] = figures["fits_in_memory"]
@@ -164,6 +191,7 @@ def validate(path: str | Path, preset: Preset = DEFAULT) -> list[ValidationRow]:
             results.append(ValidationRow(r, None, None, None, None))
             continue
         i = at[r.line]
+        per_request, per_gpu = request_prediction(r.setup, preset)
         results.append(
             ValidationRow(
                 r,
@@ -171,6 +199,8 @@ def validate(path: str | Path, preset: Preset = DEFAULT) -> list[ValidationRow]:
                 float(figures["tok_s_per_gpu"][i]),
                 bool(figures["fits_in_memory"][i]),
                 str(figures["bottleneck"][i]),
+                per_request,
+                per_gpu,
             )
         )
     return results
@@ -180,9 +210,12 @@ def summarise(rows: Sequence[ValidationRow]) -> ValidationSummary:
     """Counts and the median predicted/measured tok/s per request over the rows with a verdict."""
     judged = [r for r in rows if r.bound_holds is not None]
     ratios = [r.ratio_tok_s_per_request for r in judged if r.ratio_tok_s_per_request is not None]
+    request_ratios = [r.request_ratio_tok_s_per_request for r in judged if r.request_ratio_tok_s_per_request]
     return ValidationSummary(
         rows=len(rows),
         compared=len(judged),
         bounded=sum(bool(r.bound_holds) for r in judged),
         median_ratio_tok_s_per_request=float(np.median(ratios)) if ratios else None,
+        request_bounded=sum(bool(r.request_bound_holds) for r in judged),
+        request_median_ratio=float(np.median(request_ratios)) if request_ratios else None,
     )

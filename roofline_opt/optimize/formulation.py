@@ -9,11 +9,14 @@ Concave parts of the physics (which NCCL protocol is fastest, which memory/compu
 interval) are disjunctions over choices, so the solver picks the branch, never a linearised approximation of it.
 The dollar cost ``n_gpus x price x tau / batch`` is a ratio: a budget X becomes the linear
 ``coef_c tau_c <= X batch_c`` per choice, and "cheapest" minimises the ratio by Dinkelbach's method over the
-objective ``sum coef_c tau_c - lambda sum batch_c``.
+objective ``sum cost_c - lambda sum batch_c`` with ``cost_c >= coef_c tau_c``. A disaggregated choice (x prefill and
+y decode instances) also has a cost floor f_c, the cost when its prefill side limits it: its cost is
+max(coef_c tau_c / batch_c, f_c), so ``cost_c >= f_c batch_c`` too, and a budget below f_c excludes the choice.
 
-Component families: pick/batch/tau variables; the slot's coefficients as mutable parameters (batch_lo/hi,
-piece_a0/a1, mem_a0/a1/cap_gb, usd_per_mtok_coef); one_choice, batch_range_lo/hi, time_piece, memory_capacity,
-budget, speed_target constraints; objective ``objective``. A model has a fixed number of *slots*, each holding one
+Component families: pick/batch/tau (and, for cheapest, cost) variables; the slot's coefficients as mutable
+parameters (batch_lo/hi, piece_a0/a1, mem_a0/a1/cap_gb, usd_per_mtok_coef, cost_floor); one_choice,
+batch_range_lo/hi, time_piece, memory_capacity, budget, speed_target, cost_ratio/cost_at_floor constraints;
+objective ``objective``. A model has a fixed number of *slots*, each holding one
 choice (a table row) at a time, so one model loaded into HiGHS answers every query of a question.
 """
 
@@ -27,7 +30,7 @@ from roofline_opt.optimize.tables import Tables
 FASTEST, CHEAPEST = "fastest", "cheapest"
 TARGET_RTOL = 1e-9
 """Relative slack on a target, so a setup exactly at the target is not lost to rounding (checked again exactly)."""
-ROW_PARAMETERS = ("batch_lo", "batch_hi", "mem_a0_gb", "mem_a1_gb", "mem_cap_gb", "usd_per_mtok_coef")
+ROW_PARAMETERS = ("batch_lo", "batch_hi", "mem_a0_gb", "mem_a1_gb", "mem_cap_gb", "usd_per_mtok_coef", "cost_floor")
 PIECE_PARAMETERS = ("piece_a0", "piece_a1")
 
 
@@ -91,6 +94,13 @@ def define_speed_constraints(m: pyo.ConcreteModel) -> None:
     m.speed_target = pyo.Constraint(m.C, rule=lambda m, c: m.tau[c] <= m.max_time_per_token * m.pick[c])
 
 
+def define_cost_variables(m: pyo.ConcreteModel) -> None:
+    """cost[c] >= coef_c tau_c and >= floor_c batch_c: $/Mtok times the batch (the Dinkelbach numerator)."""
+    m.cost = pyo.Var(m.C, domain=pyo.NonNegativeReals)
+    m.cost_ratio = pyo.Constraint(m.C, rule=lambda m, c: m.cost[c] >= m.usd_per_mtok_coef[c] * m.tau[c])
+    m.cost_at_floor = pyo.Constraint(m.C, rule=lambda m, c: m.cost[c] >= m.cost_floor[c] * m.batch[c])
+
+
 def target_batch_bounds(
     t: Tables, max_usd_per_mtok: float | None = None, max_time_per_token: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -107,6 +117,7 @@ def target_batch_bounds(
         with np.errstate(divide="ignore", invalid="ignore"):
             need = np.where(room > 0, coef * a0 / np.where(room > 0, room, 1.0), np.where(a0 <= 0, 0.0, np.inf))
         lo = np.maximum(lo, np.ceil(need.max(axis=1)))
+        lo = np.where(t.floors > max_usd_per_mtok * (1 + TARGET_RTOL), np.inf, lo)
     if max_time_per_token is not None:
         max_time = max_time_per_token * (1 + TARGET_RTOL)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -129,7 +140,7 @@ def choice_bounds(t: Tables, kind: str, lo: np.ndarray, hi: np.ndarray) -> np.nd
     b = np.where(kind == FASTEST, lo, hi)
     b = np.where(ok, b, 1.0)
     tau = (t.pieces_a0 + t.pieces_a1 * b[:, None]).max(axis=1)
-    value = tau if kind == FASTEST else t.usd_per_mtok_coef * tau / b
+    value = tau if kind == FASTEST else np.maximum(t.usd_per_mtok_coef * tau / b, t.floors)
     return np.where(ok, value, np.inf)
 
 
@@ -148,6 +159,7 @@ def row_values(t: Tables, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, slot
         "mem_a1_gb": t.mem_a1_gb[held],
         "mem_cap_gb": t.mem_cap_gb[held],
         "usd_per_mtok_coef": t.usd_per_mtok_coef[held],
+        "cost_floor": t.floors[held],
     }
     values: dict[str, dict] = {name: dict(enumerate(column.tolist())) for name, column in columns.items()}
     for name, table in (("piece_a0", t.pieces_a0), ("piece_a1", t.pieces_a1)):
@@ -183,10 +195,10 @@ def build_model(t: Tables, kind: str, slots: int | None = None) -> pyo.ConcreteM
         m.objective = pyo.Objective(expr=m.objective_scale * sum(m.tau[c] for c in m.C), sense=pyo.minimize)
     else:
         define_speed_constraints(m)
+        define_cost_variables(m)
         m.dinkelbach_lambda = pyo.Param(mutable=True, initialize=0.0)
         m.objective = pyo.Objective(
-            expr=m.objective_scale
-            * sum(m.usd_per_mtok_coef[c] * m.tau[c] - m.dinkelbach_lambda * m.batch[c] for c in m.C),
+            expr=m.objective_scale * sum(m.cost[c] - m.dinkelbach_lambda * m.batch[c] for c in m.C),
             sense=pyo.minimize,
         )
     return m

@@ -8,12 +8,14 @@ question is solved again: the loop ends when the MIP's value and the exact value
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyomo.environ as pyo
 
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
+from roofline_opt.optimize import tables as tables_module
 from roofline_opt.optimize.enumerate import Points, enumerate_best, feasible_points
 from roofline_opt.optimize.formulation import (
     CHEAPEST,
@@ -24,11 +26,19 @@ from roofline_opt.optimize.formulation import (
     load_choices,
     target_batch_bounds,
 )
-from roofline_opt.optimize.results import Answer, Setup, reevaluate
+from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
 from roofline_opt.optimize.space import Question
-from roofline_opt.optimize.tables import Tables, build_tables, refine_rows, split_choice
+from roofline_opt.optimize.tables import (
+    Tables,
+    best_ttft_s,
+    build_tables,
+    demand_range_tok_s,
+    refine_rows,
+    split_choice,
+)
 
+TABLE_CACHE_SIZE = 16
 SCREEN_KEEP = 8
 REFINE_AHEAD = 64
 """Rows among this many best that are coarse and could enter the kept ones are refined together."""
@@ -141,9 +151,18 @@ class Prepared:
         return float((t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max() * 2.0 + 1.0)
 
 
+@functools.lru_cache(maxsize=TABLE_CACHE_SIZE)
+def _cached_tables(question: Question, chord_tolerance: float) -> Tables:
+    return build_tables(question)
+
+
 def prepare(question: Question, options: SolverOptions | None = None) -> Prepared:
-    """Tables for the question; raises Infeasible (with the reason) when no layout can run at all."""
-    tables = build_tables(question)
+    """Tables for the question; raises Infeasible (with the reason) when no layout can run at all.
+
+    Tables are immutable and depend only on the question (and the chord tolerance), so the last TABLE_CACHE_SIZE
+    questions' tables are kept: asking the same question again (another target, method or solver option) skips them.
+    """
+    tables = _cached_tables(question, tables_module.MOE_CHORD_TOLERANCE)
     if len(tables) == 0:
         raise _no_layout(question, tables)
     return Prepared(question, tables, options or SolverOptions())
@@ -151,8 +170,11 @@ def prepare(question: Question, options: SolverOptions | None = None) -> Prepare
 
 EXCLUSION_HINTS = {
     "memory": "the model does not fit in memory on {n}: "
-    "allow larger --tp-degrees/--pp-degrees, fewer weight bits or a shorter --context",
-    "demand": "{n} cannot be filled by that demand: raise --demand-tok-s",
+    "allow larger --tp-degrees/--pp-degrees, fewer weight or KV bits or a shorter --context",
+    "ttft": "{n} cannot meet the TTFT limit (the lowest TTFT any layout offered reaches is {ttft}): raise --ttft-ms",
+    "chunk": "{n} cannot prefill their prompts within the chunk budget at any batch: raise --chunk-tokens",
+    "demand": "{n} cannot meet that demand (one instance would out-serve it, or the replicas it needs exceed "
+    "--max-gpus or the cluster; {demand}): change --demand-tok-s/--demand-req-s or --max-gpus",
     "topology": "{n} cannot be placed on the cluster: offer smaller degrees",
     "gpu_limit": "{n} need more GPUs than --max-gpus allows: raise it",
 }
@@ -163,8 +185,25 @@ def _no_layout(question: Question, tables: Tables) -> Infeasible:
     counts = sorted(((v, k) for k, v in tables.exclusions.items() if v), reverse=True)
     if not counts:
         return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
-    hints = "; ".join(EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}") for v, k in counts)
+    ttft = f"{best_ttft_s(question) * 1e3:.4g} ms" if tables.exclusions.get("ttft") else ""
+    demand = _demand_text(question) if tables.exclusions.get("demand") else ""
+    hints = "; ".join(
+        EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}", ttft=ttft, demand=demand) for v, k in counts
+    )
     return Infeasible("no setup can serve this question", reason=counts[0][1], nearest=hints)
+
+
+def _demand_text(question: Question) -> str:
+    """The demands this space can serve, in output tok/s (and requests/s for whole requests)."""
+    least, most = demand_range_tok_s(question)
+
+    def both(tok_s: float) -> str:
+        if question.workload is None:
+            return f"{tok_s:.4g} tok/s"
+        return f"{tok_s:.4g} output tok/s = {tok_s / question.workload.mean_osl:.4g} req/s"
+
+    low = f"at least {both(least)} fills one instance; " if np.isfinite(least) else ""
+    return f"{low}at most {both(most)} fits the GPUs" if most > 0 else f"{low}no setup fits the GPUs"
 
 
 def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float]:
@@ -173,19 +212,15 @@ def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float
     picks = np.array([pyo.value(model.pick[c]) for c in model.C])
     local = int(np.argmax(picks))
     c = prep.choice_row(local)
-    j = int(t.layout_of[c])
-    lay = t.layouts
-    setup = Setup(
-        gpu=prep.question.gpus[int(lay.gpu_index[j])].name,
-        weight_bits=int(lay.weight_bits[j]),
-        tp=int(lay.tp[j]),
-        tp_2d=bool(lay.tp_2d[j]),
-        pp=int(lay.pp[j]),
-        ep=int(lay.ep[j]),
-        batch=int(round(pyo.value(model.batch[local]))),
-        gamma=int(lay.gamma[j]),
-    )
+    batch = int(round(pyo.value(model.batch[local])))
+    option = -1 if t.option_of is None else int(t.option_of[c])
+    setup = setup_of(prep.question, t.layouts, int(t.layout_of[c]), batch, t.options, option)
     return c, setup, float(pyo.value(model.tau[local]))
+
+
+def _cost_numerator(t: Tables, c: int, tau: float, batch: int) -> float:
+    """$/Mtok times the batch at the MIP's tau: the Dinkelbach numerator (with a disaggregated unit's floor)."""
+    return max(float(t.usd_per_mtok_coef[c]) * tau, float(t.floors[c]) * batch)
 
 
 def _exact(prep: Prepared, c: int, setup: Setup, tau: float, report: SolveReport) -> Answer | None:
@@ -223,12 +258,30 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
         if max_usd_per_mtok is not None and answer.usd_per_mtok > max_usd_per_mtok * (1 + TARGET_RTOL):
             prep.reject(c, setup.batch)
             continue
+        answer = _cheapest_of_equals(prep, c, answer, report)
         bound = None if report.bound is None else report.bound / prep.objective_scale
         if bound is None or bound <= 0:
             bound = prep.best_bound
         unit = prep.tables.time_unit_s
         bounds = {} if bound is None else {"bound_tok_s_per_request": 1.0 / (bound * unit)}
         return replace(answer, bounds=bounds)
+
+
+def _cheapest_of_equals(prep: Prepared, c: int, answer: Answer, report: SolveReport) -> Answer:
+    """Among choices with the answer's decode layout and batch (hence its exact speed), the cheapest: only prefill
+    partners differ, so the fastest answer is the one that costs least (as the oracle breaks ties)."""
+    t = prep.tables
+    if t.option_of is None or t.option_of[c] < 0:
+        return answer
+    b = answer.setup.batch
+    rows = np.flatnonzero((t.layout_of == t.layout_of[c]) & (t.batch_lo <= b) & (t.batch_hi >= b))
+    tau = answer.figures["time_per_token_s"] / t.time_unit_s
+    cost = np.maximum(t.usd_per_mtok_coef[rows] * tau / b, t.floors[rows])
+    best = int(rows[np.argmin(cost)])
+    if best == c or cost.min() >= answer.usd_per_mtok * (1 - EXACT_RTOL):
+        return answer
+    setup = setup_of(prep.question, t.layouts, int(t.layout_of[best]), b, t.options, int(t.option_of[best]))
+    return reevaluate(prep.question, setup, "mip", report)
 
 
 def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
@@ -247,7 +300,7 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
                 _no_solution(report)
                 return None
             c, setup, tau = _decode(prep, m)
-            numerator = float(prep.tables.usd_per_mtok_coef[c]) * tau
+            numerator = _cost_numerator(prep.tables, c, tau, setup.batch)
             denominator = float(setup.batch)
             if lam is not None and numerator - lam * denominator >= -1e-9 * max(numerator, 1e-12):
                 break
@@ -305,24 +358,36 @@ def enumerated_points(question: Question) -> Points:
 
 
 def _answer(question: Question, kind: str, target: float | None, method: str, options: SolverOptions | None) -> Answer:
-    """One query by either method; an unreachable target raises Infeasible naming the other extreme."""
+    """One query by either method; an unreachable target raises Infeasible naming the limit and the nearest figure."""
     check_method(method)
     other = CHEAPEST if kind == FASTEST else FASTEST
+    tpot_speed = None if question.max_tpot_s is None else 1.0 / question.max_tpot_s
+    goal = target
+    if kind == CHEAPEST and tpot_speed is not None:
+        goal = tpot_speed if target is None else max(target, tpot_speed)
     if method == "enumerate":
         pts = enumerated_points(question)
-        answer = enumerate_best(question, kind, target, pts)
+        answer = enumerate_best(question, kind, goal, pts)
         nearest = (lambda: enumerate_best(question, other, None, pts)) if answer is None else None
     else:
         prep = prepare(question, options)
         solve = {FASTEST: solve_fastest, CHEAPEST: solve_cheapest}
-        answer = solve[kind](prep, target)
+        answer = solve[kind](prep, goal)
         nearest = (lambda: solve[other](prep, None)) if answer is None else None
     if answer is None:
-        raise _unreachable(kind, target, nearest())
+        raise _unreachable(question, kind, goal, nearest())
+    if kind == FASTEST and tpot_speed is not None and answer.tok_s_per_request < tpot_speed * (1 - TARGET_RTOL):
+        within = "at any price" if target is None else f"within ${target:.4g}/Mtok"
+        raise Infeasible(
+            f"no setup {within} meets TPOT <= {question.max_tpot_s * 1e3:.4g} ms",
+            reason="tpot",
+            nearest=f"the fastest {within} has TPOT {1e3 / answer.tok_s_per_request:.4g} ms at "
+            f"${answer.usd_per_mtok:.4g}/Mtok",
+        )
     return answer
 
 
-def _unreachable(kind: str, target: float | None, nearest: Answer) -> Infeasible:
+def _unreachable(question: Question, kind: str, target: float | None, nearest: Answer) -> Infeasible:
     """The target nobody meets, and the figure the best setup at the other extreme reaches."""
     cost, speed = f"${nearest.usd_per_mtok:.4g}/Mtok", f"{nearest.tok_s_per_request:.4g} tok/s"
     if kind == FASTEST:
@@ -330,6 +395,13 @@ def _unreachable(kind: str, target: float | None, nearest: Answer) -> Infeasible
             f"no setup costs at most ${target:.4g}/Mtok",
             reason="target",
             nearest=f"the cheapest setup costs {cost} at {speed}",
+        )
+    assert target is not None
+    if question.max_tpot_s is not None and target <= 1.0 / question.max_tpot_s * (1 + TARGET_RTOL):
+        return Infeasible(
+            f"no setup meets TPOT <= {question.max_tpot_s * 1e3:.4g} ms",
+            reason="tpot",
+            nearest=f"the fastest setup has TPOT {1e3 / nearest.tok_s_per_request:.4g} ms at {cost}",
         )
     return Infeasible(
         f"no setup reaches {target:.4g} tok/s per request",

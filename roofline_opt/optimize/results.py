@@ -13,6 +13,7 @@ import numpy as np
 
 from roofline_opt.optimize.space import Question
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import requests as rq
 
 if TYPE_CHECKING:
     from roofline_opt.optimize.solve import SolveReport
@@ -32,7 +33,16 @@ FIGURES = (
     "kv_cache_bytes_per_device",
     "activations_bytes_per_device",
     "memory_capacity_bytes",
+    "tok_s_per_gpu",
 )
+REQUEST_FIGURES = (
+    "ttft_s",
+    "tpot_s",
+    "requests_per_s",
+    "usd_per_request",
+    "usd_per_mtok_blended",
+)
+"""Figures of answers about whole requests (a workload), beside FIGURES."""
 
 
 @dataclass(frozen=True)
@@ -48,10 +58,40 @@ class Setup:
     batch: int
     gamma: int
     replicas: int = 1
+    kv_bits: int = ev.DEFAULT_KV_BITS
+    serving: str = rq.AGG
+    chunk_tokens: int = 0
+    prefill_gpu: str = ""
+    prefill_tp: int = 0
+    prefill_tp_2d: bool = False
+    prefill_pp: int = 0
+    prefill_batch: int = 0
+    prefill_instances: int = 0
+    decode_instances: int = 1
+    """Disaggregated serving: ``prefill_instances`` (x) prefill instances of prefill_tp x prefill_pp GPUs batching
+    prefill_batch prompts, and ``decode_instances`` (y) decode instances of the main layout; replicas count x + y
+    units. Aggregated serving: one instance, prefill chunked into its steps (``chunk_tokens`` per step)."""
 
     @property
     def n_gpus(self) -> int:
         return self.tp * self.pp
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.serving == rq.DISAGG
+
+    @property
+    def unit_gpus(self) -> int:
+        """GPUs of one replica: the instance, or x prefill plus y decode instances."""
+        if not self.disaggregated:
+            return self.n_gpus
+        return self.prefill_instances * self.prefill_tp * self.prefill_pp + self.decode_instances * self.n_gpus
+
+
+def layout_label(tp: int, tp_2d: bool, pp: int, ep: int | None = None) -> str:
+    """Compact layout, e.g. tp8pp2ep1 (``-2d`` marks 2-D tensor parallelism)."""
+    label = f"tp{tp}pp{pp}" + ("" if ep is None else f"ep{ep}")
+    return label + ("-2d" if tp_2d else "")
 
 
 @dataclass(frozen=True)
@@ -78,9 +118,14 @@ class Answer:
 
     def to_record(self) -> dict:
         """Flat dict with unit-named keys (the JSON and CSV row)."""
-        rec = asdict(self.setup)
-        rec["n_gpus"] = self.setup.n_gpus
-        rec["total_gpus"] = self.setup.n_gpus * self.setup.replicas
+        s = self.setup
+        rec = asdict(s)
+        for name in ("serving", "chunk_tokens", *(f for f in rec if f.startswith("prefill_")), "decode_instances"):
+            rec.pop(name)
+        rec["n_gpus"] = s.n_gpus
+        rec["total_gpus"] = s.unit_gpus * s.replicas
+        if "ttft_s" in self.figures:
+            rec.update(_request_fields(s))
         rec.update(self.figures)
         rec["bottleneck"] = self.bottleneck
         rec["fits_in_memory"] = self.fits_in_memory
@@ -95,6 +140,57 @@ class Answer:
         return rec
 
 
+def _request_fields(s: Setup) -> dict:
+    """The serving decisions of an answer about whole requests (prefill fields only when disaggregated)."""
+    rec = {
+        "serving": s.serving,
+        "chunk_tokens": s.chunk_tokens if not s.disaggregated else 0,
+        "decode_layout": layout_label(s.tp, s.tp_2d, s.pp, s.ep),
+        "decode_gpu": s.gpu,
+        "decode_instances": s.decode_instances,
+    }
+    if s.disaggregated:
+        rec.update(
+            prefill_layout=layout_label(s.prefill_tp, s.prefill_tp_2d, s.prefill_pp),
+            prefill_gpu=s.prefill_gpu,
+            prefill_instances=s.prefill_instances,
+            prefill_tp=s.prefill_tp,
+            prefill_tp_2d=s.prefill_tp_2d,
+            prefill_pp=s.prefill_pp,
+            prefill_batch=s.prefill_batch,
+        )
+    return rec
+
+
+def setup_of(question: Question, lay, j: int, batch: int, options=None, option: int = -1) -> Setup:
+    """The setup of decode layout j at ``batch``, paired with prefill option ``option`` when disaggregated."""
+    fields = dict(
+        gpu=question.gpus[int(lay.gpu_index[j])].name,
+        weight_bits=int(lay.weight_bits[j]),
+        tp=int(lay.tp[j]),
+        tp_2d=bool(lay.tp_2d[j]),
+        pp=int(lay.pp[j]),
+        ep=int(lay.ep[j]),
+        batch=int(batch),
+        gamma=int(lay.gamma[j]),
+        kv_bits=int(lay.kv_bits[j]),
+        serving=rq.DISAGG if lay.disagg[j] else rq.AGG,
+        chunk_tokens=int(lay.chunk[j]),
+    )
+    if option >= 0:
+        pl, k = options.layouts, int(options.layout[option])
+        fields.update(
+            prefill_gpu=question.gpus[int(pl.gpu_index[k])].name,
+            prefill_tp=int(pl.tp[k]),
+            prefill_tp_2d=bool(pl.tp_2d[k]),
+            prefill_pp=int(pl.pp[k]),
+            prefill_batch=int(options.batch[option]),
+            prefill_instances=int(options.x[option]),
+            decode_instances=int(options.y[option]),
+        )
+    return Setup(**fields)
+
+
 def replicas_for(question: Question, throughput_tok_s: float) -> int:
     """Instances needed to serve the demand (1 without a demand)."""
     if question.demand_tok_s is None:
@@ -104,21 +200,28 @@ def replicas_for(question: Question, throughput_tok_s: float) -> int:
 
 def reevaluate(question: Question, setup: Setup, method: str, report: SolveReport | None = None) -> Answer:
     """Exact figures of ``setup`` from the evaluator; the only source of printed numbers."""
-    gpu = next(g for g in question.gpus if g.name == setup.gpu)
-    layout = ev.Layout.of(setup.tp, setup.tp_2d, setup.pp, question.context, 1, setup.ep)
-    draft = question.draft if setup.gamma > 0 else None
-    out = ev.evaluate(
-        question.model,
-        gpu,
-        question.preset,
-        setup.weight_bits,
-        layout,
-        setup.batch,
-        draft=draft,
-        acceptance=question.acceptance,
-        gamma=setup.gamma if draft is not None else None,
-    )
-    figures = {k: float(np.asarray(out[k])) for k in FIGURES}
+    gpu = _gpu(question, setup.gpu)
+    layout = ev.Layout.of(setup.tp, setup.tp_2d, setup.pp, question.context, 1, setup.ep, setup.kv_bits)
+    if question.workload is not None:
+        out = _request_figures(question, setup, gpu, layout)
+        figures = {k: float(np.asarray(out[k])) for k in (*FIGURES, *REQUEST_FIGURES)}
+    else:
+        draft = question.draft if setup.gamma > 0 else None
+        out = ev.evaluate(
+            question.model,
+            gpu,
+            question.preset,
+            setup.weight_bits,
+            layout,
+            setup.batch,
+            draft=draft,
+            acceptance=question.acceptance,
+            gamma=setup.gamma if draft is not None else None,
+        )
+        out["usd_per_mtok"] = out["usd_per_mtok"] / question.max_utilisation
+        out["throughput_tok_s"] = out["throughput_tok_s"] * question.max_utilisation
+        out["tok_s_per_gpu"] = out["throughput_tok_s"] / out["n_gpus"]
+        figures = {k: float(np.asarray(out[k])) for k in FIGURES}
     replicas = replicas_for(question, figures["throughput_tok_s"])
     full = Setup(**{**asdict(setup), "replicas": replicas})
     return Answer(
@@ -129,3 +232,43 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
         method=method,
         report=report,
     )
+
+
+def _gpu(question: Question, name: str):
+    return next(g for g in question.gpus if g.name == name)
+
+
+def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -> dict:
+    """Figures of an aggregated instance or a disaggregated unit, with time per token = TPOT."""
+    u, w = question.max_utilisation, question.workload
+    model, preset, bits = question.model, question.preset, setup.weight_bits
+    if setup.disaggregated:
+        p_gpu = _gpu(question, setup.prefill_gpu)
+        p_layout = ev.Layout.of(setup.prefill_tp, setup.prefill_tp_2d, setup.prefill_pp, 0, 1, 1, setup.kv_bits)
+        out = rq.disaggregated_figures(
+            model,
+            preset,
+            bits,
+            w,
+            (p_gpu, p_layout, float(setup.prefill_batch), setup.prefill_instances),
+            (gpu, layout, float(setup.batch), setup.decode_instances),
+            u,
+        )
+        processed = setup.batch
+    else:
+        out = rq.aggregated_figures(model, gpu, preset, bits, layout, setup.batch, w, setup.chunk_tokens, u)
+        processed = setup.batch * (1.0 + w.prompt_tokens_per_output)
+    tpot = out["tpot_s"]
+    out["time_per_token_s"] = tpot
+    out["tok_s_per_request"] = 1.0 / tpot
+    flop = 2.0 * ev.model_sizes(model).active_params * processed
+    out["mfu"] = flop / (tpot * setup.n_gpus * ev.flop_rate(gpu, bits))
+    out["bottleneck"] = _bottleneck(out)
+    return out
+
+
+def _bottleneck(out: dict) -> str:
+    network, memory, compute = (float(np.asarray(out[k])) for k in ("network_s", "memory_s", "compute_s"))
+    if network >= max(memory, compute):
+        return "network"
+    return "memory" if memory >= compute else "compute"

@@ -1,8 +1,12 @@
 """The discrete decision space of a deployment question, defined once for both the MIP and the enumeration oracle.
 
-A *layout* fixes every discrete choice but the batch: accelerator, weight precision, tensor-parallel degree and
-1-D/2-D mode, pipeline degree, expert-parallel degree and draft length gamma. The batch ranges over whole numbers
-from the pipeline degree (a microbatch holds at least one sequence) up to ``max_batch``. Nothing here scores a point.
+A *layout* fixes every discrete choice but the batch: accelerator, weight precision, KV-cache precision, tensor-parallel
+degree and 1-D/2-D mode, pipeline degree, expert-parallel degree, draft length gamma and, for questions about whole
+requests, the serving mode (aggregated or disaggregated) and the prefill chunk of aggregated serving. The batch ranges
+over whole numbers from the pipeline degree (a microbatch holds at least one sequence) up to ``max_batch``.
+A disaggregated setup adds a *prefill layout* (accelerator, TP degree and mode, PP degree; same weight and KV
+precision as its decode layout), the prefill batch, and the instance counts (x prefill, y decode) from ``ratios``.
+Nothing here scores a point.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from roofline_opt.physics.requests import AGG, DEFAULT_CHUNK_TOKENS, DISAGG, Workload, coprime_ratios
 from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
 
 DEFAULT_TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
@@ -20,6 +25,8 @@ DEFAULT_PP_DEGREES = (1, 2, 4, 8)
 DEFAULT_MAX_BATCH = 4096
 DEFAULT_CONTEXT = 8000
 DEFAULT_ACCEPTANCE = 0.8
+DEFAULT_MAX_INSTANCES = 4
+"""Largest number of prefill (x) or decode (y) instances in one disaggregated unit (xPyD, in lowest terms)."""
 
 InstanceLimit = Callable[[GpuSpec, int, int], int]
 """How many disjoint instances of (accelerator, tp, pp) fit at once (a cluster's placement rule)."""
@@ -37,7 +44,8 @@ class Question:
     pp_degrees: tuple[int, ...] = DEFAULT_PP_DEGREES
     ep_degrees: tuple[int, ...] = (1,)
     max_batch: int = DEFAULT_MAX_BATCH
-    context: int = DEFAULT_CONTEXT
+    context: float = DEFAULT_CONTEXT
+    """Tokens in the KV cache while decoding (I + O / 2 by default for whole requests, so not always whole)."""
     draft: ModelSpec | None = None
     acceptance: float = DEFAULT_ACCEPTANCE
     gamma_max: int = 0
@@ -47,10 +55,32 @@ class Question:
     instance_limit: InstanceLimit | None = field(default=None, compare=False)
     cluster_name: str | None = None
     cluster: Any = field(default=None, compare=False, repr=False)
+    kv_bits: tuple[int, ...] = (16,)
+    workload: Workload | None = None
+    serving: tuple[str, ...] = (AGG,)
+    chunk_tokens: tuple[int, ...] = (DEFAULT_CHUNK_TOKENS,)
+    max_ttft_s: float | None = None
+    max_tpot_s: float | None = None
+    max_utilisation: float = 1.0
+    max_instances: int = DEFAULT_MAX_INSTANCES
+    agg_gpu_index: tuple[int, ...] | None = None
+    prefill_gpu_index: tuple[int, ...] | None = None
+    decode_gpu_index: tuple[int, ...] | None = None
+    """Indices into ``gpus`` offered for aggregated instances, prefill instances and decode instances (None: all)."""
 
     @property
     def gammas(self) -> tuple[int, ...]:
         return tuple(range(self.gamma_max + 1)) if self.draft is not None else (0,)
+
+    @property
+    def ratios(self) -> tuple[tuple[int, int], ...]:
+        """(x prefill, y decode) instance counts of a disaggregated unit, in lowest terms."""
+        return coprime_ratios(self.max_instances)
+
+    def offers(self, role: str, gpu_index: int) -> bool:
+        """Whether accelerator ``gpu_index`` may serve ``role`` (agg, prefill or decode)."""
+        allowed = {AGG: self.agg_gpu_index, "prefill": self.prefill_gpu_index, DISAGG: self.decode_gpu_index}[role]
+        return allowed is None or gpu_index in allowed
 
 
 @dataclass(frozen=True)
@@ -64,6 +94,9 @@ class Layouts:
     pp: np.ndarray
     ep: np.ndarray
     gamma: np.ndarray
+    kv_bits: np.ndarray
+    disagg: np.ndarray
+    chunk: np.ndarray
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -86,38 +119,66 @@ class Layouts:
             yield int(key // 64), int(key % 64), np.flatnonzero(keys == key)
 
 
+_COLUMN_TYPES = (int, int, int, bool, int, int, int, int, bool, int)
+
+
+def _layouts_of(rows: list[tuple]) -> Layouts:
+    if not rows:
+        return Layouts(*(np.zeros(0, dtype=t) for t in _COLUMN_TYPES))
+    cols = list(zip(*rows, strict=True))
+    return Layouts(*(np.array(c, dtype=t) for c, t in zip(cols, _COLUMN_TYPES, strict=True)))
+
+
+def _shapes(question: Question, ep_degrees: tuple[int, ...]) -> Iterator[tuple[int, bool, int, int]]:
+    """(tp, 2-D, pp, ep) combinations offered: 2-D mode only for tp > 1, ep dividing tp and the expert count."""
+    for tp in question.tp_degrees:
+        for two_d in question.tp_modes:
+            if two_d and tp == 1:
+                continue
+            for pp in question.pp_degrees:
+                if pp > question.max_batch:
+                    continue
+                for ep in ep_degrees:
+                    if ep > 1 and (tp % ep or question.model.n_experts % ep):
+                        continue
+                    yield tp, two_d, pp, ep
+
+
 def layouts(question: Question) -> Layouts:
-    """Every admissible combination of the discrete choices (2-D mode only for tp > 1, ep dividing tp and E)."""
+    """Every admissible decode (or aggregated) layout: the discrete choices of the instance that generates tokens."""
     rows = []
-    model = question.model
+    modes = question.serving if question.workload is not None else (AGG,)
     for g, gpu in enumerate(question.gpus):
         for bits in question.weight_bits:
             if not gpu.supports(bits):
                 continue
-            for tp in question.tp_degrees:
-                for two_d in question.tp_modes:
-                    if two_d and tp == 1:
+            for kv in question.kv_bits:
+                for mode in modes:
+                    if not question.offers(mode, g):
                         continue
-                    for pp in question.pp_degrees:
-                        if pp > question.max_batch:
-                            continue
-                        for ep in question.ep_degrees:
-                            if ep > 1 and (tp % ep or model.n_experts % ep):
-                                continue
+                    chunks = question.chunk_tokens if mode == AGG and question.workload is not None else (0,)
+                    for chunk in chunks:
+                        for tp, two_d, pp, ep in _shapes(question, question.ep_degrees):
                             for gamma in question.gammas:
-                                rows.append((g, bits, tp, two_d, pp, ep, gamma))
-    if not rows:
-        return Layouts(*(np.zeros(0, dtype=t) for t in (int, int, int, bool, int, int, int)))
-    cols = list(zip(*rows, strict=True))
-    return Layouts(
-        gpu_index=np.array(cols[0], dtype=int),
-        weight_bits=np.array(cols[1], dtype=int),
-        tp=np.array(cols[2], dtype=int),
-        tp_2d=np.array(cols[3], dtype=bool),
-        pp=np.array(cols[4], dtype=int),
-        ep=np.array(cols[5], dtype=int),
-        gamma=np.array(cols[6], dtype=int),
-    )
+                                rows.append((g, bits, tp, two_d, pp, ep, gamma, kv, mode == DISAGG, chunk))
+    return _layouts_of(rows)
+
+
+def prefill_layouts(question: Question) -> Layouts:
+    """Every admissible prefill layout of disaggregated serving (no expert parallelism, no draft)."""
+    if question.workload is None or DISAGG not in question.serving:
+        return _layouts_of([])
+    rows = []
+    for g, gpu in enumerate(question.gpus):
+        if not question.offers("prefill", g):
+            continue
+        for bits in question.weight_bits:
+            if not gpu.supports(bits):
+                continue
+            for kv in question.kv_bits:
+                for tp, two_d, pp, ep in _shapes(question, (1,)):
+                    rows.append((g, bits, tp, two_d, pp, ep, 0, kv, True, 0))
+    return _layouts_of(rows)
 
 
 def replica_caps(question: Question, lay: Layouts, which: np.ndarray | None = None) -> np.ndarray:

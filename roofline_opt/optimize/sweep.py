@@ -22,6 +22,9 @@ from roofline_opt.optimize.queries import (
     solve_cheapest,
     solve_fastest,
 )
+from roofline_opt.optimize.queries import (
+    cheapest as cheapest_query,
+)
 from roofline_opt.optimize.results import Answer
 from roofline_opt.optimize.space import Question
 
@@ -37,15 +40,20 @@ def budgets(cheapest_usd: float, fastest_usd: float, points: int) -> np.ndarray:
     return np.geomspace(cheapest_usd, fastest_usd, points)
 
 
+def _min_tok_s(question: Question) -> float | None:
+    """The speed a TPOT limit implies (None without one)."""
+    return None if question.max_tpot_s is None else 1.0 / question.max_tpot_s
+
+
 def _mip_solvers(question: Question, options: SolverOptions | None):
     prep = prepare(question, options)
-    return lambda budget: solve_fastest(prep, budget), lambda: solve_cheapest(prep, None)
+    return lambda budget: solve_fastest(prep, budget), lambda: solve_cheapest(prep, _min_tok_s(question))
 
 
 def _enumeration_solvers(question: Question):
     pts = enumerated_points(question)
     return (lambda budget: enumerate_best(question, "fastest", budget, pts)), (
-        lambda: enumerate_best(question, "cheapest", None, pts)
+        lambda: enumerate_best(question, "cheapest", _min_tok_s(question), pts)
     )
 
 
@@ -56,13 +64,17 @@ def frontier_answers(
     progress: Progress | None = None,
     method: str = "mip",
 ) -> list[Answer]:
-    """The speed-vs-cost frontier as answers, one per distinct optimal setup, cheapest first."""
+    """The speed-vs-cost frontier as answers, one per distinct optimal setup, cheapest first.
+
+    With a TPOT limit the frontier starts at the cheapest setup meeting it (slower points are dropped)."""
     check_method(method)
     fastest_within, cheapest_of_all = (
         _mip_solvers(question, options) if method == "mip" else _enumeration_solvers(question)
     )
     cheapest = cheapest_of_all()
     fastest = fastest_within(None)
+    if cheapest is None:
+        cheapest_query(question, None, method, options)  # raises Infeasible naming the TPOT limit
     assert cheapest is not None and fastest is not None  # a feasible space has both ends
     grid = budgets(cheapest.usd_per_mtok, fastest.usd_per_mtok, points)
     answers: list[Answer] = []
@@ -74,6 +86,9 @@ def frontier_answers(
             progress(i + 1, len(grid))
     if answers[-1].setup != fastest.setup:
         answers.append(fastest)
+    speed = _min_tok_s(question)
+    if speed is not None:
+        answers = [a for a in answers if a.tok_s_per_request >= speed * (1 - 1e-9)]
     return pareto(answers)
 
 

@@ -9,18 +9,26 @@ until that gap is below ``MOE_CHORD_TOLERANCE`` of the term (``refine_rows``: th
 optimistic chords, valid bounds that only rise when refined), and queries re-evaluate the answer and split again
 where it still differs (see queries.py), so answers are exact.
 
+Questions about whole requests (a workload) use the request physics (physics/requests.py): the time per token is
+the TPOT step (with the steady-state prompt tokens when aggregated), an aggregated layout's batch range is also capped
+by its TTFT limit and by the chunk budget (both exact, by bisection and division), and a disaggregated decode layout
+is paired with prefill options (pairing.py): each pair is a row of its own, with the unit's cost coefficient and cost
+floor.
+
 Units in the tables: time per generated token in ``Tables.time_unit_s`` (chosen per question), memory in GB (1e9 B),
 dollars.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from roofline_opt.optimize.space import Layouts, Question, layouts, replica_caps
+from roofline_opt.optimize import pairing
+from roofline_opt.optimize.space import Layouts, Question, layouts, prefill_layouts, replica_caps
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import requests as rq
 
 MOE_CHORD_TOLERANCE = 1e-5
 MAX_REFINE_ROUNDS = 24
@@ -32,7 +40,9 @@ class Tables:
 
     pieces_a0 / pieces_a1: time per generated token >= a0 + a1 * batch for every piece (convex on the
     interval). mem_a0_gb / mem_a1_gb / mem_cap_gb: per-device memory = a0 + a1 * batch <= cap.
-    usd_per_mtok_coef: usd_per_mtok = usd_per_mtok_coef * tau / batch (instance GPUs x $/s x 1e6 x time unit).
+    usd_per_mtok_coef: usd_per_mtok = usd_per_mtok_coef * tau / batch (instance GPUs x $/s x 1e6 x time unit),
+    or max(that, cost_floor_usd_per_mtok) for a disaggregated unit whose prefill side limits it.
+    option_of: the prefill option paired with a disaggregated row (-1 otherwise); ``options`` holds them.
     time_unit_s: the seconds one unit of tau stands for, a power of ten near the question's typical time per token,
     so the MIP's coefficients stay near 1 whether a step takes nanoseconds or seconds.
     replicas_cap: how many instances of the row's shape the GPU limit and the cluster allow.
@@ -55,35 +65,85 @@ class Tables:
     refined: np.ndarray
     exclusions: dict[str, int]
     time_unit_s: float = 1e-3
+    option_of: np.ndarray | None = None
+    cost_floor_usd_per_mtok: np.ndarray | None = None
+    options: pairing.PrefillOptions | None = None
 
     def __len__(self) -> int:
         return len(self.layout_of)
 
+    @property
+    def floors(self) -> np.ndarray:
+        """Each choice's cost floor in $/Mtok (0 where only the ratio counts)."""
+        return np.zeros(len(self)) if self.cost_floor_usd_per_mtok is None else self.cost_floor_usd_per_mtok
+
     def take(self, rows: np.ndarray) -> Tables:
         """The tables restricted to the given rows (choices)."""
-        whole = ("layouts", "exclusions", "time_unit_s")
-        per_row = {f: getattr(self, f)[rows] for f in self.__dataclass_fields__ if f not in whole}
-        return Tables(layouts=self.layouts, exclusions=self.exclusions, time_unit_s=self.time_unit_s, **per_row)
+        whole = ("layouts", "exclusions", "time_unit_s", "options")
+        per_row = {
+            f: None if getattr(self, f) is None else getattr(self, f)[rows]
+            for f in self.__dataclass_fields__
+            if f not in whole
+        }
+        return Tables(
+            layouts=self.layouts,
+            exclusions=self.exclusions,
+            time_unit_s=self.time_unit_s,
+            options=self.options,
+            **per_row,
+        )
 
     def extended(self, more: Tables) -> Tables:
-        """These rows followed by ``more``'s (same layouts, time unit and exclusions)."""
-        whole = ("layouts", "exclusions", "time_unit_s")
+        """These rows followed by ``more``'s (same layouts, time unit, exclusions and prefill options)."""
+        whole = ("layouts", "exclusions", "time_unit_s", "options")
         per_row = {
-            f: np.concatenate([getattr(self, f), getattr(more, f)]) for f in self.__dataclass_fields__ if f not in whole
+            f: None if getattr(self, f) is None else np.concatenate([getattr(self, f), getattr(more, f)])
+            for f in self.__dataclass_fields__
+            if f not in whole
         }
-        return Tables(layouts=self.layouts, exclusions=self.exclusions, time_unit_s=self.time_unit_s, **per_row)
+        return Tables(
+            layouts=self.layouts,
+            exclusions=self.exclusions,
+            time_unit_s=self.time_unit_s,
+            options=self.options,
+            **per_row,
+        )
 
 
-def _group_layout(lay: Layouts, idx: np.ndarray, question: Question, tokens: np.ndarray) -> ev.Layout:
-    return ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, tokens, lay.ep[idx])
+def group_layout(lay: Layouts, idx: np.ndarray, question: Question, tokens=1.0) -> ev.Layout:
+    """The evaluator's layout of decode layouts idx at the question's context."""
+    return ev.Layout.of(
+        lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, tokens, lay.ep[idx], lay.kv_bits[idx]
+    )
+
+
+def target_step(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch) -> ev.StepFigures:
+    """The step whose time is the time per token (or per draft round): decode, verification, or the TPOT step."""
+    gpu = question.gpus[gpu_index]
+    layout = group_layout(lay, idx, question)
+    if question.workload is None:
+        return ev.step(question.model, gpu, question.preset, bits, layout.verifying(lay.gamma[idx]), batch)
+    return rq.tpot_step(
+        question.model, gpu, question.preset, bits, layout, batch, question.workload, lay.chunk[idx], ~lay.disagg[idx]
+    )
+
+
+def instance_memory(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch, draft=None):
+    """Memory of decode layouts idx at ``batch`` (the prompt tokens in flight included when aggregated)."""
+    gpu = question.gpus[gpu_index]
+    layout = group_layout(lay, idx, question)
+    if question.workload is None:
+        return ev.memory(question.model, gpu, question.preset, bits, layout, batch, draft)
+    return rq.aggregated_memory(
+        question.model, gpu, question.preset, bits, layout, batch, question.workload, ~lay.disagg[idx]
+    )
 
 
 def _step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch: np.ndarray):
     """Per-token milliseconds of the target (and draft) step terms at the given batches, for layouts idx."""
     gpu = question.gpus[gpu_index]
-    gamma = lay.gamma[idx].astype(float)
-    layout = _group_layout(lay, idx, question, 1.0)
-    terms = [ev.step(question.model, gpu, question.preset, bits, layout.verifying(gamma), batch)]
+    layout = group_layout(lay, idx, question)
+    terms = [target_step(question, gpu_index, bits, lay, idx, batch)]
     if question.draft is not None:
         terms.append(ev.step(question.draft, gpu, question.preset, ev.DRAFT_WEIGHT_BITS, layout.for_draft(), batch))
     return terms
@@ -92,8 +152,9 @@ def _step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx
 def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray) -> list[np.ndarray]:
     """Batches at which some collective changes its fastest protocol, per layout of idx."""
     gpu = question.gpus[gpu_index]
-    layout = _group_layout(lay, idx, question, 1.0)
-    groups = [(question.model, bits, layout.verifying(lay.gamma[idx]))]
+    layout = group_layout(lay, idx, question)
+    tokens = layout.verifying(lay.gamma[idx]).tokens_per_step + rq.prompt_share(question.workload, ~lay.disagg[idx])
+    groups = [(question.model, bits, replace(layout, tokens_per_step=tokens))]
     if question.draft is not None:
         groups.append((question.draft, ev.DRAFT_WEIGHT_BITS, layout.for_draft()))
     points = []
@@ -113,14 +174,12 @@ def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, id
 
 def _memory_line(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray):
     """Per-device (or aggregate) memory as a0 + a1 * batch in GB, and capacity in GB (memory is affine in batch)."""
-    gpu = question.gpus[gpu_index]
-    layout = _group_layout(lay, idx, question, 1.0)
     with_draft = question.draft is not None
     lines = []
     for b in (0.0, 1.0):
-        mems = ev.memory(question.model, gpu, question.preset, bits, layout, b, question.draft if with_draft else None)
+        mems = instance_memory(question, gpu_index, bits, lay, idx, b, question.draft if with_draft else None)
         if with_draft:
-            plain = ev.memory(question.model, gpu, question.preset, bits, layout, b)
+            plain = instance_memory(question, gpu_index, bits, lay, idx, b)
             total = np.where(lay.gamma[idx] > 0, _used(mems), _used(plain))
         else:
             total = _used(mems)
@@ -133,13 +192,10 @@ def _memory_line(question: Question, gpu_index: int, bits: int, lay: Layouts, id
 
 def _confirm_fit(question, gi, bits, lay, idx, fit_hi):
     """Step the memory-limited batch down where the evaluator's own check disagrees by rounding."""
-    layout = _group_layout(lay, idx, question, 1.0)
-    draft = question.draft if question.draft is not None else None
-    fits = ev.memory(question.model, question.gpus[gi], question.preset, bits, layout, np.maximum(fit_hi, 0.0)).fits
+    draft = question.draft
+    fits = instance_memory(question, gi, bits, lay, idx, np.maximum(fit_hi, 0.0)).fits
     if draft is not None:
-        with_draft = ev.memory(
-            question.model, question.gpus[gi], question.preset, bits, layout, np.maximum(fit_hi, 0.0), draft
-        )
+        with_draft = instance_memory(question, gi, bits, lay, idx, np.maximum(fit_hi, 0.0), draft)
         fits = np.where(lay.gamma[idx] > 0, with_draft.fits, fits)
     return np.where(fits | (fit_hi < 0), fit_hi, fit_hi - 1.0)
 
@@ -184,12 +240,12 @@ def _pieces(question, gpu_index, bits, lay, idx, lo, hi):
 
 def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
     """Relative gap between the memory term and its chord at the interval middle (0 where it is affine)."""
-    gpu = question.gpus[gpu_index]
-    layout = _group_layout(lay, idx, question, 1.0).verifying(lay.gamma[idx])
-    tokens_lo = lo * layout.tokens_per_step / layout.pp
+    layout = group_layout(lay, idx, question).verifying(lay.gamma[idx])
+    tokens = layout.tokens_per_step + rq.prompt_share(question.workload, ~lay.disagg[idx])
+    tokens_lo = lo * tokens / layout.pp
     saturated = 1.0 - ev.expert_touched_fraction(question.model, tokens_lo) < MOE_CHORD_TOLERANCE * 1e-3
     mid = np.floor((lo + hi) / 2.0)
-    vals = [ev.memory_time_s(question.model, gpu, question.preset, bits, layout, b) for b in (lo, mid, hi)]
+    vals = [target_step(question, gpu_index, bits, lay, idx, b).memory_s for b in (lo, mid, hi)]
     width = np.maximum(hi - lo, 1.0)
     chord = vals[0] + (vals[2] - vals[0]) * (mid - lo) / width
     gap = np.abs(vals[1] - chord) / np.maximum(vals[1], 1e-300)
@@ -216,46 +272,136 @@ def split_choice(tables: Tables, question: Question, choice: int, batch: int) ->
     """
     lo, hi = tables.batch_lo[choice], tables.batch_hi[choice]
     parts = [(lo, batch - 1.0), (float(batch), float(batch)), (batch + 1.0, hi)]
-    layout = int(tables.layout_of[choice])
-    rows = [(layout, a, b) for a, b in parts if a <= b]
+    layout, option = int(tables.layout_of[choice]), int(_option_of(tables)[choice])
+    rows = [(layout, a, b, option) for a, b in parts if a <= b]
     new = _assemble(
-        question, tables.layouts, rows, tables.exclusions, tables.time_unit_s, refined=bool(tables.refined[choice])
+        question,
+        tables.layouts,
+        rows,
+        tables.exclusions,
+        tables.options,
+        tables.time_unit_s,
+        refined=bool(tables.refined[choice]),
     )
     return tables.take(np.delete(np.arange(len(tables)), choice)).extended(new)
 
 
-def build_tables(question: Question) -> Tables:
-    """Evaluate the question's layouts into MIP choices, dropping those that cannot fit or be placed."""
+def _option_of(tables: Tables) -> np.ndarray:
+    return np.full(len(tables), -1) if tables.option_of is None else tables.option_of
+
+
+def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, batch_lo, batch_hi, why) -> None:
+    """Aggregated layouts: the batch range meeting the TTFT limit (bisection) and the chunk budget (B I/O <= chunk)."""
+    agg = ~lay.disagg[idx]
+    lo, hi = batch_lo[idx].astype(float), batch_hi[idx].astype(float)
+    stable = np.where(agg, rq.stable_batch_limit(question.workload, lay.chunk[idx]), np.inf)
+    why[idx[agg & (hi >= lo) & (stable < lo)]] = "chunk"
+    hi = np.minimum(hi, stable)
+    if question.max_ttft_s is not None:
+        gpu, limit = question.gpus[gi], question.max_ttft_s * (1 + 1e-12)
+        layout = group_layout(lay, idx, question)
+
+        def too_slow(batch):
+            ttft = rq.ttft_aggregated_s(
+                question.model, gpu, question.preset, bits, layout, batch, question.workload, lay.chunk[idx]
+            )
+            return agg & (ttft > limit)
+
+        first_slow = _first_batch(lo, hi, too_slow)
+        why[idx[(hi >= lo) & (first_slow <= lo)]] = "ttft"
+        hi = np.minimum(hi, first_slow - 1.0)
+    batch_hi[idx] = hi
+
+
+def best_ttft_s(question: Question) -> float:
+    """The lowest TTFT any layout offered reaches at its smallest batch (memory aside): the nearest achievable."""
+    best = np.inf
     lay = layouts(question)
+    for gi, bits, idx in lay.groups(np.flatnonzero(~lay.disagg)):
+        layout = group_layout(lay, idx, question)
+        ttft = rq.ttft_aggregated_s(
+            question.model, question.gpus[gi], question.preset, bits, layout, lay.pp[idx], question.workload,
+            lay.chunk[idx],
+        )  # fmt: skip
+        best = min(best, float(np.min(ttft)))
+    pre = prefill_layouts(question)
+    for d in (g for g in range(len(question.gpus)) if question.offers(rq.DISAGG, g)):
+        for gi, bits, idx in pre.groups():
+            fig = pairing.prefill_points(question, pre, idx, gi, bits, pre.pp[idx], d, False)
+            best = min(best, float(np.min(fig["ttft_s"])))
+    return best
+
+
+def demand_range_tok_s(question: Question) -> tuple[float, float]:
+    """(least, most) output tok/s a demand may ask of this space: one aggregated instance at its smallest batch
+    serves the least (a smaller demand cannot fill it), and the most any setup serves within the GPU limit and the
+    cluster (its units times their throughput at the largest batch): the nearest achievable demands."""
+    t = build_tables(replace(question, demand_tok_s=None))
+    least, most = np.inf, 0.0
+    option_of = _option_of(t)
+    for gi, bits, pos in t.layouts.groups(t.layout_of):
+        j, q = t.layout_of[pos], option_of[pos]
+        top = unit_throughput(question, gi, bits, t.layouts, t.options, j, q, t.batch_hi[pos])
+        most = max(most, float(np.max(np.minimum(t.replicas_cap[pos], 1 << 20) * top)))
+        agg = q < 0
+        if agg.any():
+            low = unit_throughput(question, gi, bits, t.layouts, t.options, j[agg], q[agg], t.batch_lo[pos][agg])
+            least = min(least, float(np.min(low)))
+    return least, most
+
+
+def build_tables(question: Question) -> Tables:
+    """Evaluate the question's layouts into MIP choices, dropping those that cannot fit, meet a limit or be placed."""
+    lay = layouts(question)
+    with_disagg = question.workload is not None and rq.DISAGG in question.serving
+    options = pairing.build_options(question) if with_disagg else None
     batch_hi = np.zeros(len(lay))
     batch_lo = lay.pp.astype(float)
-    fits = np.zeros(len(lay), dtype=bool)
+    why = np.full(len(lay), "", dtype=object)
     for gi, bits, idx in lay.groups():
         a0, a1, cap = _memory_line(question, gi, bits, lay, idx)
         with np.errstate(divide="ignore"):
             fit_hi = np.where(a1 > 0, np.floor((cap - a0) / np.where(a1 > 0, a1, 1.0)), question.max_batch)
         fit_hi = np.where(a0 > cap, -1.0, np.minimum(fit_hi, question.max_batch))
         fit_hi = _confirm_fit(question, gi, bits, lay, idx, fit_hi)
-        fits[idx] = fit_hi >= lay.pp[idx]
+        why[idx[fit_hi < lay.pp[idx]]] = "memory"
         batch_hi[idx] = fit_hi
-        if question.demand_tok_s is not None:
-            _demand_range(question, gi, bits, lay, idx, batch_lo, batch_hi)
-    placeable = replica_caps(question, lay) >= 1
-    served = batch_hi >= batch_lo
+        if question.workload is not None:
+            _request_caps(question, gi, bits, lay, idx, batch_lo, batch_hi, why)
+    unit_j, unit_q = _units(question, lay, options, why)
+    lo, hi = batch_lo[unit_j], batch_hi[unit_j]
+    caps = _unit_caps(question, lay, options, unit_j, unit_q)
+    if question.demand_tok_s is not None:
+        for gi, bits, pos in lay.groups(unit_j):
+            _demand_range(question, gi, bits, lay, options, unit_j[pos], unit_q[pos], caps[pos], lo, hi, pos)
+    served = hi >= lo
+    placeable = caps >= 1
+    alive = np.zeros(len(lay), dtype=bool)
+    alive[unit_j[served & placeable]] = True
+    demand_blocked = np.zeros(len(lay), dtype=bool)
+    demand_blocked[unit_j[~served]] = True
+    place_blocked = np.zeros(len(lay), dtype=bool)
+    place_blocked[unit_j[served & ~placeable]] = True
+    open_layouts = ~alive & (why == "")
+    limit_kind = "topology" if question.instance_limit is not None else "gpu_limit"
     exclusions = {
-        "memory": int((~fits).sum()),
-        "demand": int((fits & ~served).sum()),
-        "topology": int((fits & served & ~placeable).sum()) if question.instance_limit is not None else 0,
-        "gpu_limit": int((fits & served & ~placeable).sum()) if question.instance_limit is None else 0,
+        "memory": int((why == "memory").sum()),
+        "ttft": int((why == "ttft").sum()),
+        "chunk": int((why == "chunk").sum()),
+        "demand": int((open_layouts & demand_blocked).sum()),
+        "topology": 0,
+        "gpu_limit": 0,
     }
-    kept = np.flatnonzero(fits & served & placeable)
+    exclusions[limit_kind] = int((open_layouts & ~demand_blocked & place_blocked).sum())
+    kept = np.flatnonzero(served & placeable)
     rows = []
-    for gi, bits, pos in lay.groups(kept):
-        idx = kept[pos]
-        breaks = _breakpoints(question, gi, bits, lay, idx)
-        for j, br in zip(idx, breaks, strict=True):
-            rows += [(int(j), a, b) for a, b in _intervals(float(batch_lo[j]), float(batch_hi[j]), br)]
-    return _assemble(question, lay, rows, exclusions, refined=not question.model.is_moe)
+    for gi, bits, pos in lay.groups(unit_j[kept]):
+        units = kept[pos]
+        breaks = _breakpoints(question, gi, bits, lay, unit_j[units])
+        for u, br in zip(units, breaks, strict=True):
+            j, q = int(unit_j[u]), int(unit_q[u])
+            rows += [(j, a, b, q) for a, b in _intervals(float(lo[u]), float(hi[u]), br)]
+    return _assemble(question, lay, rows, exclusions, options, refined=not question.model.is_moe)
 
 
 def refine_rows(tables: Tables, question: Question, rows: np.ndarray) -> Tables:
@@ -264,57 +410,100 @@ def refine_rows(tables: Tables, question: Question, rows: np.ndarray) -> Tables:
     Chords of a concave term only rise when an interval is split, so refining rows raises their bounds; queries
     refine the rows their screening keeps until every kept row is refined (no other row is evaluated again).
     """
-    parts = [(int(tables.layout_of[r]), float(tables.batch_lo[r]), float(tables.batch_hi[r])) for r in rows]
+    option_of = _option_of(tables)
+    parts = [
+        (int(tables.layout_of[r]), float(tables.batch_lo[r]), float(tables.batch_hi[r]), int(option_of[r]))
+        for r in rows
+    ]
     new = _assemble(
         question,
         tables.layouts,
         _refine_concave(question, tables.layouts, parts),
         tables.exclusions,
+        tables.options,
         tables.time_unit_s,
         refined=True,
     )
     return tables.take(np.delete(np.arange(len(tables)), rows)).extended(new)
 
 
-def _throughput(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch) -> np.ndarray:
-    """Exact tokens/s of one instance of each layout at the given batches."""
-    layout = _group_layout(lay, idx, question, 1.0)
-    tau = ev.time_per_token_with_gamma(
-        question.model,
-        question.gpus[gpu_index],
-        question.preset,
-        bits,
-        layout,
-        batch,
-        lay.gamma[idx].astype(float),
-        question.draft,
-        question.acceptance,
-    )
-    return batch / tau
+def _units(question: Question, lay: Layouts, options, why) -> tuple[np.ndarray, np.ndarray]:
+    """(decode layout, prefill option) pairs: each aggregated layout alone, each disaggregated one with its options."""
+    unit_j, unit_q = [], []
+    for j in np.flatnonzero(why == ""):
+        if not lay.disagg[j]:
+            unit_j.append(j)
+            unit_q.append(-1)
+            continue
+        partners = pairing.matches(question, options, lay, int(j))
+        if not len(partners):
+            why[j] = "ttft" if question.max_ttft_s is not None else "memory"
+        unit_j += [j] * len(partners)
+        unit_q += list(partners)
+    return np.array(unit_j, dtype=int), np.array(unit_q, dtype=int)
 
 
-def _first_batch(question, gi, bits, lay, idx, lo, hi, predicate) -> np.ndarray:
+def _unit_caps(question: Question, lay: Layouts, options, unit_j, unit_q) -> np.ndarray:
+    shapes, where = np.unique(np.asarray(unit_j, dtype=int), return_inverse=True)
+    caps = replica_caps(question, lay, shapes)[where] if len(unit_j) else np.zeros(0, dtype=int)
+    pair = unit_q >= 0
+    if pair.any():
+        caps = caps.copy()
+        caps[pair] = pairing.unit_caps(question, options, unit_q[pair], lay, unit_j[pair])
+    return caps
+
+
+def unit_throughput(question: Question, gi: int, bits: int, lay: Layouts, options, idx, q, batch) -> np.ndarray:
+    """Exact output tokens/s one unit serves: an instance (B / tau), or x prefill + y decode instances, times the
+    utilisation cap."""
+    layout = group_layout(lay, idx, question)
+    if question.workload is None:
+        tau = ev.time_per_token_with_gamma(
+            question.model,
+            question.gpus[gi],
+            question.preset,
+            bits,
+            layout,
+            batch,
+            lay.gamma[idx].astype(float),
+            question.draft,
+            question.acceptance,
+        )
+    else:
+        tau = target_step(question, gi, bits, lay, idx, batch).step_time_s
+    decode = batch / tau * question.max_utilisation
+    if options is None or not np.any(q >= 0):
+        return decode
+    qs = np.where(q >= 0, q, 0)
+    prefill = options.x[qs] * options.requests_per_s[qs] * question.workload.mean_osl * question.max_utilisation
+    return np.where(q >= 0, np.minimum(prefill, options.y[qs] * decode), decode)
+
+
+def _first_batch(lo, hi, predicate) -> np.ndarray:
     """Smallest batch in [lo, hi] where a predicate monotone in the batch holds (hi + 1 where it never does)."""
     lo, hi = lo.copy(), hi + 1.0
     while np.any(lo < hi):
         mid = np.floor((lo + hi) / 2.0)
-        ok = predicate(_throughput(question, gi, bits, lay, idx, np.maximum(mid, 1.0)))
+        ok = predicate(np.maximum(mid, 1.0))
         hi = np.where(ok & (lo < hi), mid, hi)
         lo = np.where(~ok & (lo < hi), mid + 1.0, lo)
     return lo
 
 
-def _demand_range(question, gi, bits, lay, idx, batch_lo, batch_hi) -> None:
-    """Batch range meeting the demand exactly: instance throughput <= demand (the paper's cap: a batch must be
-    filled) and ceil(demand / throughput) replicas within the GPU limit and cluster. Throughput rises with the batch,
+def _demand_range(question, gi, bits, lay, options, idx, q, caps, batch_lo, batch_hi, pos) -> None:
+    """Batch range meeting the demand exactly: ceil(demand / throughput) units within the GPU limit and cluster and,
+    for an instance, throughput <= demand (the paper's cap: a batch must be filled). Throughput rises with the batch,
     so both are thresholds found by bisection on the evaluator."""
     demand = question.demand_tok_s
-    lo, hi = batch_lo[idx].astype(float), batch_hi[idx].astype(float)
-    above = _first_batch(question, gi, bits, lay, idx, lo, hi, lambda thr: thr > demand * (1 + 1e-12))
-    caps = replica_caps(question, lay)[idx].astype(float)
-    enough = _first_batch(question, gi, bits, lay, idx, lo, hi, lambda thr: np.ceil(demand / thr - 1e-9) <= caps)
-    batch_hi[idx] = np.minimum(hi, above - 1.0)
-    batch_lo[idx] = np.maximum(lo, enough)
+    lo, hi = batch_lo[pos].astype(float), batch_hi[pos].astype(float)
+
+    def thr(batch):
+        return unit_throughput(question, gi, bits, lay, options, idx, q, batch)
+
+    above = _first_batch(lo, hi, lambda b: (q < 0) & (thr(b) > demand * (1 + 1e-12)))
+    enough = _first_batch(lo, hi, lambda b: np.ceil(demand / thr(b) - 1e-9) <= caps)
+    batch_hi[pos] = np.minimum(hi, above - 1.0)
+    batch_lo[pos] = np.maximum(lo, enough)
 
 
 def _refine_concave(question: Question, lay: Layouts, rows):
@@ -335,11 +524,11 @@ def _refine_concave(question: Question, lay: Layouts, rows):
         if not wide.any():
             break
         mid = np.floor((arr[wide, 1] + arr[wide, 2]) / 2.0)
-        left = np.column_stack([arr[wide, 0], arr[wide, 1], mid])
-        right = np.column_stack([arr[wide, 0], mid + 1.0, arr[wide, 2]])
+        left = np.column_stack([arr[wide, 0], arr[wide, 1], mid, arr[wide, 3]])
+        right = np.column_stack([arr[wide, 0], mid + 1.0, arr[wide, 2], arr[wide, 3]])
         arr = np.concatenate([arr[~wide], left, right])
         done = np.concatenate([done[~wide], np.zeros(2 * int(wide.sum()), dtype=bool)])
-    return [(int(a), float(b), float(c)) for a, b, c in arr]
+    return [(int(a), float(b), float(c), int(d)) for a, b, c, d in arr]
 
 
 def _time_unit_s(a0_s: np.ndarray, a1_s: np.ndarray, lo: np.ndarray) -> float:
@@ -350,31 +539,17 @@ def _time_unit_s(a0_s: np.ndarray, a1_s: np.ndarray, lo: np.ndarray) -> float:
 
 
 def _assemble(
-    question: Question, lay: Layouts, rows, exclusions, time_unit_s: float | None = None, refined: bool = True
+    question: Question, lay: Layouts, rows, exclusions, options=None, time_unit_s=None, refined: bool = True
 ) -> Tables:
-    """Compute the coefficients of every (layout, interval) row, vectorised per (accelerator, precision)."""
-    if not rows:
-        empty = np.zeros(0)
-        return Tables(
-            lay,
-            empty.astype(int),
-            empty,
-            empty,
-            np.zeros((0, 1)),
-            np.zeros((0, 1)),
-            empty,
-            empty,
-            empty,
-            empty,
-            empty,
-            empty.astype(int),
-            empty.astype(bool),
-            exclusions,
-        )
-    arr = np.array(rows, dtype=float)
-    layout_of = arr[:, 0].astype(int)
-    lo, hi = arr[:, 1], arr[:, 2]
+    """Compute the coefficients of every (layout, interval, option) row, vectorised per (accelerator, precision).
+
+    ``refined`` says whether the rows' MoE chords are already within MOE_CHORD_TOLERANCE (see ``refine_rows``).
+    """
     n_pieces = 4 if question.draft is not None else 2
+    arr = np.array(rows, dtype=float).reshape(-1, 4)
+    layout_of = arr[:, 0].astype(int)
+    option_of = arr[:, 3].astype(int)
+    lo, hi = arr[:, 1], arr[:, 2]
     a0 = np.zeros((len(rows), n_pieces))
     a1 = np.zeros((len(rows), n_pieces))
     m0, m1, mcap = np.zeros(len(rows)), np.zeros(len(rows)), np.zeros(len(rows))
@@ -384,9 +559,14 @@ def _assemble(
         m0[sel], m1[sel], mcap[sel] = _memory_line(question, gi, bits, lay, idx)
     n_gpus = lay.n_gpus[layout_of].astype(float)
     usd_per_s = np.array([question.gpus[g].usd_per_s for g in lay.gpu_index[layout_of]])
-    shapes, where = np.unique(layout_of, return_inverse=True)
-    replicas = replica_caps(question, lay, shapes)[where]
-    unit = _time_unit_s(a0, a1, lo) if time_unit_s is None else time_unit_s
+    unit = (_time_unit_s(a0, a1, lo) if len(rows) else 1e-3) if time_unit_s is None else time_unit_s
+    coef = n_gpus * usd_per_s * 1e6 / question.max_utilisation
+    floor = np.zeros(len(rows))
+    pair = option_of >= 0
+    if pair.any():
+        coef[pair], floor[pair] = pairing.unit_usd_per_mtok(
+            question, options, option_of[pair], (n_gpus * usd_per_s)[pair]
+        )
     return Tables(
         layouts=lay,
         layout_of=layout_of,
@@ -398,9 +578,12 @@ def _assemble(
         mem_a1_gb=m1,
         mem_cap_gb=mcap,
         n_gpus=n_gpus,
-        usd_per_mtok_coef=n_gpus * usd_per_s * 1e6 * unit,
-        replicas_cap=replicas,
+        usd_per_mtok_coef=coef * unit,
+        replicas_cap=_unit_caps(question, lay, options, layout_of, option_of),
         refined=np.full(len(rows), refined),
         exclusions=exclusions,
         time_unit_s=unit,
+        option_of=option_of,
+        cost_floor_usd_per_mtok=floor,
+        options=options,
     )

@@ -16,6 +16,9 @@ from roofline_opt.physics.specs import GpuSpec, ModelSpec, Preset
 
 DRAFT_WEIGHT_BITS = 16
 """Draft models run at 16-bit weights (this reproduces the notebook's speculative-decoding figures)."""
+DEFAULT_KV_BITS = 16
+"""KV-cache precision unless a layout says otherwise (the paper's 2-byte KV cache)."""
+KV_BITS = (16, 8, 4)
 ALLREDUCE = "allreduce"
 POINT_TO_POINT = "p2p"
 
@@ -94,9 +97,9 @@ def model_sizes(model: ModelSpec) -> ModelSizes:
     )
 
 
-def kv_bytes_per_token(model: ModelSpec, activation_bytes: float = 2.0) -> float:
-    """KV-cache bytes one context token occupies across all layers."""
-    return model_sizes(model).kv_values_per_token_per_layer * model.n_layers * activation_bytes
+def kv_bytes_per_token(model: ModelSpec, kv_bytes_per_value=2.0):
+    """KV-cache bytes one context token occupies across all layers (``kv_bytes_per_value`` = kv_bits / 8)."""
+    return model_sizes(model).kv_values_per_token_per_layer * model.n_layers * kv_bytes_per_value
 
 
 def weight_bytes_per_param(weight_bits: int) -> float:
@@ -164,9 +167,10 @@ class Layout:
     ep: np.ndarray
     context: np.ndarray
     tokens_per_step: np.ndarray
+    kv_bits: np.ndarray
 
     @classmethod
-    def of(cls, tp, tp_2d, pp, context, tokens_per_step=1, ep=1) -> Layout:
+    def of(cls, tp, tp_2d, pp, context, tokens_per_step=1, ep=1, kv_bits=DEFAULT_KV_BITS) -> Layout:
         arrays = np.broadcast_arrays(
             np.asarray(tp, dtype=float),
             np.asarray(tp_2d, dtype=bool),
@@ -174,8 +178,14 @@ class Layout:
             np.asarray(ep, dtype=float),
             np.asarray(context, dtype=float),
             np.asarray(tokens_per_step, dtype=float),
+            np.asarray(kv_bits, dtype=float),
         )
         return cls(*arrays)
+
+    @property
+    def kv_bytes_per_value(self) -> np.ndarray:
+        """Bytes of one KV-cache element: kv_bits / 8 (model-notes 10.1; activations keep their own bytes)."""
+        return self.kv_bits / 8.0
 
     @property
     def n_gpus(self) -> np.ndarray:
@@ -331,7 +341,7 @@ def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout
         ff_dense = sz.n_dense_layers * (
             w * sz.dense_ff_params + (model.m_in + model.m_out) * a * tok * (t2 * model.d_model + t1 * dff)
         )
-    kv_read = sz.kv_values_per_token_per_layer * model.n_layers * a * ctx * batch
+    kv_read = sz.kv_values_per_token_per_layer * model.n_layers * layout.kv_bytes_per_value * ctx * batch
     per_micro = model.n_layers * (qkv + proj) + ff_moe + ff_dense + w * model.vocab * model.d_model
     return kv_read + pp * per_micro
 
@@ -391,7 +401,7 @@ def memory(
     n = layout.n_gpus
     if preset.memory_check == "aggregate":
         weights = sum(w * model_sizes(m).total_params for m in models) + 0.0 * n
-        kv = sum(kv_bytes_per_token(m, a) for m in models) * layout.context * batch
+        kv = sum(kv_bytes_per_token(m, layout.kv_bytes_per_value) for m in models) * layout.context * batch
         act = np.zeros_like(kv)
         cap = n * gpu.hbm_bytes
         return DeviceMemory(weights, kv, act, cap, weights + kv <= cap)
@@ -402,7 +412,9 @@ def memory(
         sz = model_sizes(m)
         split = preset.kv_split_by_kv_heads and not m.is_mla
         kv_ways = np.maximum(np.minimum(layout.tp, sz.kv_heads / 2.0), 1.0) if split else 1.0
-        kv = kv + kv_bytes_per_token(m, a) * (layout.context + layout.tokens_per_step) * batch / (layout.pp * kv_ways)
+        kv = kv + kv_bytes_per_token(m, layout.kv_bytes_per_value) * (
+            layout.context + layout.tokens_per_step
+        ) * batch / (layout.pp * kv_ways)
         widest = max(sz.qkv_out_width, m.m_in * max(m.d_ff, m.dense_layer_d_ff), m.d_model)
         act = act + a * batch * layout.tokens_per_step * (2.0 * m.d_model + widest / layout.tp)
     cap = np.full_like(kv, gpu.hbm_bytes * preset.usable_hbm_fraction)
