@@ -57,6 +57,8 @@ class SolveReport:
         return self.termination == "infeasible"
 
 
+RELAXATION_TIME_SHARE = 0.1
+"""Under a time limit the relaxation may use this share of it; the MIP then gets the whole limit."""
 INTEGRALITY_TOLERANCE = 1e-7
 """An integer column of the LP relaxation within this of a whole number counts as integral."""
 
@@ -67,7 +69,9 @@ class RelaxationFirstHighs(Highs):
     Every query's model has target-tightened batch ranges, so its LP relaxation is usually integral already; an
     integral relaxation optimum is the MIP's optimum (the relaxation bounds the MIP and the point is feasible for
     it), found in a tenth of a millisecond where HiGHS's MIP machinery takes milliseconds to start. Otherwise the
-    MIP is solved as before. Output capture is skipped: HiGHS runs with output_flag off and prints nothing.
+    MIP is solved as before, with the whole time limit again (a MIP stopped before its root LP has no bound), and
+    the relaxation's optimum as a bound if HiGHS reports none. Output capture is skipped: HiGHS runs with
+    output_flag off and prints nothing.
     """
 
     proved_by_relaxation = False
@@ -94,19 +98,24 @@ class RelaxationFirstHighs(Highs):
         for key, option in config.solver_options.items():
             highs.setOptionValue(key, option)
         config.timer.start("optimize")
+        if config.time_limit is not None:
+            highs.setOptionValue("time_limit", config.time_limit * RELAXATION_TIME_SHARE)
         highs.setOptionValue("solve_relaxation", True)
-        start = time.perf_counter()
         highs.run()
         self.proved_by_relaxation = self._integral_optimum(highs)
+        relaxed = highs.getInfo().objective_function_value
+        relaxed_bound = relaxed if highs.getModelStatus() == highspy.HighsModelStatus.kOptimal else -math.inf
         if not self.proved_by_relaxation:
-            if config.time_limit is not None:  # the relaxation's time counts against the limit
-                highs.setOptionValue("time_limit", max(config.time_limit - (time.perf_counter() - start), 1e-9))
+            highs.setOptionValue("time_limit", math.inf if config.time_limit is None else config.time_limit)
             highs.setOptionValue("solve_relaxation", False)
             highs.run()
         config.timer.stop("optimize")
         results = self._postsolve(io.StringIO())
         if self.proved_by_relaxation:
             results.objective_bound = results.incumbent_objective
+        elif results.incumbent_objective is not None:  # the relaxation's optimum bounds the MIP (minimisation)
+            bounds = [b for b in (relaxed_bound, results.objective_bound) if b is not None and math.isfinite(b)]
+            results.objective_bound = max(bounds) if bounds else None
         return results
 
     def _integral_optimum(self, highs) -> bool:
