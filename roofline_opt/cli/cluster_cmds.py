@@ -8,15 +8,13 @@ import math
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
-import pandas as pd
-import yaml
-
-from roofline_opt import files, report, topology
 from roofline_opt.cli import OneLineParser
 from roofline_opt.errors import InvalidInput
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 SPRING_LAYOUT_MAX_NODES = 400
 """Larger graphs are drawn on concentric shells by node kind (networkx's spring layout needs scipy beyond ~500)."""
@@ -35,6 +33,8 @@ NODE_STYLES = {"switch": ("s", "0.55"), "host": ("D", "burlywood")}
 
 def known_gpu_names() -> frozenset[str]:
     """The catalog's accelerator names if the catalog module is present, else topology's built-in list."""
+    from roofline_opt import topology
+
     if importlib.util.find_spec("roofline_opt.catalog") is None:
         return topology.BUILTIN_GPU_NAMES
     from roofline_opt import catalog
@@ -52,6 +52,8 @@ def cluster_summary(cluster: nx.Graph, source: str) -> dict[str, Any]:
     all-reduce B/s are the GpuSpec values (half the per-direction bandwidth); None where the graph cannot tell
     (inter-domain figures of a single domain: the catalog's value applies).
     """
+    from roofline_opt import topology
+
     kinds = Counter(kind for _, kind in cluster.nodes(data="kind"))
     per_type = []
     for name, count in topology.gpu_counts(cluster).items():
@@ -85,10 +87,16 @@ def _domains_text(sizes: list[int]) -> str:
 
 
 def _scientific(value: float | None) -> str:
+    from roofline_opt import report
+
     return report.MISSING_CELL if value is None else f"{value:.4g}"
 
 
 def _summary_text(summary: dict[str, Any]) -> str:
+    import pandas as pd
+
+    from roofline_opt import report
+
     nodes = ", ".join(f"{n} {kind}" for kind, n in summary["nodes"].items())
     lines = [
         f"cluster {summary['name'] or '(unnamed)'} from {summary['source']}: {nodes}; {summary['links']} links",
@@ -116,6 +124,8 @@ def _summary_text(summary: dict[str, Any]) -> str:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from roofline_opt import report, topology
+
     cluster = topology.load_cluster(args.file, known_gpu_names())
     summary = cluster_summary(cluster, args.file)
     print(report.to_json_object(summary) if args.json else _summary_text(summary))
@@ -124,6 +134,8 @@ def run_show(args: argparse.Namespace) -> int:
 
 def _layout(cluster: nx.Graph) -> dict[str, tuple[float, float]]:
     """Node positions: a seeded spring layout, or shells by node kind for large graphs."""
+    import networkx as nx
+
     if cluster.number_of_nodes() <= SPRING_LAYOUT_MAX_NODES:
         return nx.spring_layout(cluster, seed=0)
     shells = [[n for n, k in cluster.nodes(data="kind") if k == kind] for kind in ("switch", "gpu", "host")]
@@ -135,6 +147,8 @@ def _figure(cluster: nx.Graph) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.collections import LineCollection
     from matplotlib.figure import Figure
+
+    from roofline_opt import topology
 
     pos = _layout(cluster)
     fig = Figure(figsize=(10, 8))
@@ -164,6 +178,8 @@ def _figure(cluster: nx.Graph) -> Any:
 
 
 def run_draw(args: argparse.Namespace) -> int:
+    from roofline_opt import files, topology
+
     cluster = topology.load_cluster(args.file, known_gpu_names())
     files.check_destination(args.out, "--out", files.plot_formats())
     files.save_figure_atomic(_figure(cluster), args.out, field="--out")
@@ -171,6 +187,10 @@ def run_draw(args: argparse.Namespace) -> int:
 
 
 def run_build(args: argparse.Namespace) -> int:
+    import yaml
+
+    from roofline_opt import topology
+
     spec = args.spec
     if Path(spec).is_file():
         cluster = topology.load_cluster(spec, known_gpu_names())

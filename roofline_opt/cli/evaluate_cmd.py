@@ -6,17 +6,17 @@ import argparse
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
-from roofline_opt import catalog, checks, files, report
+from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
 from roofline_opt.physics import evaluator
 from roofline_opt.physics import requests as rq
-from roofline_opt.physics.evaluator import KV_BITS
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
 
 REQUIRED_COLUMNS = ("model", "gpu", "tp", "pp", "batch")
 OPTIONAL_DEFAULTS = {
@@ -113,11 +113,15 @@ class _Specs:
 
     def model(self, text: str, field: str) -> tuple[ModelSpec, int | None]:
         if text not in self._models:
+            from roofline_opt import catalog
+
             self._models[text] = catalog.resolve_model(text, field)
         return self._models[text]
 
     def gpu(self, text: str, field: str) -> GpuSpec:
         if text not in self._gpus:
+            from roofline_opt import catalog
+
             self._gpus[text] = catalog.load_gpu(text, field)
         return self._gpus[text]
 
@@ -216,6 +220,8 @@ def _blank(value: Any) -> bool:
 
 def _request_fields(values, label, specs: _Specs, gpu_text: str, bits: int, has_draft: bool) -> dict[str, Any]:
     """KV bits, request lengths, serving mode, chunk and the prefill side of a setup, checked."""
+    from roofline_opt.physics.evaluator import KV_BITS
+
     out: dict[str, Any] = {"kv_bits": checks.choice(label("kv_bits"), values["kv_bits"], KV_BITS)}
     isl, osl = values["isl"], values["osl"]
     serving = checks.choice(label("serving"), values["serving"], rq.SERVING_MODES)
@@ -264,6 +270,8 @@ def setups_from_flags(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
 
 def setups_from_csv(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
     """One setup per CSV row; blank or absent optional cells take the flags' values."""
+    from roofline_opt import files
+
     given = [_flag(c) for c in REQUIRED_COLUMNS if getattr(args, c) is not None]
     if given:
         raise InvalidInput("--from-csv", f"takes {', '.join(REQUIRED_COLUMNS)} from the file: drop {', '.join(given)}")
@@ -283,6 +291,8 @@ def setups_from_csv(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
 
 def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
     """A setup priced as whole requests: the aggregated instance or the disaggregated unit (physics/requests.py)."""
+    import numpy as np
+
     model = specs.model(setup.model, "model")[0]
     gpu = specs.gpu(setup.gpu, "gpu")
     preset = PRESETS[setup.preset]
@@ -307,6 +317,8 @@ def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
 
 def _evaluate_group(setups: list[Setup], specs: _Specs) -> dict[str, np.ndarray]:
     """evaluator.evaluate over arrays of setups that share model, accelerator, precision, draft and preset."""
+    import numpy as np
+
     first = setups[0]
     if first.is_request:
         return _evaluate_request(first, specs)
@@ -336,6 +348,8 @@ def _evaluate_group(setups: list[Setup], specs: _Specs) -> dict[str, np.ndarray]
 
 def evaluate_setups(setups: list[Setup], specs: _Specs) -> pd.DataFrame:
     """One row per setup, in input order: its inputs (spec names) and every output of evaluator.evaluate."""
+    import pandas as pd
+
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, setup in enumerate(setups):
         groups.setdefault(setup.group_key, []).append(i)
@@ -373,6 +387,10 @@ PREFILL_INPUTS = ("prefill_gpu", "prefill_tp", "prefill_tp_2d", "prefill_pp", "p
 
 def _table(frame: pd.DataFrame) -> str:
     """Every field of a single setup as a two-column table; the headline columns of several setups."""
+    import pandas as pd
+
+    from roofline_opt import report
+
     if len(frame) == 1:
         record = frame.iloc[0]
         fields = pd.DataFrame({"field": frame.columns, "value": [report.format_number(v) for v in record]})
@@ -382,6 +400,8 @@ def _table(frame: pd.DataFrame) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from roofline_opt import files, report
+
     specs = _Specs()
     setups = setups_from_csv(args, specs) if args.from_csv else setups_from_flags(args, specs)
     frame = evaluate_setups(setups, specs)

@@ -7,9 +7,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-import pandas as pd
-
-from roofline_opt import api, catalog, checks, fidelity, files, report
+from roofline_opt import checks
 from roofline_opt.physics.specs import DEFAULT, PRESETS
 
 VALIDATE_TABLE = {
@@ -70,6 +68,10 @@ def _points(value: str) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from roofline_opt import fidelity, files, report
+
     rows = fidelity.validate(args.measured, PRESETS[_preset(args.preset)])
     records = [r.to_record() for r in rows]
     frame = pd.DataFrame(records)
@@ -92,6 +94,10 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from roofline_opt import catalog, fidelity, files, report
+
     gpu = catalog.load_gpu(args.gpu, "--gpu")
     if args.out:
         files.check_destination(args.out, "--out")
@@ -124,6 +130,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 
 def run_reproduce(args: argparse.Namespace) -> int:
+    from roofline_opt import fidelity, report
+
     cases = fidelity.CASES
     if args.only:
         keys = {c.key: c for c in fidelity.CASES}
@@ -141,6 +149,8 @@ def run_reproduce(args: argparse.Namespace) -> int:
 
 
 def run_sensitivity(args: argparse.Namespace) -> int:
+    from roofline_opt import api, catalog, fidelity, files, report
+
     for flag, name in (("--model", args.model), ("--draft", args.draft)):
         if name is not None:
             catalog.resolve_model(name, flag)

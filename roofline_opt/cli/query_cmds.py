@@ -9,13 +9,15 @@ import argparse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from roofline_opt import api, checks, files, report
+from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.space import Question
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from roofline_opt.optimize.space import Question
 
 SPACE_FIELDS = (
     "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "max_batch", "context", "draft", "acceptance",
@@ -55,6 +57,8 @@ API_FIELDS = (
 
 
 def _question(args: argparse.Namespace) -> Question:
+    from roofline_opt import api
+
     return api.question(args.model, args.gpu, **{name: getattr(args, name) for name in SPACE_FIELDS})
 
 
@@ -67,6 +71,8 @@ def _tp(record: Mapping[str, Any]) -> str:
 
 def _requests_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
     """Headline columns of answers about whole requests: serving mode, prefill side, TTFT, TPOT and prices."""
+    import pandas as pd
+
     return pd.DataFrame(
         {
             "serving": [r["serving"] for r in records],
@@ -101,6 +107,8 @@ def _requests_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
 
 def summary_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
     """The headline columns of answer records, in the units people read: ms/token, MFU in percent."""
+    import pandas as pd
+
     if records and "serving" in records[0]:
         return _requests_frame(records)
     return pd.DataFrame(
@@ -126,6 +134,8 @@ def summary_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
 
 def _solver_line(records: list[Mapping[str, Any]]) -> str:
     """Solver status and the largest relative MIP gap over the records."""
+    from roofline_opt import report
+
     statuses = sorted({str(r["solver_status"]) for r in records})
     gaps = [r["mip_gap"] for r in records if r["mip_gap"] is not None]
     gap = report.format_number(max(gaps)) if gaps else report.MISSING_CELL
@@ -135,6 +145,8 @@ def _solver_line(records: list[Mapping[str, Any]]) -> str:
 
 def describe(record: Mapping[str, Any], sep: str = ": ") -> str:
     """A setup and its two headline figures, joined by ``sep``."""
+    from roofline_opt import report
+
     setup = f"{record['n_gpus']} x {record['gpu']}, tp {_tp(record)} x pp {record['pp']}, batch {record['batch']}"
     if record.get("serving") == "disagg":
         setup = (
@@ -147,6 +159,10 @@ def describe(record: Mapping[str, Any], sep: str = ": ") -> str:
 
 def _emit(args: argparse.Namespace, records: list[dict[str, Any]], text: str, as_list: bool) -> None:
     """Write --csv (atomically) and print JSON (--json) or the human text."""
+    import pandas as pd
+
+    from roofline_opt import files, report
+
     if args.csv:
         files.write_text_atomic(args.csv, pd.DataFrame(records).to_csv(index=False), field="--csv")
     if args.json:
@@ -156,6 +172,8 @@ def _emit(args: argparse.Namespace, records: list[dict[str, Any]], text: str, as
 
 
 def _answer_text(headline: str, record: Mapping[str, Any]) -> str:
+    from roofline_opt import report
+
     return "\n".join([headline, report.frame_to_table(summary_frame([record])), _solver_line([record])])
 
 
@@ -163,6 +181,8 @@ def _answer_text(headline: str, record: Mapping[str, Any]) -> str:
 
 
 def run_fastest(args: argparse.Namespace) -> int:
+    from roofline_opt import api
+
     with _flag_names(API_FIELDS):
         question = _question(args)
         _check_outputs(args)
@@ -175,6 +195,8 @@ def run_fastest(args: argparse.Namespace) -> int:
 
 
 def run_cheapest(args: argparse.Namespace) -> int:
+    from roofline_opt import api
+
     with _flag_names(API_FIELDS):
         question = _question(args)
         _check_outputs(args)
@@ -189,6 +211,8 @@ def run_cheapest(args: argparse.Namespace) -> int:
 
 
 def run_frontier(args: argparse.Namespace) -> int:
+    from roofline_opt import api, report
+
     with _flag_names(API_FIELDS):
         question = _question(args)
         observed = read_observed(Path(args.observed)) if args.observed else None
@@ -219,6 +243,8 @@ def _request_text(question: Question) -> str:
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse unwritable --csv / --plot destinations before solving, so a failed run leaves no file behind."""
+    from roofline_opt import files
+
     if args.csv:
         files.check_destination(args.csv, "--csv")
     if getattr(args, "plot", None):
@@ -231,6 +257,8 @@ def _plot_title(question: Question) -> str:
 
 
 def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> str:
+    from roofline_opt import report
+
     table = summary_frame(frame.to_dict("records"))
     table.insert(0, "pref", ["*" if p else "" for p in frame["preferred"]])
     monotone = "monotone" if frame.attrs.get("monotone") else "NOT monotone"
@@ -249,12 +277,16 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
 
 def read_observed(path: Path) -> pd.DataFrame:
     """Observed (speed, price) points from a CSV: columns tok_s_per_request, usd_per_mtok (> 0), optional label."""
+    from roofline_opt import files
+
     frame = files.read_csv_cells(path, "--observed", OBSERVED_COLUMNS, "point")
     return _observed_values(path, frame)
 
 
 def _observed_values(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     """The numeric columns checked cell by cell (finite and > 0: the price axis is logarithmic)."""
+    import pandas as pd
+
     out = pd.DataFrame({"label": frame["label"].str.strip()}) if "label" in frame.columns else pd.DataFrame()
     for column in OBSERVED_COLUMNS:
         out[column] = [
