@@ -6,7 +6,7 @@ importing the evaluator alone does not import Pyomo.
 
 from __future__ import annotations
 
-__all__ = ["cheapest", "fastest", "frontier", "question"]
+__all__ = ["cheapest", "fastest", "frontier", "plan", "question"]
 
 
 def __getattr__(name: str):

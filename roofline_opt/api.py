@@ -1,4 +1,7 @@
-"""Public Python API: validated questions from names, and fastest / cheapest / frontier as pandas objects.
+"""Public Python API: validated questions from names, fastest / cheapest / frontier as pandas objects, and plan.
+
+``plan`` takes a fleet file (or the same structure as a dict; see the README section Fleet planning) and returns an
+``optimize.fleet.FleetPlan`` (rows, model and cluster summaries, placement, solver report).
 
 Shared parameters (documented once here):
 
@@ -436,3 +439,32 @@ def frontier(
     """Speed-vs-cost frontier: one row per distinct optimal setup from the cheapest to the fastest."""
     q = question(model, gpu, **space)
     return frontier_frame(q, points, utility_exponent, time_limit_s, mip_gap, progress, method)
+
+
+def plan(
+    fleet,
+    *,
+    method: str = "mip",
+    time_limit_s: float | None = None,
+    mip_gap: float = 1e-4,
+    baseline: bool = False,
+):
+    """A fleet plan (``optimize.fleet.FleetPlan``) for a fleet file path or the same structure as a dict.
+
+    ``baseline`` also plans each model alone and packs the results, for comparison (single-period fleets).
+    """
+    from roofline_opt.optimize import fleet as fl
+
+    is_path = isinstance(fleet, str | os.PathLike)
+    spec = fl.load_fleet_file(fleet, question) if is_path else fl.parse_fleet(fleet, question)
+    answer = fl.plan_fleet(spec, method, _options(time_limit_s, mip_gap))
+    if baseline:
+        from roofline_opt.optimize.fleet.baseline import per_model_baseline
+
+        answer = answer.with_baseline(per_model_baseline(spec, _options(time_limit_s, mip_gap)))
+    return answer
+
+
+def solver_options(time_limit_s: float | None, mip_gap: float) -> SolverOptions:
+    """Validated HiGHS options (time limit in seconds, relative gap), as every query takes them."""
+    return _options(time_limit_s, mip_gap)

@@ -26,11 +26,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from roofline_opt.cli import catalog_cmds, cluster_cmds, evaluate_cmd, fidelity_cmds, query_cmds
+    from roofline_opt.cli import catalog_cmds, cluster_cmds, evaluate_cmd, fidelity_cmds, plan_cmd, query_cmds
 
     parser = OneLineParser(prog="roofline-opt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    for module in (evaluate_cmd, query_cmds, catalog_cmds, cluster_cmds, fidelity_cmds):
+    for module in (evaluate_cmd, query_cmds, plan_cmd, catalog_cmds, cluster_cmds, fidelity_cmds):
         module.add_parsers(sub)
     return parser
 

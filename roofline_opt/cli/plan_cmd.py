@@ -1,0 +1,230 @@
+"""``roofline-opt plan FLEET.yaml``: several models with real demands on one cluster, planned by one MIP."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from roofline_opt import api, files, report
+from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize.fleet import FleetPlan
+
+ROW_COLUMNS = {
+    "model": "model", "gpu": "gpu", "weight_bits": "bits", "tp": "tp", "pp": "pp", "batch": "batch",
+    "replicas": "replicas", "total_gpus": "GPUs", "kv_bits": "kv", "chunk_tokens": "chunk", "tpot_ms": "TPOT ms",
+    "ttft_ms": "TTFT ms", "tok_s_per_request": "tok/s per request",
+    "utilisation": "util %", "served_tok_s": "served tok/s", "usd_per_hour": "$/hour",
+    "effective_usd_per_mtok": "effective $/Mtok",
+}  # fmt: skip
+MODEL_COLUMNS = {
+    "model": "model", "model_spec": "spec", "demand_tok_s": "demand tok/s", "served_tok_s": "served tok/s",
+    "tpot_limit_ms": "TPOT limit ms", "gpus": "GPUs", "usd_per_hour": "$/hour",
+    "effective_usd_per_mtok": "effective $/Mtok",
+}  # fmt: skip
+FLAG_FIELDS = ("time_limit", "mip_gap", "method")
+"""Errors about these API parameters are reported under their flag."""
+OPTIONAL = ("kv_bits", "chunk_tokens", "ttft_ms")
+"""Row columns shown only when some row has a value (whole requests)."""
+PLACEMENT_LINES = 40
+"""Placement lines printed in the text answer (all are in --json)."""
+
+
+def _frame(records: Sequence[Mapping[str, Any]], columns: Mapping[str, str]) -> pd.DataFrame:
+    """The columns present in the records (TTFT, KV bits and chunk only for fleets with whole requests)."""
+    shown = {k: v for k, v in columns.items() if any(r.get(k) not in (None, 0) for r in records) or k not in OPTIONAL}
+    frame = pd.DataFrame([{label: r.get(key) for key, label in shown.items()} for r in records])
+    if "util %" in frame:
+        frame["util %"] = frame["util %"] * 100
+    return frame
+
+
+def compact_ids(ids: Sequence[str]) -> str:
+    """GPU ids with runs shortened: n0.gpu0..n0.gpu7 -> n0.gpu0-7."""
+    parts: list[str] = []
+    run: list[tuple[str, int]] = []
+
+    def flush() -> None:
+        if run:
+            prefix, first = run[0]
+            parts.append(f"{prefix}{first}" if len(run) == 1 else f"{prefix}{first}-{run[-1][1]}")
+            run.clear()
+
+    for gid in ids:
+        m = re.fullmatch(r"(.*?)(\d+)", gid)
+        if m is None:
+            flush()
+            parts.append(gid)
+            continue
+        prefix, number = m.group(1), int(m.group(2))
+        if run and (run[-1][0] != prefix or run[-1][1] + 1 != number):
+            flush()
+        run.append((prefix, number))
+    flush()
+    return ",".join(parts)
+
+
+def plan_text(plan: FleetPlan, source: str) -> str:
+    c = plan.cluster
+    have = ", ".join(f"{'unlimited' if n is None else n} x {g}" for g, n in c["gpus_available"].items())
+    used = ", ".join(f"{n} x {g}" for g, n in c["gpus_used"].items())
+    lines = [f"fleet plan for {source} on {c['name'] or 'GPU counts'} ({have})"]
+    lines += [report.frame_to_table(_with_period(plan, _frame(plan.rows, ROW_COLUMNS))), ""]
+    lines += [report.frame_to_table(_frame(plan.models, MODEL_COLUMNS)), ""]
+    spend = report.format_number(c["usd_per_hour"])
+    peak = " (peak period)" if c["periods"] > 1 else ""
+    average = "on average " if c["periods"] > 1 else ""
+    lines.append(f"cluster: {used} GPUs used{peak}, {average}${spend}/hour")
+    if "reserved_gpus" in c:
+        total = report.format_number(c["usd_total"])
+        for g, r in c["reserved_gpus"].items():
+            lines.append(f"  {g}: {r} reserved, on demand per period {c['on_demand_gpus'][g]}")
+        lines.append(f"  cost over the {c['periods']} periods: ${total}")
+    if c.get("domains_by_gpus_used"):
+        domains = ", ".join(f"{n} with {used}" for used, n in c["domains_by_gpus_used"].items())
+        first = " in period 0" if c["periods"] > 1 else ""
+        lines.append(f"  scale-up domains by GPUs used{first}: {domains}")
+    if plan.placement and plan.placement[0] and c["periods"] == 1:
+        lines.append("placement (instance: TP group per pipeline stage):")
+        for inst in plan.placement[0][:PLACEMENT_LINES]:
+            stages = " | ".join(compact_ids(s) for s in inst["stages"])
+            lines.append(f"  {inst['instance']} (tp {inst['tp']} x pp {inst['pp']}): {stages}")
+        if len(plan.placement[0]) > PLACEMENT_LINES:
+            lines.append(f"  ... {len(plan.placement[0]) - PLACEMENT_LINES} more (see --json)")
+    lines.append(_solver_line(plan.solve))
+    if plan.baseline is not None:
+        lines.append(_baseline_line(plan))
+    return "\n".join(lines)
+
+
+def _with_period(plan: FleetPlan, frame: pd.DataFrame) -> pd.DataFrame:
+    if plan.cluster["periods"] > 1:
+        frame.insert(0, "period", [r["period"] for r in plan.rows])
+    return frame
+
+
+def _solver_line(solve: Mapping[str, Any]) -> str:
+    raw_gap = solve.get("mip_gap")
+    gap = report.format_number(0 if raw_gap is not None and abs(raw_gap) < 1e-12 else raw_gap)
+    units = {"bound_usd_per_hour": "${}/hour", "bound_usd": "${} over the profile",
+             "bound_value": "{} (weighted demand served)"}  # fmt: skip
+    bound = "".join(f", bound {units[k].format(report.format_number(v))}" for k, v in solve.items()
+                    if k in units and v is not None)  # fmt: skip
+    text = f"solver: {solve['method']}, {solve['status']}{bound}, gap {gap}, {solve['candidates']} candidates"
+    if "cost_phase" in solve:
+        phase = solve["cost_phase"]
+        text += f"; cost phase {phase['status']}, gap {report.format_number(phase['mip_gap'])}"
+    return text
+
+
+def _baseline_line(plan: FleetPlan) -> str:
+    base = plan.baseline
+    cost = base["usd_per_hour"]
+    fits = "" if base["packs_onto_pool"] else ", and its instances do not fit the pool"
+    saved = cost - plan.usd_per_hour
+    saved = 0.0 if abs(saved) < 1e-9 * max(cost, 1.0) else saved
+    share = report.format_number(100 * saved / cost) if cost else "0"
+    return (f"per-model planning (each model's cheapest $/Mtok layout, ceil(demand / throughput) replicas): "
+            f"${report.format_number(cost)}/hour{fits}; the plan saves ${report.format_number(saved)}/hour "
+            f"({share}%)")  # fmt: skip
+
+
+def plot_plan(plan: FleetPlan, cluster: Any, domains: Sequence[Any], path: str) -> None:
+    """The cluster's GPUs grouped by scale-up domain (one box each, graph order), coloured by the model they serve
+    (grey: idle); on small clusters each GPU is labelled with its instance."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    owner = {g: inst for inst in plan.placement[0] for s in inst["stages"] for g in s}
+    colour = {m["model"]: f"C{i % 10}" for i, m in enumerate(plan.models)}
+    cols = min(len(domains), max(4, math.ceil(math.sqrt(2 * len(domains)))))
+    side = int(math.ceil(math.sqrt(max(d.size for d in domains))))
+    fig = Figure(figsize=(min(16, 2 + 1.3 * cols), min(12, 1.5 + 1.3 * math.ceil(len(domains) / cols))),
+                 layout="constrained")  # fmt: skip
+    ax = fig.add_subplot()
+    label = sum(d.size for d in domains) <= 64
+    for n, dom in enumerate(domains):
+        x0, y0 = (n % cols) * (side + 1), -(n // cols) * (side + 1)
+        ax.add_patch(Rectangle((x0 - 0.6, y0 - side + 0.4), side + 0.2, side + 0.2, fill=False, ec="0.6", lw=0.8))
+        for j, g in enumerate(dom.gpu_ids):
+            x, y = x0 + j % side, y0 - j // side
+            inst = owner.get(g)
+            ax.scatter([x], [y], s=180 if label else 30, c=colour[inst["model"]] if inst else "0.85",
+                       edgecolors="0.4", linewidths=0.5, zorder=3)  # fmt: skip
+            if label and inst:
+                ax.annotate(inst["instance"].rsplit("#", 1)[-1], (x, y), ha="center", va="center", fontsize=6, zorder=4)
+    for name, c in colour.items():
+        gpus = sum(1 for inst in owner.values() if inst["model"] == name)
+        ax.scatter([], [], c=c, label=f"{name} ({gpus} GPUs)")
+    ax.scatter([], [], c="0.85", edgecolors="0.4", label="idle GPU")
+    spend = report.format_number(plan.usd_per_hour)
+    name = cluster.graph.get("name") or plan.cluster["name"]
+    legend = "boxes: scale-up domains; numbers: instances" if label else "boxes: scale-up domains"
+    ax.set_title(f"{name}: ${spend}/hour\n({legend})", fontsize="medium")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", framealpha=0.85)
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    ax.autoscale_view()
+    files.save_figure_atomic(fig, path, "--plot")
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    if args.csv:
+        files.check_destination(args.csv, "--csv")
+    if args.plot:
+        files.check_destination(args.plot, "--plot", files.plot_formats())
+    from roofline_opt.optimize import fleet as fl
+
+    spec = fl.load_fleet_file(args.fleet, api.question)
+    if args.plot and not spec.pool.has_graph:
+        raise InvalidInput("--plot", "needs a fleet on a cluster graph (cluster:), not GPU counts")
+    try:
+        options = api.solver_options(args.time_limit, args.mip_gap)
+        plan = fl.plan_fleet(spec, args.method, options)
+    except InvalidInput as exc:
+        if exc.field not in FLAG_FIELDS:
+            raise
+        raise InvalidInput("--" + exc.field.replace("_", "-"), exc.message) from exc
+    if args.compare and not spec.has_profile:
+        from roofline_opt.optimize.fleet.baseline import per_model_baseline
+
+        plan = plan.with_baseline(per_model_baseline(spec, options))
+    if args.csv:
+        files.write_text_atomic(args.csv, pd.DataFrame(plan.rows).to_csv(index=False), field="--csv")
+    if args.plot:
+        plot_plan(plan, spec.pool.cluster, spec.pool.domains, args.plot)
+    print(report.to_json_object(plan.to_record()) if args.json else plan_text(plan, args.fleet))
+    return 0
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``plan``."""
+    p = subparsers.add_parser(
+        "plan",
+        help="plan a fleet: several models, their demands and latency limits on one cluster, one MIP",
+        description="Replica counts per layout for every model, each instance's batch within its TPOT limit, and "
+        "their placement on the cluster graph, at the least provisioned $/hour (or the most weighted demand served "
+        "within a budget). The fleet file is described in the README section Fleet planning.",
+    )
+    p.add_argument("fleet", metavar="FLEET.yaml", help="fleet file (YAML)")
+    p.add_argument(
+        "--method",
+        default="mip",
+        metavar="{mip,enumerate}",
+        help="HiGHS MIP or brute force (small fleets only: <= 3 models, <= 64 GPUs, one period)",
+    )
+    p.add_argument("--time-limit", dest="time_limit", metavar="SECONDS", help="HiGHS time limit per solve")
+    p.add_argument("--mip-gap", dest="mip_gap", default=1e-4, help="HiGHS relative MIP gap (default 1e-4)")
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="also plan each model alone (cheapest $/Mtok layout, ceil replicas) and report the saving",
+    )
+    p.add_argument("--json", action="store_true", help="print every field of the plan as one JSON object")
+    p.add_argument("--csv", metavar="OUT", help="also write one row per (period, model, layout) to a CSV file")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the cluster graph with GPUs coloured by model")
+    p.set_defaults(func=run_plan)
