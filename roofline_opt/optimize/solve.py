@@ -75,6 +75,7 @@ class RelaxationFirstHighs(Highs):
     """
 
     proved_by_relaxation = False
+    relaxation_first = True
     _integer_columns: tuple[np.ndarray, np.ndarray] | None = None
 
     def solve(self, model, **kwds):  # overrides PersistentSolverMixin.solve
@@ -95,16 +96,20 @@ class RelaxationFirstHighs(Highs):
         highs = self._solver_model
         highs.setOptionValue("time_limit", math.inf if config.time_limit is None else config.time_limit)
         highs.setOptionValue("mip_rel_gap", config.rel_gap)
+        if config.abs_gap is not None:
+            highs.setOptionValue("mip_abs_gap", config.abs_gap)
         for key, option in config.solver_options.items():
             highs.setOptionValue(key, option)
         config.timer.start("optimize")
-        if config.time_limit is not None:
-            highs.setOptionValue("time_limit", config.time_limit * RELAXATION_TIME_SHARE)
-        highs.setOptionValue("solve_relaxation", True)
-        highs.run()
-        self.proved_by_relaxation = self._integral_optimum(highs)
-        relaxed = highs.getInfo().objective_function_value
-        relaxed_bound = relaxed if highs.getModelStatus() == highspy.HighsModelStatus.kOptimal else -math.inf
+        self.proved_by_relaxation, relaxed_bound = False, -math.inf
+        if self.relaxation_first:
+            if config.time_limit is not None:
+                highs.setOptionValue("time_limit", config.time_limit * RELAXATION_TIME_SHARE)
+            highs.setOptionValue("solve_relaxation", True)
+            highs.run()
+            self.proved_by_relaxation = self._integral_optimum(highs)
+            if highs.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+                relaxed_bound = highs.getInfo().objective_function_value
         if not self.proved_by_relaxation:
             highs.setOptionValue("time_limit", math.inf if config.time_limit is None else config.time_limit)
             highs.setOptionValue("solve_relaxation", False)
@@ -113,7 +118,7 @@ class RelaxationFirstHighs(Highs):
         results = self._postsolve(io.StringIO())
         if self.proved_by_relaxation:
             results.objective_bound = results.incumbent_objective
-        elif results.incumbent_objective is not None:  # the relaxation's optimum bounds the MIP (minimisation)
+        elif self.relaxation_first and results.incumbent_objective is not None:  # the relaxation bounds the MIP (min)
             bounds = [b for b in (relaxed_bound, results.objective_bound) if b is not None and math.isfinite(b)]
             results.objective_bound = max(bounds) if bounds else None
         return results
@@ -141,6 +146,7 @@ class PersistentHighs:
         """``near_integral``: the model is a choice formulation whose LP relaxation is nearly integral (below)."""
         self.model = model
         self._solver = RelaxationFirstHighs()
+        self._solver.relaxation_first = near_integral
         cfg = self._solver.config
         cfg.load_solutions = False
         cfg.raise_exception_on_nonoptimal_result = False
