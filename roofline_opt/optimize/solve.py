@@ -57,6 +57,8 @@ class SolveReport:
         return self.termination == "infeasible"
 
 
+RELAXATION_FIRST_MAX_COLUMNS = 1000
+"""Larger models (never a query's: those have 8 slots) go straight to the MIP, where start-up does not dominate."""
 RELAXATION_TIME_SHARE = 0.1
 """Under a time limit the relaxation may use this share of it; the MIP then gets the whole limit."""
 INTEGRALITY_TOLERANCE = 1e-7
@@ -102,7 +104,7 @@ class RelaxationFirstHighs(Highs):
             highs.setOptionValue(key, option)
         config.timer.start("optimize")
         self.proved_by_relaxation, relaxed_bound = False, -math.inf
-        if self.relaxation_first:
+        if self.relaxation_first and highs.getNumCol() <= RELAXATION_FIRST_MAX_COLUMNS:
             if config.time_limit is not None:
                 highs.setOptionValue("time_limit", config.time_limit * RELAXATION_TIME_SHARE)
             highs.setOptionValue("solve_relaxation", True)
