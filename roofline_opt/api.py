@@ -9,6 +9,8 @@ model : catalog name (``llama-3-70b``, ``llama-3-70b-int8``), YAML card path, HF
 gpu : one name, a comma-separated string or a sequence of names/GpuSpecs; the solver chooses among them.
 weight_bits : one precision or several (16, 8, 4); default the model name's suffix or 16.
 tp_degrees, pp_degrees, ep_degrees : degrees offered; tp_modes : subset of ("1d", "2d").
+dp_attention : also offer a MoE model data-parallel attention with wide expert parallelism, one group of G GPUs
+    per EP degree G > 1 dividing the experts (EP beyond TP; model-notes 10.5).
 max_batch : largest batch (sequences per instance); context : tokens already in the KV cache (default 8000).
 draft, acceptance, gamma_max : speculative decoding with a draft model on the same GPUs (gamma 0..gamma_max).
 preset : "default" (realistic) or "paper" (the reference notebook). max_gpus : GPUs available in all.
@@ -41,7 +43,7 @@ import pandas as pd
 
 from roofline_opt import catalog, checks, files
 from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.queries import SolverOptions
+from roofline_opt.optimize.queries import Prepared, SolverOptions, prepare, solve_prepared
 from roofline_opt.optimize.queries import cheapest as _cheapest
 from roofline_opt.optimize.queries import fastest as _fastest
 from roofline_opt.optimize.results import Answer
@@ -51,6 +53,14 @@ from roofline_opt.optimize.space import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_INSTANCES,
     DEFAULT_PP_DEGREES,
+    MAX_BATCH_LIMIT,
+    MAX_CHOICES,
+    MAX_CONTEXT,
+    MAX_DEGREE,
+    MAX_DEMAND_TOK_S,
+    MAX_GAMMA,
+    MAX_POINTS,
+    MAX_UTILITY_EXPONENT,
     Question,
 )
 from roofline_opt.optimize.space import DEFAULT_TP_DEGREES as _TP
@@ -60,9 +70,6 @@ from roofline_opt.physics.evaluator import KV_BITS
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
 
 WORKLOAD_COLUMNS = ("isl", "osl", "weight")
-
-MAX_GAMMA = 64
-MAX_BATCH_LIMIT = 1 << 20
 
 
 def _model(model: str | ModelSpec, field: str = "model") -> tuple[ModelSpec, int | None]:
@@ -75,6 +82,8 @@ def _gpus(gpu: str | GpuSpec | Sequence[str | GpuSpec], field: str = "gpu") -> t
     if isinstance(gpu, GpuSpec):
         return (gpu,)
     names = checks.parse_name_list(field, gpu) if isinstance(gpu, str) else tuple(gpu)
+    if len(names) > MAX_CHOICES:
+        raise InvalidInput(field, f"must name at most {MAX_CHOICES} accelerators. Got {len(names):,} instead.")
     specs = tuple(g if isinstance(g, GpuSpec) else catalog.load_gpu(g, field) for g in names)
     if len({g.name for g in specs}) != len(specs):
         raise InvalidInput(field, f"must name each accelerator once. Got {', '.join(g.name for g in specs)} instead.")
@@ -138,11 +147,27 @@ def _ep_degrees(model: ModelSpec, ep_degrees) -> tuple[int, ...]:
     return degrees
 
 
+def _dp_attention(model: ModelSpec, dp_attention: bool, ep_degrees) -> bool:
+    """Data-parallel attention needs a MoE model and an EP degree > 1 dividing its experts."""
+    if not dp_attention:
+        return False
+    if not model.is_moe:
+        msg = f"needs a MoE model (experts to spread over the GPUs); {model.name} is dense. Got on instead."
+        raise InvalidInput("dp_attention", msg)
+    groups = [ep for ep in _degrees("ep_degrees", ep_degrees) if ep > 1 and model.n_experts % ep == 0]
+    if not groups:
+        msg = f"needs --ep-degrees with a degree > 1 dividing {model.n_experts} experts (e.g. 8,16,32). Got none."
+        raise InvalidInput("dp_attention", msg)
+    return True
+
+
 def _degrees(field: str, values) -> tuple[int, ...]:
     raw = checks.parse_int_list(field, values) if isinstance(values, str) else values
-    out = tuple(sorted({checks.positive_int(field, v) for v in raw}))
+    out = tuple(sorted({checks.positive_int(field, v, maximum=MAX_DEGREE) for v in raw}))
     if not out:
         raise InvalidInput(field, "must list at least one degree. Got none instead.")
+    if len(out) > MAX_CHOICES:
+        raise InvalidInput(field, f"must list at most {MAX_CHOICES} degrees. Got {len(out):,} instead.")
     return out
 
 
@@ -160,6 +185,7 @@ def question(
     pp_degrees=DEFAULT_PP_DEGREES,
     tp_modes=("1d", "2d"),
     ep_degrees=(1,),
+    dp_attention: bool = False,
     max_batch: int = DEFAULT_MAX_BATCH,
     context: int | None = None,
     draft: str | ModelSpec | None = None,
@@ -186,14 +212,10 @@ def question(
     """A validated Question (see the module docstring for every parameter)."""
     spec, suffix_bits = _model(model)
     draft_spec = None if draft is None else _model(draft, "draft")[0]
-    gamma_max = checks.positive_int("gamma_max", gamma_max, minimum=0)
-    if gamma_max > MAX_GAMMA:
-        raise InvalidInput("gamma_max", f"must be at most {MAX_GAMMA}. Got {gamma_max} instead.")
+    gamma_max = checks.positive_int("gamma_max", gamma_max, minimum=0, maximum=MAX_GAMMA)
     if gamma_max > 0 and draft_spec is None:
         raise InvalidInput("gamma_max", "needs a draft model (--draft). Got no draft instead.")
-    max_batch = checks.positive_int("max_batch", max_batch)
-    if max_batch > MAX_BATCH_LIMIT:
-        raise InvalidInput("max_batch", f"must be at most {MAX_BATCH_LIMIT}. Got {max_batch} instead.")
+    max_batch = checks.positive_int("max_batch", max_batch, maximum=MAX_BATCH_LIMIT)
     instance_limit, graph = None, None
     if cluster is not None:
         graph, gpus, instance_limit = _cluster(cluster, gpu)
@@ -217,7 +239,7 @@ def question(
     if context is None:
         context = DEFAULT_CONTEXT if load is None else load.decode_context
     else:
-        context = checks.positive_int("context", context, minimum=0)
+        context = checks.positive_int("context", context, minimum=0, maximum=MAX_CONTEXT)
     utilisation = checks.positive_float("max_utilisation", max_utilisation)
     if utilisation > 1.0:
         raise InvalidInput("max_utilisation", f"must be in (0, 1]. Got {max_utilisation!r} instead.")
@@ -229,6 +251,7 @@ def question(
         tp_modes=_modes(tp_modes),
         pp_degrees=_degrees("pp_degrees", pp_degrees),
         ep_degrees=_ep_degrees(spec, ep_degrees),
+        dp_attention=_dp_attention(spec, dp_attention, ep_degrees),
         max_batch=max_batch,
         context=context,
         draft=draft_spec,
@@ -236,7 +259,7 @@ def question(
         gamma_max=gamma_max,
         preset=PRESETS[checks.choice("preset", preset, PRESETS)],
         max_gpus=None if max_gpus is None else checks.positive_int("max_gpus", max_gpus),
-        demand_tok_s=None if demand_tok_s is None else checks.positive_float("demand_tok_s", demand_tok_s),
+        demand_tok_s=None if demand_tok_s is None else _demand(demand_tok_s),
         instance_limit=instance_limit,
         cluster_name=None if cluster is None else str(cluster),
         cluster=graph,
@@ -252,6 +275,10 @@ def question(
         max_instances=checks.positive_int("max_instances", max_instances),
         **roles,
     )
+
+
+def _demand(demand_tok_s: float) -> float:
+    return checks.positive_float("demand_tok_s", demand_tok_s, maximum=MAX_DEMAND_TOK_S)
 
 
 def _listed(values):
@@ -310,7 +337,8 @@ def _workload(isl, osl, workload) -> rq.Workload | None:
     if isl is None or osl is None:
         missing = "isl" if isl is None else "osl"
         raise InvalidInput(missing, "is required with the other request length (--isl and --osl go together)")
-    return rq.Workload.single(checks.positive_int("isl", isl, minimum=0), checks.positive_int("osl", osl))
+    isl = checks.positive_int("isl", isl, minimum=0, maximum=MAX_CONTEXT)
+    return rq.Workload.single(isl, checks.positive_int("osl", osl, maximum=MAX_CONTEXT))
 
 
 def _workload_rows(workload) -> list[tuple[int, int, float]]:
@@ -322,8 +350,8 @@ def _workload_rows(workload) -> list[tuple[int, int, float]]:
         cells = [(f"workload row {n}", dict(zip(WORKLOAD_COLUMNS, r, strict=True))) for n, r in enumerate(workload)]
     return [
         (
-            checks.positive_int(f"{where}: isl", row["isl"], minimum=0),
-            checks.positive_int(f"{where}: osl", row["osl"]),
+            checks.positive_int(f"{where}: isl", row["isl"], minimum=0, maximum=MAX_CONTEXT),
+            checks.positive_int(f"{where}: osl", row["osl"], maximum=MAX_CONTEXT),
             checks.positive_float(f"{where}: weight", row["weight"]),
         )
         for where, row in cells
@@ -345,7 +373,7 @@ def _serving(serving, load: rq.Workload | None) -> tuple[str, ...]:
 
 def _options(time_limit_s: float | None, mip_gap: float) -> SolverOptions:
     limit = None if time_limit_s is None else checks.positive_float("time_limit", time_limit_s)
-    return SolverOptions(limit, checks.positive_float("mip_gap", mip_gap, allow_zero=True))
+    return SolverOptions(limit, checks.positive_float("mip_gap", mip_gap, allow_zero=True, maximum=1.0))
 
 
 def fastest_answer(
@@ -414,8 +442,8 @@ def frontier_frame(
     method: str = "mip",
 ) -> pd.DataFrame:
     """The frontier of a Question as a DataFrame, cheapest first, with a boolean ``preferred`` column."""
-    points = checks.positive_int("points", points, minimum=2)
-    exponent = checks.positive_float("utility_exponent", utility_exponent)
+    points = checks.positive_int("points", points, minimum=2, maximum=MAX_POINTS)
+    exponent = checks.positive_float("utility_exponent", utility_exponent, maximum=MAX_UTILITY_EXPONENT)
     answers = frontier_answers(q, points, _options(time_limit_s, mip_gap), progress, method)
     frame = pd.DataFrame([a.to_record() for a in answers])
     frame["preferred"] = False
@@ -439,6 +467,23 @@ def frontier(
     """Speed-vs-cost frontier: one row per distinct optimal setup from the cheapest to the fastest."""
     q = question(model, gpu, **space)
     return frontier_frame(q, points, utility_exponent, time_limit_s, mip_gap, progress, method)
+
+
+TARGETS = {"fastest": "max_usd_per_mtok", "cheapest": "min_tok_s"}
+"""The target parameter of each query kind that can re-solve one prepared model (a sweep along the target)."""
+
+
+def prepared(q: Question, time_limit_s: float | None = None, mip_gap: float = 1e-6) -> Prepared:
+    """A question's tables and persistent models, built once to answer it at many targets with ``target_answer``."""
+    return prepare(q, _options(time_limit_s, mip_gap))
+
+
+def target_answer(prep: Prepared, kind: str, target: float | None) -> Answer:
+    """What ``fastest_answer`` (target $/Mtok) or ``cheapest_answer`` (target tok/s) returns with method "mip",
+    from the prepared question's loaded model: only the target is pushed before the re-solve."""
+    field = TARGETS[checks.choice("kind", kind, TARGETS)]
+    value = None if target is None else checks.positive_float(field, target)
+    return _with_placement(prep.question, solve_prepared(prep, kind, value))
 
 
 def plan(

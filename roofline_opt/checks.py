@@ -4,24 +4,38 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
+import reprlib
 from collections.abc import Iterable
 from numbers import Integral, Real
 from typing import Any
 
 from roofline_opt.errors import InvalidInput
 
+MAX_INT = 2**31 - 1
+"""Largest integer any field takes unless it states a smaller cap: every integer reaches numpy as an int64 product."""
+_NUMBER_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.ASCII | re.IGNORECASE)
+"""A number as text: ASCII digits only (no Unicode digits, no underscores), optional exponent."""
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 3, 60, 60, 40
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` bounded in size and time (nested and aliased values are cut short): for error messages."""
+    return _SHOWN.repr(value)
+
 
 def _number(value: Any) -> float | None:
-    """``value`` as a float if it is a real number or a string spelling one, else None (bools are not numbers)."""
+    """``value`` as a float if it is a real number or a string spelling one in ASCII, else None (bools are not
+    numbers; integers too large for a float are infinite)."""
     if isinstance(value, bool):
         return None
+    if isinstance(value, Integral):
+        return float(value) if abs(value) < 2**1023 else math.copysign(math.inf, value)
     if isinstance(value, Real):
         return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
+    if isinstance(value, str) and len(value) < 100 and _NUMBER_TEXT.fullmatch(value.strip()):
+        return float(value.strip())
     return None
 
 
@@ -35,22 +49,32 @@ def _integer(value: Any) -> int | None:
     return None
 
 
-def positive_int(field: str, value: Any, *, minimum: int = 1) -> int:
-    """``value`` as an int >= ``minimum`` (1 by default); integral floats and strings like "8" are accepted."""
+def positive_int(field: str, value: Any, *, minimum: int = 1, maximum: int = MAX_INT) -> int:
+    """``value`` as an int in ``minimum..maximum`` (1..MAX_INT by default); integral floats and strings like "8"
+    are accepted."""
     converted = _integer(value)
-    if converted is None or converted < minimum:
+    if converted is None or not minimum <= converted <= maximum:
         wanted = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        msg = f"must be {wanted}. Got {value!r} instead."
+        if converted is not None and converted > maximum:
+            wanted = f"at most {maximum:,}" if minimum == 1 else f"an integer in {minimum}..{maximum:,}"
+        msg = f"must be {wanted}. Got {shown(value)} instead."
         raise InvalidInput(field, msg)
     return converted
 
 
-def positive_float(field: str, value: Any, *, allow_zero: bool = False) -> float:
-    """``value`` as a finite float > 0 (>= 0 with ``allow_zero``); NaN and infinity are rejected."""
+def positive_float(
+    field: str, value: Any, *, allow_zero: bool = False, maximum: float = math.inf, minimum: float = 0.0
+) -> float:
+    """``value`` as a finite float > 0 (>= 0 with ``allow_zero``), within ``minimum..maximum`` when given; NaN and
+    infinity are rejected."""
     number = _number(value)
-    if number is None or not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
+    bad = number is None or not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero)
+    if bad or not minimum <= number <= maximum:
         wanted = "a finite number >= 0" if allow_zero else "a finite number > 0"
-        msg = f"must be {wanted}. Got {value!r} instead."
+        if not bad:
+            low = f">= {minimum:g}" if minimum > 0 or allow_zero else "> 0"
+            wanted = f"a number {low} and <= {maximum:g}"
+        msg = f"must be {wanted}. Got {shown(value)} instead."
         raise InvalidInput(field, msg)
     return number
 
@@ -62,7 +86,7 @@ def probability(field: str, value: Any, *, include_zero: bool = False, include_o
     high_ok = number is not None and (number < 1 or (include_one and number == 1))
     if not (low_ok and high_ok):
         interval = ("[" if include_zero else "(") + "0, 1" + ("]" if include_one else ")")
-        msg = f"must be a number in {interval}. Got {value!r} instead."
+        msg = f"must be a number in {interval}. Got {shown(value)} instead."
         raise InvalidInput(field, msg)
     return number
 
@@ -70,10 +94,10 @@ def probability(field: str, value: Any, *, include_zero: bool = False, include_o
 def choice(field: str, value: Any, options: Iterable[Any]) -> Any:
     """``value`` if it is one of ``options`` (compared as text), else an error suggesting the closest options."""
     by_text = {str(option): option for option in options}
-    text = str(value).strip()
+    text = str(value).strip() if isinstance(value, str | int | float) else shown(value)
     if text in by_text:
         return by_text[text]
-    msg = f"must be one of {', '.join(by_text)}. Got {value!r} instead."
+    msg = f"must be one of {', '.join(by_text)}. Got {shown(value)} instead."
     extending = [option for option in by_text if text and option.startswith(text)]
     close = list(dict.fromkeys(extending + difflib.get_close_matches(text, list(by_text), n=3)))[:3]
     if close:
@@ -83,9 +107,9 @@ def choice(field: str, value: Any, options: Iterable[Any]) -> Any:
 
 def _split(field: str, text: Any) -> list[str]:
     """Comma-separated items of ``text``, stripped; empty items are an error."""
-    items = [item.strip() for item in str(text).split(",")]
-    if not isinstance(text, str) or not all(items):
-        msg = f"must be a comma-separated list without empty items, like '1,2,4'. Got {text!r} instead."
+    items = [item.strip() for item in text.split(",")] if isinstance(text, str) else []
+    if not items or not all(items):
+        msg = f"must be a comma-separated list without empty items, like '1,2,4'. Got {shown(text)} instead."
         raise InvalidInput(field, msg)
     return items
 

@@ -1,6 +1,16 @@
-"""Exception types of roofline_opt; the CLI maps them to exit codes (InvalidInput 2, Infeasible 1)."""
+"""Exception types of roofline_opt; the CLI maps them to exit codes (Infeasible 1, InvalidInput 2, SolverFailure 3,
+anything else 4: an internal error)."""
 
 from __future__ import annotations
+
+MAX_MESSAGE_CHARS = 400
+"""Longest field name or message an error carries: a hostile value never floods the terminal."""
+
+
+def one_line(text: object, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` on one line (runs of whitespace as one space), cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 class RooflineError(Exception):
@@ -11,9 +21,9 @@ class InvalidInput(RooflineError, ValueError):
     """A field of the user's input is not valid: the message names the field and what would be."""
 
     def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        self.message = message
-        super().__init__(f"{field}: {message}")
+        self.field = one_line(field, MAX_MESSAGE_CHARS // 2)
+        self.message = one_line(message)
+        super().__init__(f"{self.field}: {self.message}")
 
 
 class Infeasible(RooflineError):

@@ -1,38 +1,303 @@
-"""User files in and out: bounded reading of CSV tables, writes that appear whole or not at all."""
+"""User files in and out: bounded reads (size, nesting, aliases, duplicate keys, rows) and writes that appear whole or
+not at all, written through to what a path is (a device, a FIFO, a symlink's target) and never replacing it."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import json
 import os
+import re
+import shutil
+import signal
+import stat
 import tempfile
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from roofline_opt.errors import InvalidInput
 
+MiB = 1 << 20
+MAX_CARD_BYTES = 1 * MiB
+"""Largest model/accelerator card or HuggingFace config.json read (real ones are a few KB)."""
+MAX_CLUSTER_BYTES = 32 * MiB
+"""Largest cluster file read (a 10,000-GPU GraphML is about 5 MB)."""
+MAX_CSV_BYTES = 64 * MiB
+"""Largest CSV read (--from-csv, --measured, --observed)."""
+MAX_CSV_ROWS = 10_000
+"""Most data rows of a CSV read (--from-csv, --measured; --observed has its own, smaller cap)."""
+MAX_CSV_COLUMNS = 256
+"""Most fields in one CSV line."""
+MAX_NESTING = 64
+"""Deepest nesting of lists and mappings in a YAML or JSON file."""
+MAX_YAML_ALIASES = 100
+"""Most alias uses (``*name``) in a YAML file."""
+MAX_YAML_VALUES = 100_000
+"""Most values a YAML file may expand to once its aliases are resolved (an alias bomb expands to billions)."""
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+"""Text cells starting with one of these are read as formulas by spreadsheets; CSV output prefixes them with '."""
 
-def write_text_atomic(path: str | os.PathLike[str], text: str, field: str = "output") -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder: all of it or nothing.
 
-    An unwritable destination raises InvalidInput naming ``field`` (the flag that gave the path).
-    """
+# ----------------------------------------------------------------------------------------------- reading
+
+
+def _size_text(n_bytes: int) -> str:
+    return f"{n_bytes // MiB} MiB" if n_bytes >= MiB else f"{n_bytes} bytes"
+
+
+def read_text(path: str | os.PathLike[str], field: str, max_bytes: int, what: str = "this file") -> str:
+    """The UTF-8 text of ``path``, at most ``max_bytes`` long (devices and FIFOs are read up to the cap only)."""
     path = Path(path)
-    tmp_name = None
+    if path.is_dir():
+        raise InvalidInput(field, f"cannot be read: {str(path)!r} is a folder")
     try:
-        with tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
-        ) as f:
-            tmp_name = f.name
-            f.write(text)
-        os.chmod(tmp_name, 0o666 & ~_umask())
-        os.replace(tmp_name, path)
+        data = _read_at_most(path, max_bytes + 1)
     except OSError as exc:
-        if tmp_name is not None and os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-        raise InvalidInput(field, f"cannot write {str(path)!r}: {exc.strerror or exc}") from exc
+        raise InvalidInput(field, f"cannot be read: {exc.strerror or exc}") from exc
+    if data is None:
+        raise InvalidInput(field, "cannot be read: it is a FIFO with no writer")
+    if len(data) > max_bytes:
+        raise InvalidInput(field, f"is larger than {_size_text(max_bytes)}, the limit for {what}")
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark (spreadsheet exports) is not part of the text
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(field, f"cannot be read: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    if not text.strip():
+        raise InvalidInput(field, "is empty")
+    return text
+
+
+def _read_at_most(path: Path, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes of ``path``; None for a FIFO nobody writes to (reading it would wait forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            try:
+                first = os.read(fd, limit)
+            except BlockingIOError:  # a writer is connected and has not written yet
+                first = b""
+            else:
+                if not first:
+                    return None
+        else:
+            first = b""
+        os.set_blocking(fd, True)
+        chunks = [first]
+        size = len(first)
+        while size < limit:
+            chunk = os.read(fd, min(limit - size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+class _Refused(Exception):
+    """A structural limit of a YAML or JSON file was exceeded; ``key`` names the field when there is one."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def _yaml_loader() -> type:
+    """A safe YAML loader that refuses deep nesting, alias bombs and duplicate keys (PyYAML imported on use)."""
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.depth, self.aliases, self.values = 0, 0, 0
+            self.sizes: dict[int, int] = {}
+
+        def fetch_flow_collection_start(self, token_class: Any) -> None:
+            # the scanner looks ahead over a whole flow collection: refuse deep [[[... before that costs seconds
+            if self.flow_level >= MAX_NESTING:
+                raise _Refused(f"nests lists and mappings deeper than {MAX_NESTING} levels")
+            super().fetch_flow_collection_start(token_class)
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_YAML_ALIASES:
+                    raise _Refused(f"uses more than {MAX_YAML_ALIASES} aliases (*name)")
+                node = super().compose_node(parent, index)
+                self._count(self.sizes.get(id(node), 1))
+                return node
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise _Refused(f"nests lists and mappings deeper than {MAX_NESTING} levels")
+            try:
+                before = self.values
+                node = super().compose_node(parent, index)
+                self._count(1)
+                self.sizes[id(node)] = self.values - before
+                return node
+            finally:
+                self.depth -= 1
+
+        def _count(self, n: int) -> None:
+            self.values += n
+            if self.values > MAX_YAML_VALUES:
+                raise _Refused(f"expands to more than {MAX_YAML_VALUES} values (through its aliases)")
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    key = self.construct_object(key_node)
+                    line = key_node.start_mark.line + 1
+                    if key in seen:
+                        msg = f"is given twice (lines {seen[key]} and {line}): give each key once"
+                        raise _Refused(msg, key=str(key))
+                    seen[key] = line
+            return super().construct_mapping(node, deep)
+
+    return BoundedLoader
+
+
+def _refusal(source: str, exc: _Refused) -> InvalidInput:
+    return InvalidInput(source if exc.key is None else f"{source}: {exc.key}", str(exc))
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """Parse YAML safely (no Python tags) within MAX_NESTING, MAX_YAML_ALIASES and MAX_YAML_VALUES, without
+    duplicate keys; any problem is one InvalidInput naming ``source`` (and the key)."""
+    import yaml
+
+    loader = None
+    try:
+        loader = _yaml_loader()(text)  # the reader already refuses control characters
+        return loader.get_single_data()
+    except _Refused as exc:
+        raise _refusal(source, exc) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise InvalidInput(source, f"is not valid YAML: {getattr(exc, 'problem', None) or exc}{where}") from None
+    except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, a pathological document
+        raise InvalidInput(source, f"is not valid YAML: {exc or type(exc).__name__}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _check_json_nesting(text: str) -> None:
+    """Refuse JSON nested deeper than MAX_NESTING before the (recursive) decoder sees it."""
+    depth = 0
+    for match in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > MAX_NESTING:
+            raise _Refused(f"nests lists and objects deeper than {MAX_NESTING} levels")
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Refused("is given twice in one object: give each key once", key=key)
+        out[key] = value
+    return out
+
+
+def load_json(text: str, source: str) -> Any:
+    """Parse JSON within MAX_NESTING and without duplicate keys; any problem is one InvalidInput naming ``source``."""
+    try:
+        _check_json_nesting(text)
+        return json.loads(text, object_pairs_hook=_unique_pairs)
+    except _Refused as exc:
+        raise _refusal(source, exc) from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(source, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:
+        raise InvalidInput(source, f"is not valid JSON: {exc or type(exc).__name__}") from None
+
+
+def read_csv_cells(
+    path: str | os.PathLike[str], field: str, required: Sequence[str], rows_are: str, max_rows: int = MAX_CSV_ROWS
+) -> Any:
+    """A user's CSV as a pandas frame of stripped text cells (blank = ""), with its required columns and at most
+    ``max_rows`` rows; any problem is InvalidInput. ``field`` names the flag, ``rows_are`` what a row holds."""
+    import io
+
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise InvalidInput(field, f"must be an existing CSV file. Got {str(path)!r} instead (no such file).")
+    text = read_text(path, field, MAX_CSV_BYTES, "a CSV file")
+    _check_csv_shape(text, path, field, required, max_rows)
+    try:
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True)
+    except pd.errors.EmptyDataError as exc:
+        raise InvalidInput(field, f"{path} is empty: it needs a header line and one row per {rows_are}") from exc
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise InvalidInput(field, f"{path} cannot be read as CSV: {exc}") from exc
+    frame.columns = [str(c).strip() for c in frame.columns]
+    if frame.empty:
+        raise InvalidInput(field, f"{path} has a header but no rows")
+    return frame
+
+
+def _check_csv_shape(text: str, path: Path, field: str, required: Sequence[str], max_rows: int) -> None:
+    """Refuse, before pandas sees it, a CSV without a ``required`` column, of more than ``max_rows`` rows, with a line
+    of more than MAX_CSV_COLUMNS fields or more fields than its header (pandas would silently shift them into an
+    index), or with an oversized cell."""
+    import csv
+    import io
+
+    width = None
+    try:
+        for number, row in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
+            if not row:
+                continue
+            if len(row) > MAX_CSV_COLUMNS:
+                raise InvalidInput(field, f"{path} line {number} has more than {MAX_CSV_COLUMNS} fields")
+            if width is None:
+                width = len(row)
+                missing = [c for c in required if c not in {cell.strip() for cell in row}]
+                if missing:
+                    msg = f"column is missing: {field} needs columns {', '.join(required)}"
+                    raise InvalidInput(f"{path}: {missing[0]}", msg)
+            elif len(row) > width:
+                msg = f"{path} line {number} has {len(row)} fields but the header {width}: quote cells with commas"
+                raise InvalidInput(field, msg)
+            if number > max_rows + 1:
+                raise InvalidInput(field, f"{path} has more than {max_rows:,} rows, the limit for one run: split it")
+    except csv.Error as exc:
+        raise InvalidInput(field, f"{path} cannot be read as CSV: {exc}") from exc
+
+
+# ----------------------------------------------------------------------------------------------- writing
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while a few renames complete, then deliver them to the previous handlers: no
+    half-moved output."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {
+        s: signal.signal(s, lambda signum, _frame: caught.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 def _umask() -> int:
@@ -42,6 +307,161 @@ def _umask() -> int:
     return current
 
 
+def _cannot(field: str, path: Path, exc: OSError | str) -> InvalidInput:
+    reason = exc if isinstance(exc, str) else exc.strerror or str(exc)
+    return InvalidInput(field, f"cannot write {str(path)!r}: {reason}")
+
+
+def _kind(mode: int) -> str | None:
+    """What a special file is, for messages; None for the kinds written through (character devices, FIFOs)."""
+    if stat.S_ISDIR(mode):
+        return os.strerror(errno.EISDIR)
+    if stat.S_ISBLK(mode):
+        return "it is a block device (refusing to write a disk)"
+    if stat.S_ISSOCK(mode):
+        return "it is a socket"
+    return None
+
+
+SYSTEM_PREFIXES = ("/dev/", "/proc/")
+"""Paths under these folders (``/dev/stdout``, ``/proc/self/fd/1``) are written through, never replaced."""
+
+
+_OWN_FD = re.compile(r"/(?:proc/self|dev)/fd/(\d+)")
+_STANDARD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _own_descriptor(path: Path) -> int | None:
+    """The descriptor number ``/dev/stdout``, ``/dev/fd/N`` or ``/proc/self/fd/N`` names, else None."""
+    text = os.path.abspath(path)
+    match = _OWN_FD.fullmatch(text)
+    return int(match.group(1)) if match else _STANDARD_STREAMS.get(text)
+
+
+def _write_descriptor(fd: int, data: bytes, path: Path, field: str) -> None:
+    """Write to one of our own descriptors after what Python has buffered for it, sharing its file offset."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            if stream.fileno() == fd:
+                stream.flush()
+    try:
+        _write_all(fd, data)
+    except OSError as exc:
+        raise _cannot(field, path, exc) from exc
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_through(path: Path, data: bytes, field: str, append: bool = False) -> None:
+    """Write into an existing character device, FIFO (it needs a reader) or system path without replacing it."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | (os.O_APPEND if append else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise _cannot(field, path, "it is a FIFO with no reader") from exc
+        raise _cannot(field, path, exc) from exc
+    try:
+        os.set_blocking(fd, True)
+        _write_all(fd, data)
+    except OSError as exc:
+        raise _cannot(field, path, exc) from exc
+    finally:
+        os.close(fd)
+
+
+def _replace_atomically(path: Path, write: Any, field: str, mode: int | None) -> None:
+    """Write through a temporary file beside ``path`` and rename it over ``path``: all of it or nothing, even when
+    interrupted. ``mode`` keeps an existing file's permissions."""
+    tmp_name = None
+    try:
+        with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
+            tmp_name = f.name
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp_name, mode if mode is not None else 0o666 & ~_umask())
+        os.replace(tmp_name, path)
+        tmp_name = None
+    except OSError as exc:
+        raise _cannot(field, path, exc) from exc
+    finally:
+        if tmp_name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+
+
+def write_output(path: str | os.PathLike[str], write: Any, field: str) -> None:
+    """Produce an output file with ``write(binary_file)``. A regular file (or a new path, or a symlink's regular
+    target) is replaced atomically; a character device or FIFO is written through; a folder, block device or socket
+    is refused. A symlink stays a symlink."""
+    path = Path(path)
+    try:
+        info = os.stat(path)  # what the path is, through any symlinks
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise _cannot(field, path, exc) from exc
+    special = info is not None and not stat.S_ISREG(info.st_mode)
+    if special and _kind(info.st_mode) is not None:
+        raise _cannot(field, path, _kind(info.st_mode))
+    if special or (info is not None and os.path.abspath(path).startswith(SYSTEM_PREFIXES)):
+        import io
+
+        buffer = io.BytesIO()
+        write(buffer)
+        fd = _own_descriptor(path)
+        if fd is not None:
+            _write_descriptor(fd, buffer.getvalue(), path, field)
+        else:
+            _write_through(path, buffer.getvalue(), field, append=not special)
+        return
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if not target.parent.is_dir():
+        raise _cannot(field, path, os.strerror(errno.ENOENT))
+    _replace_atomically(target, write, field, None if info is None else stat.S_IMODE(info.st_mode))
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str, field: str = "output") -> None:
+    """Write ``text`` (UTF-8) to ``path`` whole or not at all (see write_output for special files)."""
+    write_output(path, lambda f: f.write(text.encode("utf-8")), field)
+
+
+def formula_safe(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula (=, +, -, @, tab, CR first) prefixed with ', so it shows as
+    text; numbers and text spelling a number (-1.5, +2e3) are kept as they are."""
+    if not isinstance(value, str) or not value.startswith(FORMULA_PREFIXES):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
+
+
+def csv_text(frame: Any) -> str:
+    """A pandas frame as CSV text (no index) with every text cell made formula-safe."""
+    from pandas.api.types import is_numeric_dtype
+
+    safe = frame.copy()
+    safe.columns = [formula_safe(str(c)) for c in safe.columns]
+    for column in safe.columns:
+        if not is_numeric_dtype(safe[column]):
+            safe[column] = safe[column].map(formula_safe, na_action="ignore")
+    return safe.to_csv(index=False)
+
+
+def write_csv(path: str | os.PathLike[str], frame: Any, field: str) -> None:
+    """Write a frame as a formula-safe CSV, whole or not at all."""
+    write_text_atomic(path, csv_text(frame), field)
+
+
 def plot_formats() -> tuple[str, ...]:
     """File extensions matplotlib can save a figure as (png, pdf, svg, ...)."""
     from matplotlib.figure import Figure
@@ -49,59 +469,90 @@ def plot_formats() -> tuple[str, ...]:
     return tuple(sorted(Figure().canvas.get_supported_filetypes()))
 
 
-def check_destination(path: str | os.PathLike[str], field: str, formats: Iterable[str] | None = None) -> None:
-    """Fail early (InvalidInput naming ``field``) if ``path`` cannot be written: no such folder, a folder, or an
-    extension outside ``formats``; lets a command refuse before hours of work and leave no partial output."""
+def check_destination(
+    path: str | os.PathLike[str],
+    field: str,
+    formats: Iterable[str] | None = None,
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
+) -> None:
+    """Fail early (InvalidInput naming ``field``) if ``path`` cannot be written: no such folder, a folder, a block
+    device or socket, one of the run's ``inputs``, or an extension outside ``formats``; lets a command refuse before
+    hours of work and leave no partial output."""
     path = Path(path)
-    if path.is_dir():
-        raise InvalidInput(field, f"cannot write {str(path)!r}: {os.strerror(errno.EISDIR)}")
-    if not path.parent.is_dir():
-        raise InvalidInput(field, f"cannot write {str(path)!r}: {os.strerror(errno.ENOENT)}")
+    if path.exists():
+        kind = _kind(os.stat(path).st_mode)
+        if kind is not None:
+            raise _cannot(field, path, kind)
+        for source in inputs:
+            if source is not None and Path(source).exists() and os.path.samefile(path, source):
+                raise InvalidInput(field, f"must not be the input file {str(source)!r}: it would be overwritten")
+    elif not Path(os.path.realpath(path)).parent.is_dir():
+        raise _cannot(field, path, os.strerror(errno.ENOENT))
     if formats is not None:
         formats = tuple(formats)
-        if path.suffix.lower().lstrip(".") not in formats:
+        if _format(path, formats) not in formats:
             wanted = ", ".join(f".{f}" for f in formats)
             raise InvalidInput(field, f"must end in one of {wanted}. Got {str(path)!r} instead.")
 
 
 def save_figure_atomic(figure: Any, path: str | os.PathLike[str], field: str = "--plot") -> None:
-    """Save a matplotlib figure (format from the extension) through a temporary file: all of it or nothing."""
+    """Save a matplotlib figure (format from the extension) whole or not at all (see write_output)."""
     path = Path(path)
-    check_destination(path, field, plot_formats())
-    tmp_name = None
+    formats = plot_formats()
+    check_destination(path, field, formats)
+    write_output(path, lambda f: figure.savefig(f, format=_format(path, formats)), field)
+
+
+def _format(path: Path, formats: tuple[str, ...]) -> str:
+    """The file format an output path asks for: its extension; PNG for a device or FIFO named without one."""
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix not in formats and path.exists() and not path.is_file() and not path.is_dir():
+        return "png"
+    return suffix
+
+
+def check_folder(path: str | os.PathLike[str], field: str = "--out") -> Path:
+    """``path`` as an output folder: missing (it will be created) or an existing folder, never a file."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise InvalidInput(field, f"must be a folder. Got {str(out)!r} instead (a file).")
+    return out
+
+
+@contextlib.contextmanager
+def output_folder(path: str | os.PathLike[str], field: str = "--out") -> Iterator[Path]:
+    """A temporary folder beside ``path`` to write a set of files into; on success they appear in ``path`` together
+    (a new or empty ``path`` is the renamed temporary folder; files of an existing one are replaced by renames with
+    signals held). On any failure or interrupt nothing appears and the temporary folder is removed."""
+    out = check_folder(path, field)
+    parent = Path(os.path.realpath(out)).parent
     try:
-        with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
-            tmp_name = f.name
-            figure.savefig(f, format=path.suffix.lower().lstrip("."))
-        os.chmod(tmp_name, 0o666 & ~_umask())
-        os.replace(tmp_name, path)
-    except BaseException as exc:
-        if tmp_name is not None and os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-        if isinstance(exc, OSError):
-            raise InvalidInput(field, f"cannot write {str(path)!r}: {exc.strerror or exc}") from exc
-        raise
-
-
-def read_csv_cells(path: str | os.PathLike[str], field: str, required: Sequence[str], rows_are: str) -> pd.DataFrame:
-    """A user's CSV as stripped text cells (blank = ""), with its required columns; any problem is InvalidInput.
-
-    ``field`` names the flag for messages; ``rows_are`` says what one row holds ("setup", "point", ...).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise InvalidInput(field, f"must be an existing CSV file. Got {str(path)!r} instead (no such file).")
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.partial-"))
+    except OSError as exc:
+        raise InvalidInput(field, f"cannot create {str(out)!r}: {exc.strerror or exc}") from exc
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except pd.errors.EmptyDataError as exc:
-        raise InvalidInput(field, f"{path} is empty: it needs a header line and one row per {rows_are}") from exc
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-        raise InvalidInput(field, f"{path} cannot be read as CSV: {' '.join(str(exc).split())}") from exc
-    frame.columns = [str(c).strip() for c in frame.columns]
-    missing = [c for c in required if c not in frame.columns]
-    if missing:
-        msg = f"column is missing: {field} needs columns {', '.join(required)}"
-        raise InvalidInput(f"{path}: {missing[0]}", msg)
-    if frame.empty:
-        raise InvalidInput(field, f"{path} has a header but no rows")
-    return frame
+        yield staging
+        with signals_deferred():
+            _move_into(staging, out, field)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _move_into(staging: Path, out: Path, field: str) -> None:
+    """Move the staged files to ``out``: one rename for a new or empty folder, else one rename per file."""
+    try:
+        if out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        if not out.exists():
+            os.chmod(staging, 0o777 & ~_umask())
+            os.rename(staging, out)
+            return
+        for staged in sorted(staging.iterdir()):
+            destination = out / staged.name
+            if destination.is_symlink() or (destination.exists() and not destination.is_file()):
+                write_output(destination, lambda f, staged=staged: f.write(staged.read_bytes()), field)
+            else:
+                os.replace(staged, destination)
+    except OSError as exc:
+        raise InvalidInput(field, f"cannot write into {str(out)!r}: {exc.strerror or exc}") from exc

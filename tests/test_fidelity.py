@@ -15,7 +15,6 @@ import pytest
 from roofline_opt import api, catalog, fidelity
 from roofline_opt.cli import EXIT_BAD_INPUT, main
 from roofline_opt.fidelity import MeasuredSetup
-from roofline_opt.fidelity.requests_bound import request_prediction
 from roofline_opt.physics import evaluator, requests
 from roofline_opt.physics.specs import DEFAULT
 
@@ -47,23 +46,23 @@ def test_validate_gives_every_shared_row_a_verdict_or_a_reason() -> None:
     assert len(records) == len(pd.read_csv(MEASURED))
     for record in records:
         assert isinstance(record["bound_holds"], bool) or (record["bound_holds"] is None and record["reason"])
-    assert sum(isinstance(r["bound_holds"], bool) for r in records) == 32
-    assert err.startswith("validate: 32 of 59 rows mapped")
+    assert sum(isinstance(r["bound_holds"], bool) for r in records) == 49
+    assert err.startswith("validate: 49 of 59 rows mapped")
 
 
 def test_validate_maps_a_row_and_predicts_with_the_evaluator() -> None:
     row = next(r for r in fidelity.validate(MEASURED) if r.row.line == 17)  # Llama-2-7B A100 batch 1, 128 in 2048 out
-    expected = evaluator.evaluate(
-        catalog.load_model("llama-2-7b"),
-        catalog.load_gpu("a100-80gb"),
-        DEFAULT,
-        16,
-        evaluator.Layout.of(1, False, 1, 1152),
-        1,
-    )["tok_s_per_request"]
-    assert row.row.setup == MeasuredSetup("llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152, 128, 2048, "request")
-    assert row.predicted_tok_s_per_request == pytest.approx(float(expected))
-    assert row.ratio_tok_s_per_request == pytest.approx(float(expected) / 98.92)
+    model, gpu = catalog.load_model("llama-2-7b"), catalog.load_gpu("a100-80gb")
+    layout = evaluator.Layout.of(1, False, 1, 1152)
+    prefill = requests.prefill_step(model, gpu, DEFAULT, 16, layout, 1.0, 128).step_time_s
+    decode = evaluator.step(model, gpu, DEFAULT, 16, layout, 1.0).step_time_s
+    expected = 2048 / float(prefill + 2048 * decode)  # a static batch's whole request: its per_request spans it
+    assert row.row.setup == MeasuredSetup(
+        "llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152, total_gpus=1, input_len=128, output_len=2048,
+        speed_basis="request", static_batch=True,
+    )  # fmt: skip
+    assert row.predicted_tok_s_per_request == pytest.approx(expected)
+    assert row.ratio_tok_s_per_request == pytest.approx(expected / 98.92)
     assert row.bound_holds is True
 
 
@@ -82,7 +81,9 @@ def test_validate_splits_instances_and_reads_an_fp8_kv_cache() -> None:
             "tok_s_per_gpu": "500",
         }
     )
-    assert row.setup == MeasuredSetup("llama-2-70b", 8, 8, "h100-sxm", 2, 1, 1, 4, 100, 1100, 1000, 200, "tpot")
+    assert row.setup == MeasuredSetup(
+        "llama-2-70b", 8, 8, "h100-sxm", 2, 1, 1, 4, 100, 1100, total_gpus=8, input_len=1000, output_len=200
+    )
     assert row.reasons == ()
 
 
@@ -94,24 +95,23 @@ def test_unmappable_rows_are_listed_with_their_reason(tmp_path: Path) -> None:
     assert code == 0
     assert "line 2 (Foo-13B, H100 SXM 80GB): model 'Foo-13B' has no catalog card" in out
     assert "layout 'not disclosed' gives no tensor-parallel degree TPn" in out
-    assert "validate: 1 of 3 rows mapped (2 listed with a reason)" in out
+    assert "validate: 1 of 3 rows mapped (2 listed with a reason; 1 of 1 well-stated rows have a verdict)" in out
 
 
-def test_speculative_measurement_gets_a_prediction_but_no_verdict(tmp_path: Path) -> None:
+def test_speculative_measurement_of_a_model_without_mtp_module_gets_no_verdict(tmp_path: Path) -> None:
     path = tmp_path / "m.csv"
     path.write_text(f"{HEADER},notes\n{GOOD_ROW},MTP-3 enabled\n")
     (row,) = fidelity.validate(path)
-    assert row.predicted_tok_s_per_request is not None
+    assert row.predicted_tok_s_per_request is None
     assert row.bound_holds is None
-    assert "speculative decoding" in row.to_record()["reason"]
+    assert "speculative decoding but the model has no MTP module" in row.to_record()["reason"]
 
 
 def test_default_efficiencies_bound_the_synthetic_measurements() -> None:
     summary = fidelity.summarise(fidelity.validate(SYNTHETIC))
     assert (summary.compared, summary.bounded) == (11, 11)
     assert summary.median_ratio_tok_s_per_request == pytest.approx(1.2, abs=0.2)
-    assert (f"bound holds on 11/11 = 100%; median predicted/measured tok/s per request "
-            f"{summary.median_ratio_tok_s_per_request:.4g}") in summary.line()  # fmt: skip
+    assert f"bound holds on 11/11 = 100%; median predicted/measured {summary.median_ratio:.4g}" in summary.line()
 
 
 # ----------------------------------------------------------------------------------------------- calibrate
@@ -228,24 +228,3 @@ def test_bad_input_exits_2_with_one_line(case: str, tmp_path: Path) -> None:
     assert err.count("\n") == 1
     assert err.startswith("roofline-opt: error: ")
     assert field in err and fragment in err
-
-
-def test_prefill_aware_prediction_of_a_static_batch_adds_the_prompt_step() -> None:
-    """A static batch: O tokens per request in T_prefill(B, I) + O x decode step (the prompt's cost included)."""
-    setup = MeasuredSetup("llama-2-70b", 16, 16, "h100-sxm", 2, 1, 1, 1, 96, 2112, 2048, 128, "request")
-    model, gpu = catalog.load_model("llama-2-70b"), catalog.load_gpu("h100-sxm")
-    layout = evaluator.Layout.of(2, False, 1, 2112)
-    prefill = requests.prefill_step(model, gpu, DEFAULT, 16, layout, 96.0, 2048).step_time_s
-    decode = evaluator.step(model, gpu, DEFAULT, 16, layout, 96.0).step_time_s
-    per_request, per_gpu = request_prediction(setup, DEFAULT)
-    assert per_request == pytest.approx(128 / float(prefill + 128 * decode))
-    assert per_gpu == pytest.approx(per_request * 96 / 2)
-    decode_only = float(evaluator.evaluate(model, gpu, DEFAULT, 16, layout, 96.0)["tok_s_per_request"])
-    assert per_request < decode_only / 2
-
-
-def test_prefill_aware_bound_is_reported_per_row_and_in_the_summary() -> None:
-    rows = fidelity.validate(SYNTHETIC)
-    judged = [r for r in rows if r.bound_holds is not None]
-    assert all(r.request_tok_s_per_request <= r.predicted_tok_s_per_request * (1 + 1e-12) for r in judged)
-    assert "prefill-aware: bound holds on" in fidelity.summarise(rows).line()

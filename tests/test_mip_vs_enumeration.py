@@ -28,6 +28,16 @@ QUESTIONS = {
     ),
     "gpt4-moe-h100": dict(model="gpt-4-paper", gpu="h100-sxm", preset="paper", context=8000),
     "deepseek-v3-h200-fp8": dict(model="deepseek-v3", gpu="h200", weight_bits=8, context=8000, ep_degrees=(1, 8)),
+    "deepseek-v3-dp-attention": dict(
+        model="deepseek-v3",
+        gpu="h200,h100-sxm",
+        weight_bits=8,
+        context=2000,
+        tp_degrees=(8, 16),
+        pp_degrees=(1, 2),
+        ep_degrees=(1, 8, 16, 32, 64),
+        dp_attention=True,
+    ),
 }
 BUDGET_FACTORS = (None, 1.0, 1.02, 1.5, 3.0, 10.0)
 SPEED_FACTORS = (None, 1.0, 0.97, 0.7, 0.4)

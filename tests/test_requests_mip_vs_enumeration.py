@@ -1,7 +1,7 @@
 """Whole-request questions: the MIP's answer equals brute-force enumeration of the same space, limits met exactly.
 
 Each question offers several of the new decisions (serving mode, chunk size, KV precision, prefill layout and xPyD
-counts, accelerator types); each is asked 8 ways (4 budgets, 4 speeds): 64 queries.
+counts, accelerator types, data-parallel attention); each is asked 8 ways (4 budgets, 4 speeds): 72 queries.
 """
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ QUESTIONS = {
     "llama70b-int8-kv8-utilisation": dict(
         model="llama-3-70b-int8", gpu="h100-sxm", isl=2000, osl=2000, serving="agg,disagg", kv_bits=(8,),
         max_utilisation=0.8,
+    ),
+    "deepseek-v3-dp-attention-agg-disagg": dict(
+        model="deepseek-v3", gpu="h200", weight_bits=8, isl=1000, osl=1000, serving="agg,disagg",
+        tp_degrees=(8,), ep_degrees=(1, 8, 16, 32), dp_attention=True, kv_bits=(16, 8),
     ),
     "mixtral8x22b-paper-agg-kv": dict(
         model="mixtral-8x22b", gpu="h100-sxm", preset="paper", isl=500, osl=1500, kv_bits=(16, 8),

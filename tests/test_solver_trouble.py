@@ -1,8 +1,9 @@
 """When HiGHS cannot finish or fails: time limits, incumbents and their gaps, one-line errors, status names, scaling.
 
-Time-limited solves depend on the machine's speed, so the tests that need HiGHS to stop *with* an incumbent climb a
-ladder of time limits and check every rung that stopped that way; they skip (never pass vacuously) when HiGHS
-finished or found nothing on every rung.
+A real time limit that stops HiGHS *with* an incumbent depends on the machine's speed (and the queries' batch-range
+cuts let HiGHS prove optimality at the root), so the tests of how a query handles such a stop force it
+deterministically: every solve's report is turned into a time-limited one whose bound is weakened to a valid but loose
+lower bound (the real objective minus 10%), as HiGHS reports when stopped early. They never skip.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ MEDIUM = dict(LARGE, gamma_max=4, tp_degrees=(1, 2, 4, 8), pp_degrees=(1, 2), ma
 SMALL_CLI = "--model llama-3-8b --gpu h100-sxm --tp-degrees 1,2 --pp-degrees 1 --max-batch 64".split()
 NO_TIME = 1e-9
 """A time limit HiGHS reaches before its presolve: no incumbent, deterministically."""
-LADDER_S = tuple(np.geomspace(3e-4, 3.0, 21))
-"""Time limits tried in turn until a solve finishes."""
+LOOSENESS = 0.1
+"""How far below the objective a forced time-limited report puts its bound (relative, plus this much absolute)."""
 BUDGET_USD_PER_MTOK = 2.0
 SPEED_TOK_S = 50.0
 MAX_COEFFICIENT_RATIO = 1e9
@@ -131,13 +132,14 @@ def test_an_unrecognised_termination_becomes_unknown_with_a_warning(monkeypatch,
 
 
 def test_the_time_limit_stops_a_solve_that_needs_seconds(large_tables):
+    """No wall-clock assertion (a loaded machine takes longer to load the model): HiGHS must stop on the limit,
+    without proving optimality."""
     model = raw_model(large_tables, rows=SLOW_MODEL_ROWS)
-    loading = PersistentHighs(model, time_limit_s=NO_TIME).solve().seconds  # building the HiGHS model, no search
 
     report = PersistentHighs(model, time_limit_s=0.2).solve()
 
     assert report.termination == "time_limit"
-    assert report.seconds < loading + 0.2 + 1.0, (report.seconds, loading)
+    assert report.mip_gap is None or report.mip_gap > 1e-6, report
 
 
 def test_a_solve_stopped_before_any_incumbent_reports_no_solution(large_tables):
@@ -165,24 +167,20 @@ def test_cli_exits_3_with_one_line_when_the_time_limit_leaves_no_incumbent(capsy
     assert err.count("\n") == 1 and "--time-limit" in err, err
 
 
-def stopped_answers(q, solve_once) -> list:
-    """Answers of solves HiGHS stopped at a time limit holding an incumbent, climbing LADDER_S until a solve
-    finishes; skips the test when no rung stopped that way on this machine."""
-    prep, stopped = prepare(q), []
-    for limit in LADDER_S:
-        prep.options.time_limit_s = float(limit)
-        try:
-            answer = solve_once(prep)
-        except SolverFailure:  # no incumbent yet
-            continue
-        if answer.report.termination == "optimal":
-            break
-        stopped.append(answer)
-    else:
-        pytest.fail(f"HiGHS did not finish within {LADDER_S[-1]:.3g} s")
-    if not stopped:
-        pytest.skip("HiGHS finished or found nothing at every time limit of the ladder on this machine")
-    return stopped
+def _stopped_at_time_limit(report: SolveReport) -> SolveReport:
+    """The report HiGHS gives when a time limit stops it holding this incumbent: a valid, looser lower bound."""
+    bound = report.objective - LOOSENESS * (abs(report.objective) + 1.0)
+    gap = abs(report.objective - bound) / abs(report.objective) if report.objective else None
+    return dataclasses.replace(report, termination="time_limit", bound=bound, mip_gap=gap)
+
+
+def stopped_answers(q, solve_once, monkeypatch) -> list:
+    """The answer of a query whose every solve HiGHS stopped at a time limit holding an incumbent (forced)."""
+    original = PersistentHighs.solve
+    monkeypatch.setattr(PersistentHighs, "solve", lambda self: _stopped_at_time_limit(original(self)))
+    answer = solve_once(prepare(q))
+    assert answer.report.termination == "time_limit", answer.report
+    return [answer]
 
 
 def fastest_within_budget(prep):
@@ -193,40 +191,43 @@ def cheapest_at_speed(prep):
     return solve_cheapest(prep, SPEED_TOK_S)
 
 
-def test_a_time_limited_fastest_answer_carries_its_status_and_a_gap_that_bounds_it(medium_oracle):
+def test_a_time_limited_fastest_answer_carries_its_status_and_a_gap_that_bounds_it(medium_oracle, monkeypatch):
     q, best, _ = medium_oracle
 
-    for answer in stopped_answers(q, fastest_within_budget):
+    for answer in stopped_answers(q, fastest_within_budget, monkeypatch):
         record = answer.to_record()
         assert_report_consistent(answer.report)
         assert record["solver_status"] == "time_limit"
-        assert 0.0 <= record["mip_gap"] <= 1.0
+        assert 0.0 < record["mip_gap"] <= 1.0
         assert answer.usd_per_mtok <= BUDGET_USD_PER_MTOK * (1 + 1e-9)
         assert answer.tok_s_per_request >= best.tok_s_per_request * (1 - record["mip_gap"]) * (1 - 1e-9)
 
 
-def test_a_time_limited_fastest_answer_reports_a_valid_speed_bound(medium_oracle):
+def test_a_time_limited_fastest_answer_reports_a_valid_speed_bound(medium_oracle, monkeypatch):
     q, best, _ = medium_oracle
 
-    for answer in stopped_answers(q, fastest_within_budget):
+    for answer in stopped_answers(q, fastest_within_budget, monkeypatch):
         bound = answer.to_record().get("bound_tok_s_per_request")
-        assert bound is None or bound >= best.tok_s_per_request * (1 - 1e-9), (bound, best.tok_s_per_request)
+        assert bound is not None, answer.to_record()
+        assert bound >= best.tok_s_per_request * (1 - 1e-9), (bound, best.tok_s_per_request)
+        assert bound > answer.tok_s_per_request, (bound, answer.tok_s_per_request)
 
 
-def test_a_time_limited_cheapest_answer_carries_its_status(medium_oracle):
+def test_a_time_limited_cheapest_answer_carries_its_status(medium_oracle, monkeypatch):
     q, _, _ = medium_oracle
 
-    for answer in stopped_answers(q, cheapest_at_speed):
+    for answer in stopped_answers(q, cheapest_at_speed, monkeypatch):
         record = answer.to_record()
         assert (record["solver_status"], answer.report.has_solution) == ("time_limit", True)
         assert answer.tok_s_per_request >= SPEED_TOK_S * (1 - 1e-9)
 
 
-def test_a_time_limited_cheapest_answer_reports_a_cost_bound_and_gap_between_0_and_1(medium_oracle):
+def test_a_time_limited_cheapest_answer_reports_a_cost_bound_and_gap_between_0_and_1(medium_oracle, monkeypatch):
     q, _, best = medium_oracle
 
-    for answer in stopped_answers(q, cheapest_at_speed):
+    for answer in stopped_answers(q, cheapest_at_speed, monkeypatch):
         record = answer.to_record()
+        assert record.get("bound_usd_per_mtok") is not None, record
         assert 0.0 <= record["bound_usd_per_mtok"] <= best.usd_per_mtok * (1 + 1e-9), record["bound_usd_per_mtok"]
         assert 0.0 <= record["mip_gap"] <= 1.0, record["mip_gap"]
         assert best.usd_per_mtok >= answer.usd_per_mtok * (1 - record["mip_gap"]) * (1 - 1e-9)

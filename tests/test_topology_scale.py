@@ -12,7 +12,7 @@ from roofline_opt import topology
 from roofline_opt.cli import main
 from roofline_opt.errors import InvalidInput
 from roofline_opt.topology import maxflow, symmetry
-from roofline_opt.topology.schema import BANDWIDTH, LATENCY, SCALEUP_LINK_KINDS
+from roofline_opt.topology.schema import BANDWIDTH, LATENCY, MAX_CLUSTER_GPUS, SCALEUP_LINK_KINDS
 
 
 def pod(*groups: tuple[str, int], **spec) -> nx.Graph:
@@ -183,14 +183,16 @@ def test_instance_limit_equals_max_instances():
 
 
 def test_spec_beyond_the_cap_is_refused_before_building():
-    with pytest.raises(InvalidInput, match="nodes: would build 8,000,000 GPUs; at most 100,000"):
-        topology.from_spec({"nodes": 1_000_000, "node_type": "hgx-h100"})
-    with pytest.raises(InvalidInput, match="torus: would build 1,000,000 GPUs"):
+    servers = MAX_CLUSTER_GPUS // 8 + 1
+    with pytest.raises(InvalidInput, match=f"describes {8 * servers:,} GPUs: at most {MAX_CLUSTER_GPUS:,}"):
+        topology.from_spec({"nodes": servers, "node_type": "hgx-h100"})
+    with pytest.raises(InvalidInput, match="torus: describes 1,000,000 GPUs"):
         topology.from_spec({"torus": [1000, 1000]})
 
 
 def test_cli_build_beyond_the_cap_exits_2_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "huge.graphml"
-    assert main(["cluster", "build", "{nodes: 20000, node_type: hgx-h100}", "--out", str(out)]) == 2
-    assert "at most 100,000" in capsys.readouterr().err
+    servers = MAX_CLUSTER_GPUS // 8 + 1
+    assert main(["cluster", "build", f"{{nodes: {servers}, node_type: hgx-h100}}", "--out", str(out)]) == 2
+    assert f"at most {MAX_CLUSTER_GPUS:,}" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []

@@ -60,7 +60,8 @@ def _resolve_file(name_or_path: str, subdir: Path, field: str) -> Path:
         if path.is_dir():
             path = path / "config.json"
         if not path.is_file():
-            msg = f"must be a catalog name or an existing file. Got {name_or_path!r} instead (no such file)."
+            why = "not a regular file" if path.exists() else "no such file"
+            msg = f"must be a catalog name or an existing file. Got {name_or_path!r} instead ({why})."
             raise InvalidInput(field, msg)
         return path
     index = _card_index(subdir)

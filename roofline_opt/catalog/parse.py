@@ -3,52 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import typing
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from roofline_opt import checks
+from roofline_opt import checks, files
 from roofline_opt.errors import InvalidInput
 from roofline_opt.physics.specs import WEIGHT_BITS, GpuSpec, ModelSpec
 
 
 def read_text(path: Path) -> str:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        msg = f"cannot be read: {exc}"
-        raise InvalidInput(str(path), msg) from exc
-    if not text.strip():
-        raise InvalidInput(str(path), "is empty")
-    return text
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    """A card's text, at most files.MAX_CARD_BYTES long."""
+    return files.read_text(path, str(path), files.MAX_CARD_BYTES, "a card")
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """The mapping a YAML card holds; syntax errors and non-mappings name the file."""
-    try:
-        data = yaml.safe_load(read_text(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        msg = f"is not valid YAML: {_one_line(getattr(exc, 'problem', None) or exc)}{where}"
-        raise InvalidInput(str(path), msg) from exc
-    return require_mapping(path, data)
+    """The mapping a YAML card holds (bounded: see files.load_yaml); syntax errors and non-mappings name the file."""
+    return require_mapping(path, files.load_yaml(read_text(path), str(path)))
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        msg = f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
-        raise InvalidInput(str(path), msg) from exc
-    return require_mapping(path, data)
+    """The object a JSON file holds (bounded: see files.load_json)."""
+    return require_mapping(path, files.load_json(read_text(path), str(path)))
 
 
 def require_mapping(path: Path, data: Any) -> dict[str, Any]:
@@ -56,6 +32,10 @@ def require_mapping(path: Path, data: Any) -> dict[str, Any]:
         msg = f"must hold a mapping of field: value. Got a {type(data).__name__} instead."
         raise InvalidInput(str(path), msg)
     return data
+
+
+MAX_CARD_NUMBER = 1e300
+"""Largest number a card field takes: products of a few card numbers must stay finite."""
 
 
 Spec = typing.TypeVar("Spec", ModelSpec, GpuSpec)
@@ -84,15 +64,15 @@ def _field_value(field: str, hint: Any, value: Any, zero_ok: bool) -> Any:
     """One card value converted to the field's type, or InvalidInput naming the field."""
     if hint is bool:
         if not isinstance(value, bool):
-            raise InvalidInput(field, f"must be true or false. Got {value!r} instead.")
+            raise InvalidInput(field, f"must be true or false. Got {checks.shown(value)} instead.")
         return value
     if hint is int:
         return checks.positive_int(field, value, minimum=0 if zero_ok else 1)
     if hint is float:
-        return checks.positive_float(field, value, allow_zero=zero_ok)
+        return checks.positive_float(field, value, allow_zero=zero_ok, maximum=MAX_CARD_NUMBER)
     if hint is str:
         if not isinstance(value, str):
-            raise InvalidInput(field, f"must be a text. Got {value!r} instead.")
+            raise InvalidInput(field, f"must be a text. Got {checks.shown(value)} instead.")
         return value
     if typing.get_origin(hint) is dict:
         return _flop_rates(field, value)
@@ -103,10 +83,12 @@ def _field_value(field: str, hint: Any, value: Any, zero_ok: bool) -> Any:
 def _flop_rates(field: str, value: Any) -> dict[int, float]:
     """``{16: 1e15, 8: 2e15}``: FLOP/s per weight bits; a null rate is the same as an absent one."""
     if not isinstance(value, dict):
-        msg = f"must be a mapping of weight bits to FLOP/s, like {{16: 1.0e+15, 8: 2.0e+15}}. Got {value!r} instead."
+        like = "{16: 1.0e+15, 8: 2.0e+15}"
+        msg = f"must be a mapping of weight bits to FLOP/s, like {like}. Got {checks.shown(value)} instead."
         raise InvalidInput(field, msg)
+    top = MAX_CARD_NUMBER
     rates = {
-        checks.choice(field, bits, WEIGHT_BITS): checks.positive_float(f"{field}[{bits}]", rate)
+        checks.choice(field, bits, WEIGHT_BITS): checks.positive_float(f"{field}[{bits}]", rate, maximum=top)
         for bits, rate in value.items()
         if rate is not None
     }

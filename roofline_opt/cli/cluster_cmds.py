@@ -187,18 +187,15 @@ def run_draw(args: argparse.Namespace) -> int:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    import yaml
 
-    from roofline_opt import topology
+    from roofline_opt import files, topology
 
     spec = args.spec
+    files.check_destination(args.out, "--out", inputs=(spec,))
     if Path(spec).is_file():
         cluster = topology.load_cluster(spec, known_gpu_names())
     elif spec.lstrip().startswith("{"):
-        try:
-            data = yaml.safe_load(spec)
-        except yaml.YAMLError as exc:
-            raise InvalidInput("SPEC", f"is not a valid inline YAML mapping: {' '.join(str(exc).split())}") from exc
+        data = files.load_yaml(spec, "SPEC")
         cluster = topology.validate_cluster(topology.from_spec(data, "SPEC"), known_gpu_names(), "SPEC")
     else:
         msg = (

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize.space import MAX_BATCH_LIMIT, MAX_CONTEXT, MAX_DEGREE, MAX_GAMMA, MAX_TOKENS_PER_STEP
 from roofline_opt.physics import evaluator
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
@@ -23,6 +24,7 @@ OPTIONAL_DEFAULTS = {
     "weight_bits": None,
     "tp_2d": False,
     "ep": 1,
+    "dp_attention": False,
     "context": None,
     "tokens_per_step": 1,
     "draft": None,
@@ -69,6 +71,7 @@ class Setup:
     tp_2d: bool
     pp: int
     ep: int
+    dp_attention: bool
     batch: int
     context: int
     tokens_per_step: int
@@ -170,6 +173,16 @@ def _check_expert_parallel(field: str, model: ModelSpec, ep: int, tp: int) -> No
         raise InvalidInput(field, msg)
 
 
+def _check_dp_attention(field: str, model: ModelSpec, tp: int, pp: int, ep: int) -> int:
+    """Data-parallel attention: a MoE model, pp 1, experts over the whole group of tp GPUs (ep 1 or tp)."""
+    if not model.is_moe:
+        raise InvalidInput(field, f"needs a MoE model; {model.name} is dense. Got true instead.")
+    if pp != 1 or ep not in (1, tp):
+        msg = f"needs pp 1 and ep 1 or equal to tp (the group of {tp} GPUs). Got pp {pp}, ep {ep} instead."
+        raise InvalidInput(field, msg)
+    return tp
+
+
 def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _Specs) -> Setup:
     """Check one setup's raw values (text or numbers); ``label`` turns a column into the field errors name."""
     model_text = _text(label("model"), values["model"])
@@ -178,15 +191,20 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
     gpu = specs.gpu(gpu_text, label("gpu"))
     bits = _weight_bits(label("weight_bits"), values["weight_bits"], suffix_bits, model_text)
     _check_runs(label("weight_bits"), gpu, bits)
-    tp = checks.positive_int(label("tp"), values["tp"])
-    ep = checks.positive_int(label("ep"), values["ep"])
-    _check_expert_parallel(label("ep"), model, ep, tp)
+    tp = checks.positive_int(label("tp"), values["tp"], maximum=MAX_DEGREE)
+    ep = checks.positive_int(label("ep"), values["ep"], maximum=MAX_DEGREE)
+    pp = checks.positive_int(label("pp"), values["pp"], maximum=MAX_DEGREE)
+    dp_attention = _bool(label("dp_attention"), values["dp_attention"])
+    if dp_attention:
+        ep = _check_dp_attention(label("dp_attention"), model, tp, pp, ep)
+    else:
+        _check_expert_parallel(label("ep"), model, ep, tp)
     draft_text = "" if values["draft"] is None else _text(label("draft"), values["draft"])
     draft_bits = DRAFT_DEFAULT_BITS
     if draft_text:
         draft_bits = specs.model(draft_text, label("draft"))[1] or DRAFT_DEFAULT_BITS
         _check_runs(label("draft"), gpu, draft_bits)
-    gamma_max = checks.positive_int(label("gamma_max"), values["gamma_max"], minimum=0)
+    gamma_max = checks.positive_int(label("gamma_max"), values["gamma_max"], minimum=0, maximum=MAX_GAMMA)
     if bool(gamma_max) != bool(draft_text):
         wanted = "at least 1 with a draft model (0 leaves it unused)" if draft_text else "0 without a draft model"
         raise InvalidInput(label("gamma_max"), f"must be {wanted}. Got {gamma_max} instead.")
@@ -200,11 +218,14 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
         gpu=gpu_text,
         tp=tp,
         tp_2d=_bool(label("tp_2d"), values["tp_2d"]),
-        pp=checks.positive_int(label("pp"), values["pp"]),
+        pp=pp,
         ep=ep,
-        batch=checks.positive_int(label("batch"), values["batch"]),
-        context=checks.positive_int(label("context"), context, minimum=0),
-        tokens_per_step=checks.positive_int(label("tokens_per_step"), values["tokens_per_step"]),
+        dp_attention=dp_attention,
+        batch=checks.positive_int(label("batch"), values["batch"], maximum=MAX_BATCH_LIMIT),
+        context=checks.positive_int(label("context"), context, minimum=0, maximum=MAX_CONTEXT),
+        tokens_per_step=checks.positive_int(
+            label("tokens_per_step"), values["tokens_per_step"], maximum=MAX_TOKENS_PER_STEP
+        ),
         draft=draft_text,
         draft_weight_bits=draft_bits,
         acceptance=checks.probability(label("acceptance"), values["acceptance"]),
@@ -235,22 +256,26 @@ def _request_fields(values, label, specs: _Specs, gpu_text: str, bits: int, has_
     if has_draft:
         raise InvalidInput(label("draft"), "cannot be combined with whole requests (--isl/--osl) yet. Drop one.")
     out.update(
-        isl=checks.positive_int(label("isl"), isl, minimum=0 if serving == rq.AGG else 1),
-        osl=checks.positive_int(label("osl"), osl),
+        isl=checks.positive_int(label("isl"), isl, minimum=0 if serving == rq.AGG else 1, maximum=MAX_CONTEXT),
+        osl=checks.positive_int(label("osl"), osl, maximum=MAX_CONTEXT),
         serving=serving,
-        chunk_tokens=checks.positive_int(label("chunk_tokens"), values["chunk_tokens"]),
+        chunk_tokens=checks.positive_int(label("chunk_tokens"), values["chunk_tokens"], maximum=MAX_CONTEXT),
     )
     if serving == rq.DISAGG:
         prefill_text = gpu_text if _blank(values["prefill_gpu"]) else _text(label("prefill_gpu"), values["prefill_gpu"])
         _check_runs(label("prefill_gpu"), specs.gpu(prefill_text, label("prefill_gpu")), bits)
         out.update(
             prefill_gpu=prefill_text,
-            prefill_tp=checks.positive_int(label("prefill_tp"), values["prefill_tp"]),
+            prefill_tp=checks.positive_int(label("prefill_tp"), values["prefill_tp"], maximum=MAX_DEGREE),
             prefill_tp_2d=_bool(label("prefill_tp_2d"), values["prefill_tp_2d"]),
-            prefill_pp=checks.positive_int(label("prefill_pp"), values["prefill_pp"]),
-            prefill_batch=checks.positive_int(label("prefill_batch"), values["prefill_batch"]),
-            prefill_instances=checks.positive_int(label("prefill_instances"), values["prefill_instances"]),
-            decode_instances=checks.positive_int(label("decode_instances"), values["decode_instances"]),
+            prefill_pp=checks.positive_int(label("prefill_pp"), values["prefill_pp"], maximum=MAX_DEGREE),
+            prefill_batch=checks.positive_int(label("prefill_batch"), values["prefill_batch"], maximum=MAX_BATCH_LIMIT),
+            prefill_instances=checks.positive_int(
+                label("prefill_instances"), values["prefill_instances"], maximum=MAX_DEGREE
+            ),
+            decode_instances=checks.positive_int(
+                label("decode_instances"), values["decode_instances"], maximum=MAX_DEGREE
+            ),
         )
     return out
 
@@ -297,7 +322,9 @@ def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
     gpu = specs.gpu(setup.gpu, "gpu")
     preset = PRESETS[setup.preset]
     workload = rq.Workload.single(setup.isl, setup.osl)
-    layout = evaluator.Layout.of(setup.tp, setup.tp_2d, setup.pp, setup.context, 1, setup.ep, setup.kv_bits)
+    layout = evaluator.Layout.of(
+        setup.tp, setup.tp_2d, setup.pp, setup.context, 1, setup.ep, setup.kv_bits, dp_attention=setup.dp_attention
+    )
     batch = np.array([float(setup.batch)])
     if setup.serving == rq.DISAGG:
         p_gpu = specs.gpu(setup.prefill_gpu, "prefill_gpu")
@@ -329,9 +356,15 @@ def _evaluate_group(setups: list[Setup], specs: _Specs) -> dict[str, np.ndarray]
         return np.array([getattr(s, name) for s in setups])
 
     layout = evaluator.Layout.of(
-        column("tp"), column("tp_2d"), column("pp"), column("context"), column("tokens_per_step"), column("ep"),
+        column("tp"),
+        column("tp_2d"),
+        column("pp"),
+        column("context"),
+        column("tokens_per_step"),
+        column("ep"),
         column("kv_bits"),
-    )  # fmt: skip
+        dp_attention=column("dp_attention"),
+    )
     return evaluator.evaluate(
         model,
         specs.gpu(first.gpu, "gpu"),
@@ -403,10 +436,12 @@ def run(args: argparse.Namespace) -> int:
     from roofline_opt import files, report
 
     specs = _Specs()
+    if args.csv:
+        files.check_destination(args.csv, "--csv", inputs=(args.from_csv, args.model, args.gpu, args.draft))
     setups = setups_from_csv(args, specs) if args.from_csv else setups_from_flags(args, specs)
     frame = evaluate_setups(setups, specs)
     if args.csv:
-        files.write_text_atomic(args.csv, frame.to_csv(index=False), field="--csv")
+        files.write_csv(args.csv, frame, field="--csv")
     print(report.to_json(frame.to_dict("records")) if args.json else _table(frame))
     return 0
 
@@ -417,14 +452,21 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "evaluate",
         help="figures of fully specified setups (flags, or --from-csv FILE)",
         description="Every figure of one setup given by flags, or of each row of --from-csv FILE (columns "
-        "model, gpu, tp, pp, batch required; weight_bits, tp_2d, ep, context, tokens_per_step, draft, acceptance, "
-        "gamma_max, preset optional: a blank or absent cell takes the flag's value).",
+        "model, gpu, tp, pp, batch required; weight_bits, tp_2d, ep, dp_attention, context, tokens_per_step, draft, "
+        "acceptance, gamma_max, preset optional: a blank or absent cell takes the flag's value).",
     )
     p.add_argument("--model", help="catalog name (a -int8/-int4 suffix sets the weight bits), YAML card or config.json")
     p.add_argument("--weight-bits", dest="weight_bits", help="16, 8 or 4 (default: the name's suffix, else 16)")
     p.add_argument("--gpu", help="catalog name or YAML card of the accelerator")
     p.add_argument("--tp", help="tensor-parallel degree T")
     p.add_argument("--tp-2d", dest="tp_2d", action="store_true", help="2-D tensor parallelism (default 1-D)")
+    p.add_argument(
+        "--dp-attention",
+        dest="dp_attention",
+        action="store_true",
+        help="data-parallel attention with wide expert parallelism (MoE): --tp GPUs each hold the attention and "
+        "batch/tp sequences, experts spread over all of them (pp 1)",
+    )
     p.add_argument("--pp", help="pipeline degree P")
     p.add_argument("--ep", default=OPTIONAL_DEFAULTS["ep"], help="expert-parallel degree inside TP (default 1)")
     p.add_argument("--batch", help="sequences decoded together by one instance, B")

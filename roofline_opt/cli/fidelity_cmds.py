@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from roofline_opt import checks
+from roofline_opt.optimize.space import MAX_CONTEXT, MAX_GAMMA, MAX_POINTS
 from roofline_opt.physics.specs import DEFAULT, PRESETS
 
 VALIDATE_TABLE = {
@@ -16,15 +17,14 @@ VALIDATE_TABLE = {
     "weight_bits": "bits",
     "gpu_card": "gpu",
     "mapped_layout": "layout",
-    "batch_per_instance": "batch",
+    "check": "check",
+    "predicted_at_batch": "batch",
     "context": "context",
     "measured_tok_s_per_request": "meas_tok_s_req",
     "predicted_tok_s_per_request": "pred_tok_s_req",
-    "ratio_tok_s_per_request": "ratio_req",
     "measured_tok_s_per_gpu": "meas_tok_s_gpu",
     "predicted_tok_s_per_gpu": "pred_tok_s_gpu",
-    "ratio_tok_s_per_gpu": "ratio_gpu",
-    "fits_in_memory": "fits",
+    "ratio": "ratio",
     "bottleneck": "bound_by",
     "bound_holds": "bound_holds",
 }
@@ -64,7 +64,7 @@ def _preset(value: str) -> str:
 
 
 def _points(value: str) -> int:
-    return checks.positive_int("--points", value, minimum=2)
+    return checks.positive_int("--points", value, minimum=2, maximum=MAX_POINTS)
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -72,24 +72,40 @@ def run_validate(args: argparse.Namespace) -> int:
 
     from roofline_opt import fidelity, files, report
 
+    for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
+        if path:
+            formats = files.plot_formats() if flag == "--plot" else None
+            files.check_destination(path, flag, formats, inputs=(args.measured,))
     rows = fidelity.validate(args.measured, PRESETS[_preset(args.preset)])
     records = [r.to_record() for r in rows]
     frame = pd.DataFrame(records)
     summary = fidelity.summarise(rows)
     if args.csv:
-        files.write_text_atomic(args.csv, frame.convert_dtypes().to_csv(index=False), field="--csv")
+        files.write_csv(args.csv, frame.convert_dtypes(), field="--csv")
+    if args.plot:
+        report.plot_validation(fidelity.plot_panels(rows), args.plot, "--plot")
     if args.json:
         print(report.to_json(records))
         print(summary.line(), file=sys.stderr)
         return 0
-    compared = frame[frame["model_card"].notna()]
+    compared = frame[frame["check"].notna()]
     print(report.frame_to_table(compared[list(VALIDATE_TABLE)].rename(columns=VALIDATE_TABLE)))
+    failed = frame[frame["bound_holds"].eq(False)]
+    if len(failed):
+        print("\nrows the bound does not hold on:")
+        for record in failed.to_dict("records"):
+            why = record["why_not_bounded"] or f"predicted/measured {report.format_number(record['ratio'])}"
+            print(f"  line {record['line']} ({record['model']}, {record['gpu']}, {record['check']}): {why}")
     listed = frame[frame["reason"].notna()]
     if len(listed):
         print("\nrows without a verdict:")
         for record in listed.to_dict("records"):
             print(f"  line {record['line']} ({record['model']}, {record['gpu'] or '-'}): {record['reason']}")
+    print("\nper framework:")
+    print(report.frame_to_table(pd.DataFrame(fidelity.by_framework(rows))))
     print(f"\n{summary.line()}")
+    if args.plot:
+        print(f"wrote {args.plot}")
     return 0
 
 
@@ -100,7 +116,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
     gpu = catalog.load_gpu(args.gpu, "--gpu")
     if args.out:
-        files.check_destination(args.out, "--out")
+        files.check_destination(args.out, "--out", inputs=(args.measured, args.gpu))
     fit, card = fidelity.calibrate(args.measured, gpu, Path(args.out).stem if args.out else None)
     if args.out:
         files.write_text_atomic(args.out, fidelity.card_yaml(card), field="--out")
@@ -136,7 +152,8 @@ def run_reproduce(args: argparse.Namespace) -> int:
     if args.only:
         keys = {c.key: c for c in fidelity.CASES}
         cases = tuple(keys[checks.choice("--only", k, keys)] for k in checks.parse_name_list("--only", args.only))
-    context = None if args.context is None else checks.positive_int("--context", args.context, minimum=0)
+    context = None if args.context is None else checks.positive_int("--context", args.context, minimum=0,
+                                                                    maximum=MAX_CONTEXT)  # fmt: skip
     with report.ProgressBar() as progress:
         result = fidelity.reproduce(args.out, cases, context, _points(args.points), progress)
     shown = result.comparison[list(REPRODUCE_TABLE)]
@@ -157,21 +174,24 @@ def run_sensitivity(args: argparse.Namespace) -> int:
     q = api.question(
         args.model,
         [catalog.load_gpu(name, "--gpu") for name in checks.parse_name_list("--gpu", args.gpu)],
-        context=checks.positive_int("--context", args.context, minimum=0),
+        context=checks.positive_int("--context", args.context, minimum=0, maximum=MAX_CONTEXT),
         draft=args.draft,
         acceptance=checks.probability("--acceptance", args.acceptance),
-        gamma_max=checks.positive_int("--gamma-max", args.gamma_max, minimum=0),
+        gamma_max=checks.positive_int("--gamma-max", args.gamma_max, minimum=0, maximum=MAX_GAMMA),
         preset=_preset(args.preset),
     )
-    out = fidelity.ensure_out_dir(args.out) if args.out else None
+    out = files.check_folder(args.out) if args.out else None
+    if args.csv:
+        files.check_destination(args.csv, "--csv", inputs=(args.model, args.draft, args.gpu))
     with report.ProgressBar() as progress:
         result = fidelity.sensitivity(q, _points(args.points), progress=progress)
     if args.csv:
-        files.write_text_atomic(args.csv, result.table.to_csv(index=False), field="--csv")
+        files.write_csv(args.csv, result.table, field="--csv")
     if out is not None:
         title = f"{q.model.name} on {', '.join(g.name for g in q.gpus)}: sensitivity ({q.preset.name} preset)"
-        fidelity.plot_sensitivity(result, out / "sensitivity.png", title)
-        files.write_text_atomic(out / "sensitivity.csv", result.table.to_csv(index=False), field="--out")
+        with files.output_folder(out) as staging:
+            fidelity.plot_sensitivity(result, staging / "sensitivity.png", title)
+            files.write_csv(staging / "sensitivity.csv", result.table, field="--out")
     if args.json:
         print(report.to_json(result.table.to_dict("records")))
         return 0
@@ -191,12 +211,19 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help="measured serving figures against the roofline bound",
         description="Evaluate the roofline at the setup of each row of a measured-points CSV (columns of "
         "shared/reference/measured_points.csv; context = input_len + output_len / 2) and check that the prediction "
-        "bounds the measurement. Rows that cannot be mapped are listed with the reason.",
+        "bounds the measurement: at the stated batch (point), at maximum load (throughput ceiling) or at the "
+        "measured per-user speed (frontier). Rows that cannot be mapped are listed with the reason.",
     )
     p.add_argument("--measured", required=True, metavar="FILE", help="measured-points CSV")
     p.add_argument("--preset", default="default", help="physics: default (realistic, the default) or paper")
     p.add_argument("--json", action="store_true", help="print a JSON list of row objects (summary on stderr)")
     p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="per accelerator, measured points against our frontier (tok/s per GPU vs tok/s per user), coloured by "
+        "whether the bound holds",
+    )
     p.set_defaults(func=run_validate)
 
     p = subparsers.add_parser(

@@ -189,9 +189,9 @@ def run_plan(args: argparse.Namespace) -> int:
     from roofline_opt import api, files, report
 
     if args.csv:
-        files.check_destination(args.csv, "--csv")
+        files.check_destination(args.csv, "--csv", inputs=(args.fleet,))
     if args.plot:
-        files.check_destination(args.plot, "--plot", files.plot_formats())
+        files.check_destination(args.plot, "--plot", files.plot_formats(), inputs=(args.fleet,))
     from roofline_opt.optimize import fleet as fl
 
     spec = fl.load_fleet_file(args.fleet, api.question)
@@ -209,7 +209,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
         plan = plan.with_baseline(per_model_baseline(spec, options))
     if args.csv:
-        files.write_text_atomic(args.csv, pd.DataFrame(plan.rows).to_csv(index=False), field="--csv")
+        files.write_csv(args.csv, pd.DataFrame(plan.rows), field="--csv")
     if args.plot:
         plot_plan(plan, spec.pool.cluster, spec.pool.domains, args.plot)
     print(report.to_json_object(plan.to_record()) if args.json else plan_text(plan, args.fleet))

@@ -20,14 +20,18 @@ if TYPE_CHECKING:
     from roofline_opt.optimize.space import Question
 
 SPACE_FIELDS = (
-    "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "max_batch", "context", "draft", "acceptance",
-    "gamma_max", "preset", "max_gpus", "demand_tok_s", "cluster", "kv_bits", "isl", "osl", "workload", "serving",
-    "chunk_tokens", "ttft_ms", "tpot_ms", "prefill_gpu", "decode_gpu", "max_instances", "demand_req_s",
-    "max_utilisation",
+    "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "dp_attention", "max_batch", "context",
+    "draft", "acceptance", "gamma_max", "preset", "max_gpus", "demand_tok_s", "cluster", "kv_bits", "isl", "osl",
+    "workload", "serving", "chunk_tokens", "ttft_ms", "tpot_ms", "prefill_gpu", "decode_gpu", "max_instances",
+    "demand_req_s", "max_utilisation",
 )  # fmt: skip
 """Flags passed unchanged to api.question as keyword arguments of the same name."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
 """Required columns of --observed FILE (``label`` is optional)."""
+MAX_OBSERVED_POINTS = 1000
+"""Most points --observed may overlay on a plot."""
+MAX_LABEL_CHARS = 60
+"""Characters of an observed point's label drawn on the plot."""
 """The frontier re-solves one persistent MIP; enumeration is offered by fastest and cheapest only."""
 
 
@@ -66,6 +70,8 @@ def _question(args: argparse.Namespace) -> Question:
 
 
 def _tp(record: Mapping[str, Any]) -> str:
+    if record.get("dp_attention"):
+        return f"dp{record['tp']}"
     return f"{record['tp']} (2d)" if record["tp_2d"] else str(record["tp"])
 
 
@@ -164,7 +170,7 @@ def _emit(args: argparse.Namespace, records: list[dict[str, Any]], text: str, as
     from roofline_opt import files, report
 
     if args.csv:
-        files.write_text_atomic(args.csv, pd.DataFrame(records).to_csv(index=False), field="--csv")
+        files.write_csv(args.csv, pd.DataFrame(records), field="--csv")
     if args.json:
         print(report.to_json(records) if as_list else report.to_json_object(records[0]))
     else:
@@ -245,10 +251,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse unwritable --csv / --plot destinations before solving, so a failed run leaves no file behind."""
     from roofline_opt import files
 
+    inputs = (args.model, getattr(args, "draft", None), args.cluster, getattr(args, "observed", None))
     if args.csv:
-        files.check_destination(args.csv, "--csv")
+        files.check_destination(args.csv, "--csv", inputs=inputs)
     if getattr(args, "plot", None):
-        files.check_destination(args.plot, "--plot", files.plot_formats())
+        files.check_destination(args.plot, "--plot", files.plot_formats(), inputs=inputs)
 
 
 def _plot_title(question: Question) -> str:
@@ -279,7 +286,7 @@ def read_observed(path: Path) -> pd.DataFrame:
     """Observed (speed, price) points from a CSV: columns tok_s_per_request, usd_per_mtok (> 0), optional label."""
     from roofline_opt import files
 
-    frame = files.read_csv_cells(path, "--observed", OBSERVED_COLUMNS, "point")
+    frame = files.read_csv_cells(path, "--observed", OBSERVED_COLUMNS, "point", max_rows=MAX_OBSERVED_POINTS)
     return _observed_values(path, frame)
 
 
@@ -287,7 +294,8 @@ def _observed_values(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     """The numeric columns checked cell by cell (finite and > 0: the price axis is logarithmic)."""
     import pandas as pd
 
-    out = pd.DataFrame({"label": frame["label"].str.strip()}) if "label" in frame.columns else pd.DataFrame()
+    labels = frame["label"].str.strip().str.slice(0, MAX_LABEL_CHARS) if "label" in frame.columns else None
+    out = pd.DataFrame({"label": labels}) if labels is not None else pd.DataFrame()
     for column in OBSERVED_COLUMNS:
         out[column] = [
             checks.positive_float(f"{path} line {line}: {column}", value)
@@ -307,11 +315,15 @@ SHARED_HELP = {
     "--tp-degrees": "tensor-parallel degrees offered (default 1,2,4,8,16,32,64)",
     "--pp-degrees": "pipeline degrees offered (default 1,2,4,8)",
     "--tp-modes": "tensor-parallel modes offered: 1d, 2d or 1d,2d (default 1d,2d)",
-    "--ep-degrees": "expert-parallel degrees offered, each dividing tp and the expert count (default 1)",
+    "--ep-degrees": "expert-parallel degrees offered, each dividing tp and the expert count (default 1); with "
+    "--dp-attention also as data-parallel-attention groups of that many GPUs (EP beyond TP)",
+    "--dp-attention": "also offer MoE models data-parallel attention with wide expert parallelism: every GPU holds the "
+    "attention and its own sequences, experts spread over the group (tp column shows dpG)",
     "--max-batch": "largest batch, sequences per instance (default 4096)",
     "--weight-bits": "weight precision(s) offered: 16, 8, 4 or a list like 16,8 (default: the model name's "
     "-int8/-int4 suffix, else 16)",
-    "--context": "tokens already in each sequence's KV cache: the assumed mid-generation context (default 8000)",
+    "--context": "tokens already in each sequence's KV cache: the assumed mid-generation context (default 8000; "
+    "with --isl/--osl: isl + osl / 2)",
     "--draft": "draft model for speculative decoding on the same GPUs (with --gamma-max)",
     "--acceptance": "draft token acceptance probability in (0, 1) (default 0.8)",
     "--gamma-max": "longest draft the solver may choose, 0..G (default 0: no speculative decoding)",
@@ -345,7 +357,6 @@ SHARED_DEFAULTS = {
     "--tp-modes": "1d,2d",
     "--ep-degrees": "1",
     "--max-batch": 4096,
-    "--context": 8000,
     "--acceptance": 0.8,
     "--gamma-max": 0,
     "--preset": "default",
@@ -361,8 +372,8 @@ METAVARS = {"--time-limit": "SECONDS", "--csv": "OUT", "--cluster": "FILE", "--p
 
 def _add_shared(p: argparse.ArgumentParser) -> None:
     for flag, text in SHARED_HELP.items():
-        if flag == "--json":
-            p.add_argument(flag, action="store_true", help=text)
+        if flag in ("--json", "--dp-attention"):
+            p.add_argument(flag, dest=flag[2:].replace("-", "_"), action="store_true", help=text)
             continue
         kwargs: dict[str, Any] = {"help": text, "default": SHARED_DEFAULTS.get(flag), "metavar": METAVARS.get(flag)}
         p.add_argument(flag, dest=flag[2:].replace("-", "_"), required=flag == "--model", **kwargs)

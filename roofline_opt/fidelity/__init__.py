@@ -19,11 +19,11 @@ from roofline_opt.fidelity.reproduce import (
     Reproduction,
     choose_context,
     compare_case,
-    ensure_out_dir,
     reproduce,
 )
 from roofline_opt.fidelity.sensitivity import Sensitivity, plot_sensitivity, sensitivity, variants
-from roofline_opt.fidelity.validate import ValidationRow, ValidationSummary, summarise, validate
+from roofline_opt.fidelity.summary import ValidationSummary, by_framework, plot_panels, summarise
+from roofline_opt.fidelity.validate import ValidationRow, validate
 
 __all__ = [
     "CASES",
@@ -38,12 +38,13 @@ __all__ = [
     "Sensitivity",
     "ValidationRow",
     "ValidationSummary",
+    "by_framework",
     "calibrate",
     "card_yaml",
     "choose_context",
     "compare_case",
-    "ensure_out_dir",
     "map_row",
+    "plot_panels",
     "plot_sensitivity",
     "read_measured",
     "reproduce",

@@ -183,8 +183,13 @@ def _hop_latency(problem: _Problem, values: np.ndarray) -> float:
 
 
 def calibrate(path: str | Path, gpu: GpuSpec, card_name: str | None = None) -> tuple[CalibrationFit, GpuSpec]:
-    """Fit the efficiency caps to the rows of ``gpu`` in a measured-points CSV; the fit and a card carrying it."""
+    """Fit the efficiency caps to the rows of ``gpu`` in a measured-points CSV; the fit and a card carrying it.
+
+    Only rows checked at a stated batch, aggregated, without speculation or an assumed length
+    are fitted (a ceiling is not a point, and an assumed context is not a measured one)."""
     rows = [r for r in map(map_row, read_measured(path)) if r.setup is not None and not r.reasons]
+    rows = [r for r in rows if r.setup.check == "point" and r.setup.serving == "aggregated"]
+    rows = [r for r in rows if not (r.setup.mtp_depth or r.setup.assumptions)]
     chosen = [r for r in rows if r.setup.gpu_card == gpu.name and r.measured_tok_s_per_request is not None]
     if not chosen:
         found = sorted({r.setup.gpu_card for r in rows}) or ["none"]

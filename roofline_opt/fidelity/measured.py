@@ -1,4 +1,10 @@
-"""Measured-points CSV rows mapped to setups (model, precision, accelerator, layout, batch, lengths) or to a reason."""
+"""Measured-points CSV rows mapped to setups (model, precision, accelerator, layout, batch, lengths) or to a reason.
+
+A mapped row also says which check its figures allow (``CHECKS``): a stated batch is checked point by point; a row at
+maximum load without a batch as a throughput ceiling; a row with a per-user speed and a throughput but no batch
+against the frontier at that speed. Replicas (``TP2 x 4 instances``, ``DP4``) and disaggregated deployments (the
+decode side: ``prefill 4 GPU TP4 + decode 32 GPU EP32``) are predicted per instance and totalled over the instances.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from roofline_opt import catalog, files
+from roofline_opt import catalog, checks, files
 from roofline_opt.errors import InvalidInput
+from roofline_opt.fidelity import layouts as parse
+from roofline_opt.fidelity.names import MTP_MODELS, gpu_card_name, model_candidates
+from roofline_opt.optimize.space import MAX_CONTEXT
 from roofline_opt.physics.specs import GpuSpec, ModelSpec
 
 MEASURED_COLUMNS = (
@@ -23,56 +32,66 @@ MEASURED_COLUMNS = (
     "tok_s_per_request",
     "tok_s_per_gpu",
 )
-"""Columns a measured-points CSV must have (``n_gpus``, ``framework`` and ``notes`` are read when present)."""
+"""Columns a measured-points CSV must have (``n_gpus``, ``tpot_ms``, ``framework`` and ``notes`` are read when
+present)."""
 
-
-MODEL_ALIASES = {
-    "llama-2-70b-chat": "llama-2-70b",
-    "llama-3.3-70b-instruct": "llama-3.3-70b",
-    "llama-3.1-405b-instruct": "llama-3.1-405b",
-    "deepseek-r1": "deepseek-v3",
-    "deepseek-r1-0528": "deepseek-v3",
-    "deepseek-v3/r1": "deepseek-v3",
+CHECKS = {
+    "point": "at the stated batch: predicted tok/s per request and per GPU >= measured",
+    "throughput ceiling": "no batch: measured tok/s per GPU <= the best any batch fitting in memory reaches",
+    "frontier": "no batch: at the measured tok/s per user, measured tok/s per GPU <= our frontier's",
+    "speed ceiling": "no batch nor throughput: measured tok/s per user <= the fastest batch's",
 }
-"""Normalised measured model names -> catalog cards where they differ (other names are looked up as they are)."""
+"""The kinds of check a row's figures allow, and what each compares."""
 
+DEFAULT_MTP_DEPTH = 3
+"""Drafted tokens per step when a row says MTP without a depth: TensorRT-LLM's usual MTP3 (the best depth 0..3 is
+taken, so a row that ran MTP1 is still bounded)."""
 
-GPU_PATTERNS = (
-    ("gb200", "gb200"),
-    ("b200", "b200"),
-    ("h100", "h100-sxm"),
-    ("h200", "h200"),
-    ("h800", "h800"),
-    ("a100", "a100-80gb"),
-    ("mi325x", "mi325x"),
-    ("mi300x", "mi300x"),
-    ("v100", "v100"),
-)
-"""Substring of a lower-cased measured GPU name -> catalog card, first match wins (GB200 before B200)."""
+DEFAULT_MTP_ACCEPTANCE = 0.9
+"""Acceptance of each drafted token when the row states none: the top of the 85-90% DeepSeek-V3's technical report
+gives for its second-token prediction (the generous end, since a bound must not rest on a guess that slows us)."""
 
-
-PRECISION_BITS = {"nvfp4": 4, "mxfp4": 4, "fp4": 4, "int4": 4, "fp8": 8, "int8": 8, "bf16": 16, "fp16": 16}
+PRECISION_BITS = {
+    "nvfp4": 4, "mxfp4": 4, "fp4": 4, "int4": 4, "w4a16": 4, "w4a8": 4, "awq": 4, "gptq": 4,
+    "fp8": 8, "int8": 8, "w8a8": 8, "bf16": 16, "fp16": 16, "bfloat16": 16, "float16": 16,
+}  # fmt: skip
 """Weight precision of a measured row: the first of these words its precision text names."""
 
-
 _PRECISION_RE = re.compile("|".join(PRECISION_BITS))
-
-
-_FP8_KV_RE = re.compile(r"fp8\s*kv|fp8 \(weights\+kv\)")
-
-
+_KV_FORMATS = {"fp8": 8, "int8": 8}
+_KV_RE = re.compile(
+    r"(fp8|int8)[\s_-]*(?:kv|\(weights\s*\+\s*kv\))|kv[\s_-]*(?:cache)?[\s_-]*(?:dtype)?[\s=:_-]*(fp8|int8)"
+)
+_FP8_KV_FOR_RE = re.compile(r"fp8 kv for ([\w.-]+)")
 _SPECULATIVE_RE = re.compile(r"\bspeculative\b|\bmtp(-?\d+)?\s+(on|enabled|included)", re.IGNORECASE)
-
-
-_BATCH_RE = re.compile(r"(?:static batch|batch|concurrency)\s+(\d+)|^~?(\d+)\s+in flight")
-
-
-_NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)")
+_MTP_DEPTH_RE = re.compile(r"\bmtp-?(\d+)\s+(?:on|enabled|included)", re.IGNORECASE)
+_ACCEPTANCE_RE = re.compile(r"acceptance(?: rate)?\s*(?:=|of)?\s*(0?\.\d+|\d+(?:\.\d+)?\s*%)", re.IGNORECASE)
+_NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)\s*(k\b)?", re.IGNORECASE)
+_KV_LEN_RE = re.compile(r"^kv\s*(\d+)$")
+_DECODE_ONLY_RE = re.compile(r"decode[- ]only (?:figures|measurement|speeds?)", re.IGNORECASE)
+"""Notes saying the figures are of decoding alone (no prompt processed): the lengths only set the context."""
+_WHOLE_REQUEST_SPEED_RE = re.compile(
+    r"per[_ -](?:request|user)[^.;]*?incl(?:\.|udes?|uding)?[^.;]*?(?:prefill|context|ttft)"
+    r"|per_request\s*=\s*(?:(?:total|throughput|thr)\s*/\s*(?:bs|\d+)|\d+\s*/\s*latency)",
+    re.IGNORECASE,
+)
+"""A row whose tok/s per request is output tokens over the whole request's time (prefill included), as its notes
+say (``per_request=total/BS``, ``per-user tps includes context``); otherwise it is 1 / TPOT."""
+_FULL_NUMBER_RE = re.compile(r"~?\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)", re.ASCII | re.IGNORECASE)
+_NON_ASCII_DIGIT_RE = re.compile(r"(?![0-9])\d")
+"""A Unicode digit other than 0-9 (Arabic-Indic, full-width, ...): never read as a number."""
+MAX_MEASURED_SPEED = 1e9
+"""Largest measured tok/s a row may state."""
 
 
 @dataclass(frozen=True)
 class MeasuredSetup:
-    """What a measured row describes, in catalog terms: one instance of ``tp * pp`` GPUs, ``instances`` of them."""
+    """What a measured row describes, in catalog terms: ``instances`` instances of ``tp * pp`` GPUs each (``tp`` is
+    the group size with data-parallel attention), ``total_gpus`` GPUs in all (prefill GPUs of a disaggregated
+    deployment included), ``batch`` sequences per instance (None: no batch; ``batch_cap``: at most that many),
+    decoding at ``context``. ``input_len``/``output_len`` are set when the row states both (whole requests);
+    ``speed_basis`` says whether its tok/s per request is 1 / TPOT (``tpot``) or output tokens over the whole
+    request's time, prefill included (``request``); ``static_batch``: all prompts prefilled, then all decoded."""
 
     model_card: str
     weight_bits: int
@@ -82,23 +101,39 @@ class MeasuredSetup:
     pp: int
     ep: int
     instances: int
-    batch: int
+    batch: int | None
     context: int
+    dp_attention: bool = False
+    total_gpus: int = 0
+    check: str = "point"
+    serving: str = "aggregated"
+    mtp_depth: int = 0
+    acceptance: float = DEFAULT_MTP_ACCEPTANCE
+    assumptions: tuple[str, ...] = ()
+    batch_cap: int | None = None
     input_len: int | None = None
     output_len: int | None = None
     speed_basis: str = "tpot"
-    """Input and output tokens of the measured requests, and whether tok/s per request is 1 / TPOT (``tpot``) or
-    output tokens over the whole request's time, prefill included (``request``: static batches)."""
+    static_batch: bool = False
 
     @property
     def n_gpus(self) -> int:
         return self.tp * self.pp
 
     @property
+    def gpus_in_all(self) -> int:
+        return self.total_gpus or self.n_gpus * self.instances
+
+    @property
     def label(self) -> str:
-        extra = f" ep{self.ep}" if self.ep > 1 else ""
+        if self.dp_attention:
+            shape = f"dp-attention{self.tp} ep{self.ep}"
+        else:
+            shape = f"tp{self.tp} pp{self.pp}" + (f" ep{self.ep}" if self.ep > 1 else "")
         copies = f" x{self.instances}" if self.instances > 1 else ""
-        return f"tp{self.tp} pp{self.pp}{extra}{copies}"
+        mtp = f" mtp{self.mtp_depth}" if self.mtp_depth else ""
+        side = " (decode side)" if self.serving == "disaggregated" else ""
+        return f"{shape}{copies}{mtp}{side}"
 
 
 @dataclass(frozen=True)
@@ -114,16 +149,45 @@ class MeasuredRow:
     measured_tok_s_per_gpu: float | None
     setup: MeasuredSetup | None
     reasons: tuple[str, ...]
+    framework: str = ""
 
 
 def _number(text: str) -> float | None:
-    match = _NUMBER_RE.match(text.strip())
-    return float(match.group(1)) if match else None
+    """``"10,907"`` -> 10907, ``"1e3"``, ``"-2"``, ``"~290 mean"`` -> 290, ``"8k"`` -> 8000; None without a number."""
+    text = re.sub(r"(?<=\d)[,_](?=\d{3})", "", text.strip())
+    full = _FULL_NUMBER_RE.fullmatch(text)
+    if full:
+        return float(full.group(1))
+    match = _NUMBER_RE.match(text)
+    if match is None:
+        return None
+    return float(match.group(1)) * (1000.0 if match.group(2) else 1.0)
 
 
-def _normalise(name: str) -> str:
-    """``"DeepSeek-R1 (671B MoE)"`` -> ``"deepseek-r1"``: lower case, remarks dropped, blanks as dashes."""
-    return re.sub(r"[\s_]+", "-", re.sub(r"\(.*?\)", "", name).strip().lower())
+def _positive(text: str) -> float | None:
+    """A measured figure: a number > 0, else None (not measured)."""
+    value = _number(text)
+    return value if value is not None and value > 0 else None
+
+
+def _check_cells(cells: Mapping[str, str]) -> None:
+    """Refuse Unicode digits anywhere and impossible measured speeds (zero, negative, absurd), naming the cell."""
+    line = cells.get("line", "?")
+    for column, text in cells.items():
+        if isinstance(text, str) and _NON_ASCII_DIGIT_RE.search(text):
+            msg = f"must write numbers with the digits 0-9. Got {checks.shown(text)} instead."
+            raise InvalidInput(f"line {line}: {column}", msg)
+    for column in ("tok_s_per_request", "tok_s_per_gpu"):
+        text = str(cells.get(column, "")).strip()
+        value = _number(text)
+        if value is not None and not 0 < value <= MAX_MEASURED_SPEED:
+            msg = f"must be a measured speed > 0 and <= {MAX_MEASURED_SPEED:g} tok/s. Got {checks.shown(text)} instead."
+            raise InvalidInput(f"line {line}: {column}", msg)
+    for column in ("input_len", "output_len"):
+        value = _number(str(cells.get(column, "")))
+        if value is not None and not 0 <= value <= MAX_CONTEXT:
+            msg = f"must be a number of tokens in 0..{MAX_CONTEXT:,}. Got {checks.shown(cells[column])} instead."
+            raise InvalidInput(f"line {line}: {column}", msg)
 
 
 @cache
@@ -146,103 +210,145 @@ def read_measured(path: str | Path, field: str = "--measured") -> list[dict[str,
 
 
 def _map_model(text: str, reasons: list[str]) -> ModelSpec | None:
-    name = _normalise(text)
-    model = model_card(MODEL_ALIASES.get(name, name)) if name else None
+    model = next((m for m in map(model_card, model_candidates(text)) if m is not None), None)
     if model is None:
         reasons.append(f"model {text!r} has no catalog card")
     return model
 
 
-def _map_precision(text: str, reasons: list[str]) -> tuple[int, int] | None:
-    """(weight bits, KV-cache bits) from a precision text such as ``"FP8 (weights+KV)"``."""
+def _map_precision(text: str, notes: str, model: ModelSpec | None, reasons: list[str]) -> tuple[int, int] | None:
+    """(weight bits, KV-cache bits) from a precision text such as ``"FP8 (weights+KV)"`` (and ``"FP8 KV for X"``
+    in the notes when the row's model is X)."""
     low = text.lower()
     match = _PRECISION_RE.search(low)
     if match is None:
         reasons.append(f"precision {text!r} names no weight format")
         return None
-    return PRECISION_BITS[match.group(0)], 8 if _FP8_KV_RE.search(low) else 16
+    noted = _FP8_KV_FOR_RE.search(notes.lower())
+    kv = _KV_RE.search(low)
+    if kv:
+        return PRECISION_BITS[match.group(0)], _KV_FORMATS[kv.group(1) or kv.group(2)]
+    fp8_kv = noted is not None and model is not None and noted.group(1) in model.name
+    return PRECISION_BITS[match.group(0)], 8 if fp8_kv else 16
 
 
 def _map_gpu(text: str, reasons: list[str]) -> str | None:
-    low = text.lower()
-    card = next((card for pattern, card in GPU_PATTERNS if pattern in low), None)
+    card = gpu_card_name(text)
     if card is None:
         reasons.append(f"gpu {text!r} has no catalog card")
     return card
 
 
-def _map_layout(text: str, n_gpus: str, model: ModelSpec | None, reasons: list[str]) -> tuple[int, ...] | None:
-    """(tp, pp, ep, instances) from a layout such as ``"TP2 x 4 instances"`` or ``"TP8, MoE EP4"``."""
-    low = text.lower()
-    if re.search(r"prefill|disagg", low):
-        reasons.append(f"layout {text!r} is disaggregated prefill/decode: one instance does not model it")
-        return None
-    found = {key: re.search(rf"\b{key}\s*(\d+)", low) for key in ("tp", "pp", "ep")}
-    if found["tp"] is None:
-        reasons.append(f"layout {text!r} gives no tensor-parallel degree TPn")
-        return None
-    tp, pp, ep = (int(m.group(1)) if m else 1 for m in found.values())
-    copies = re.search(r"x\s*(\d+)\s*instances?", low)
-    instances = int(copies.group(1)) if copies else 1
-    stated = _number(n_gpus)
-    if stated is not None and stated != tp * pp * instances:
-        reasons.append(f"layout {text!r} uses {tp * pp * instances} GPUs but n_gpus is {n_gpus}")
-        return None
-    if ep > 1 and model is not None and (not model.is_moe or model.n_experts % ep or tp % ep):
-        reasons.append(f"layout {text!r}: EP{ep} must divide TP{tp} and the experts of a MoE model")
-        return None
-    return tp, pp, ep, instances
+def _map_lengths(input_len: str, output_len: str, reasons: list[str], notes: list[str]) -> int | None:
+    """Mean context during decode: input + output / 2; a missing length is taken at its least (an upper bound)."""
+    kv = _KV_LEN_RE.match(input_len.strip().lower())
+    if kv and not _number(output_len):
+        notes.append(f"context = the stated KV length {kv.group(1)} (decode only)")
+        return int(kv.group(1))
+    prompt, output = _number(input_len), _number(output_len)
+    if prompt is not None and output is not None:
+        return round(prompt + output / 2)
+    if prompt is None and output is not None:
+        notes.append(f"input length {input_len!r} not a number: context = output / 2 (prompts taken as empty)")
+        return round(output / 2)
+    if prompt is not None:
+        notes.append(f"output length {output_len!r} not a number: context = input (the first decode step)")
+        return round(prompt)
+    reasons.append(f"input_len {input_len!r} and output_len {output_len!r} state no number of tokens")
+    return None
 
 
-def _map_batch(text: str, instances: int, pp: int, reasons: list[str]) -> int | None:
-    match = _BATCH_RE.search(text.lower())
-    if match is None:
-        reasons.append(f"batch {text!r} states no batch or concurrency")
-        return None
-    batch = max(round(int(match.group(1) or match.group(2)) / instances), 1)
-    if batch < pp:
-        reasons.append(f"batch {batch} per instance is smaller than the pipeline degree {pp}")
-        return None
-    return batch
+def _speculation(model: ModelSpec | None, text: str, reasons: list[str], notes: list[str]) -> tuple[int, float]:
+    """(MTP depth, acceptance) of a row measured with speculative decoding; (0, default) without."""
+    if not _SPECULATIVE_RE.search(text):
+        return 0, DEFAULT_MTP_ACCEPTANCE
+    if model is None or model.name not in MTP_MODELS:
+        reasons.append("measured with speculative decoding but the model has no MTP module and no draft is named")
+        return 0, DEFAULT_MTP_ACCEPTANCE
+    depth_match = _MTP_DEPTH_RE.search(text)
+    depth = int(depth_match.group(1)) if depth_match else DEFAULT_MTP_DEPTH
+    if not depth_match:
+        notes.append(f"MTP depth not stated: best of 0..{DEFAULT_MTP_DEPTH}")
+    stated = _ACCEPTANCE_RE.search(text)
+    if stated:
+        value = stated.group(1).replace(" ", "")
+        acceptance = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    else:
+        acceptance = DEFAULT_MTP_ACCEPTANCE
+        notes.append(f"MTP acceptance not stated: {DEFAULT_MTP_ACCEPTANCE} per drafted token")
+    return depth, acceptance
 
 
-def _map_lengths(input_len: str, output_len: str, reasons: list[str]) -> int | None:
-    """Mean context during decode: input + output / 2."""
-    lengths = _number(input_len), _number(output_len)
-    for name, text, value in zip(("input_len", "output_len"), (input_len, output_len), lengths, strict=True):
-        if value is None:
-            reasons.append(f"{name} {text!r} is not a number of tokens")
-    if None in lengths:
-        return None
-    return round(lengths[0] + lengths[1] / 2)
+def _check(batch: int | None, per_request: float | None, per_gpu: float | None, reasons: list[str]) -> str:
+    if per_request is None and per_gpu is None:
+        reasons.append("no measured tok/s per request or per GPU (nor a TPOT)")
+        return "point"
+    if batch is not None:
+        return "point"
+    if per_request is not None:
+        return "frontier" if per_gpu is not None else "speed ceiling"
+    return "throughput ceiling"
 
 
 def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     """A measured row in catalog terms; every problem found is listed in ``reasons``."""
-    text = {k: str(cells.get(k, "")).strip() for k in (*MEASURED_COLUMNS, "n_gpus", "framework", "notes", "line")}
+    _check_cells(cells)
+    keys = (*MEASURED_COLUMNS, "n_gpus", "tpot_ms", "framework", "notes", "line")
+    text = {k: str(cells.get(k, "") if cells.get(k) is not None else "").strip() for k in keys}
+    text = {k: "" if v.lower() == "nan" else v for k, v in text.items()}
     reasons: list[str] = []
+    notes: list[str] = []
     model = _map_model(text["model"], reasons)
-    bits = _map_precision(text["precision"], reasons)
+    bits = _map_precision(text["precision"], text["notes"], model, reasons)
     gpu_name = _map_gpu(text["gpu"], reasons)
     if bits is not None and gpu_name is not None and not gpu_card(gpu_name).supports(bits[0]):
         reasons.append(f"gpu {gpu_name} has no FLOP rate for {bits[0]}-bit weights")
-    layout = _map_layout(text["layout"], text["n_gpus"], model, reasons)
-    batch = _map_batch(text["batch_or_concurrency"], layout[3], layout[1], reasons) if layout else None
-    context = _map_lengths(text["input_len"], text["output_len"], reasons)
-    per_request, per_gpu = _number(text["tok_s_per_request"]), _number(text["tok_s_per_gpu"])
-    if per_request is None and per_gpu is None:
-        reasons.append("no measured tok/s per request or per GPU")
+    where = f"line {text['line'] or '?'}"
+    layout = parse.map_layout(text["layout"], text["n_gpus"], model, reasons, notes, f"{where}: layout")
+    batch, cap = (
+        parse.map_batch(text["batch_or_concurrency"], layout, reasons, notes, f"{where}: batch_or_concurrency")
+        if layout
+        else (None, None)
+    )
+    context = _map_lengths(text["input_len"], text["output_len"], reasons, notes)
+    per_request, per_gpu = (_positive(text[k]) for k in ("tok_s_per_request", "tok_s_per_gpu"))
+    tpot = _positive(text["tpot_ms"])
+    if per_request is None and tpot:
+        per_request = 1000.0 / tpot
+    check = _check(batch, per_request, per_gpu, reasons)
+    extra = " ".join((text["layout"], text["framework"], text["notes"]))
+    depth, acceptance = _speculation(model, extra, reasons, notes)
+    prompt, output = _number(text["input_len"]), _number(text["output_len"])
+    decode_only = bool(_DECODE_ONLY_RE.search(text["notes"]))
+    whole = prompt is not None and output is not None and not _KV_LEN_RE.match(text["input_len"].lower())
+    whole = whole and not decode_only
+    basis = "request" if _WHOLE_REQUEST_SPEED_RE.search(f"{text['notes']} {text['tok_s_per_request']}") else "tpot"
     setup = None
-    if None not in (model, bits, gpu_name, layout, batch, context) and not reasons:
-        tp, pp, ep, instances = layout
-        isl, osl = round(_number(text["input_len"])), round(_number(text["output_len"]))
-        basis = "request" if "static" in text["batch_or_concurrency"].lower() else "tpot"
+    if None not in (model, bits, gpu_name, layout, context) and not reasons:
         setup = MeasuredSetup(
-            model.name, bits[0], bits[1], gpu_name, tp, pp, ep, instances, batch, context, isl, osl, basis
+            model.name,
+            bits[0],
+            bits[1],
+            gpu_name,
+            layout.tp,
+            layout.pp,
+            layout.ep,
+            layout.instances,
+            batch,
+            context,
+            dp_attention=layout.dp_attention,
+            total_gpus=layout.total_gpus,
+            check=check,
+            serving=layout.serving,
+            mtp_depth=depth,
+            acceptance=acceptance,
+            assumptions=tuple(notes),
+            batch_cap=cap,
+            input_len=round(prompt) if whole else None,
+            output_len=round(output) if whole else None,
+            speed_basis=basis,
+            static_batch="static" in text["batch_or_concurrency"].lower(),
         )
-        extra = " ".join((text["layout"], text["framework"], text["notes"]))
-        if _SPECULATIVE_RE.search(extra):
-            reasons.append("measured with speculative decoding (MTP): a one-token-per-step roofline does not bound it")
     return MeasuredRow(
         line=int(text["line"] or 0),
         model=text["model"],
@@ -253,4 +359,5 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
         measured_tok_s_per_gpu=per_gpu,
         setup=setup,
         reasons=tuple(reasons),
+        framework=text["framework"],
     )

@@ -15,7 +15,6 @@ import pandas as pd
 import yaml
 
 from roofline_opt import api, catalog, files, report
-from roofline_opt.errors import InvalidInput
 from roofline_opt.physics.specs import ModelSpec
 
 
@@ -266,18 +265,6 @@ def comparison_markdown(result: Reproduction) -> str:
     return "\n".join(lines)
 
 
-def ensure_out_dir(path: str | Path, field: str = "--out") -> Path:
-    """The folder ``path``, created if missing; a file there or an uncreatable folder is InvalidInput."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise InvalidInput(field, f"must be a folder. Got {str(out)!r} instead (a file).")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InvalidInput(field, f"cannot create {str(out)!r}: {exc.strerror or exc}") from exc
-    return out
-
-
 def reproduce(
     out_dir: str | Path,
     cases: Sequence[PaperCase] = CASES,
@@ -285,8 +272,20 @@ def reproduce(
     points: int = 30,
     progress: Callable[[int, int], None] | None = None,
 ) -> Reproduction:
-    """Every case's frontier (CSV, PNG) and the comparison (CSV, markdown) written to ``out_dir``."""
-    out = ensure_out_dir(out_dir)
+    """Every case's frontier (CSV, PNG) and the comparison (CSV, markdown) written to ``out_dir``: all files appear
+    together when every case is done, or none (an interrupted run leaves the folder as it was)."""
+    files.check_folder(out_dir)
+    with files.output_folder(out_dir) as out:
+        return _reproduce_into(out, cases, context, points, progress)
+
+
+def _reproduce_into(
+    out: Path,
+    cases: Sequence[PaperCase],
+    context: int | None,
+    points: int,
+    progress: Callable[[int, int], None] | None,
+) -> Reproduction:
     start = time.perf_counter()
     context_table = None
     if context is None:
@@ -297,7 +296,7 @@ def reproduce(
         rows.append(row)
         if progress is not None:
             progress(done, len(cases))
-        files.write_text_atomic(out / f"{case.key}.csv", frame.to_csv(index=False), field="--out")
+        files.write_csv(out / f"{case.key}.csv", frame, field="--out")
         nb = case.notebook
         observed = pd.DataFrame(
             [("notebook max (continuous N)", nb.max_tok_s_per_request, nb.usd_per_mtok_at_max), *case.observed],
@@ -313,6 +312,6 @@ def reproduce(
             field="--out",
         )
     result = Reproduction(pd.DataFrame(rows), context, context_table, time.perf_counter() - start, points)
-    files.write_text_atomic(out / "comparison.csv", result.comparison.to_csv(index=False), field="--out")
+    files.write_csv(out / "comparison.csv", result.comparison, field="--out")
     files.write_text_atomic(out / "reproduce.md", comparison_markdown(result), field="--out")
     return result

@@ -1,4 +1,10 @@
-"""The roofline bound checked against measured serving figures: a prediction per mapped row and a summary."""
+"""The roofline bound checked against measured serving figures: a prediction and a verdict per mapped row.
+
+Each mapped row gets the check its figures allow (``measured.CHECKS``): at a stated batch the prediction there; at
+maximum load the best tok/s per GPU of any batch fitting in memory; with a per-user speed but no batch the most
+tok/s per GPU among fitting batches at least that fast. Predicted per-GPU figures are an instance's throughput times
+the row's instances over all the GPUs it names (prefill GPUs of a disaggregated deployment included).
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,32 @@ from typing import Any
 
 import numpy as np
 
-from roofline_opt import report
+from roofline_opt.fidelity import whole_requests
 from roofline_opt.fidelity.measured import MeasuredRow, MeasuredSetup, gpu_card, map_row, model_card, read_measured
-from roofline_opt.fidelity.requests_bound import request_prediction
 from roofline_opt.physics import evaluator
+from roofline_opt.physics.mtp import mtp_module
 from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
+
+DENSE_SWEEP_BATCHES = 1 << 17
+"""Batches up to this are swept one by one; beyond it (wide data-parallel groups), geometrically by 0.1%."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The evaluator's figures a verdict rests on, the batch they belong to, and the swept curve (for plots)."""
+
+    tok_s_per_request: float | None
+    tok_s_per_gpu: float | None
+    fits_in_memory: bool | None
+    bottleneck: str | None
+    batch: int | None = None
+    largest_fitting_batch: int | None = None
+    explanation: str | None = None
+    curve_tok_s_per_request: np.ndarray | None = None
+    curve_tok_s_per_gpu: np.ndarray | None = None
+
+
+NO_PREDICTION = Prediction(None, None, None, None)
 
 
 @dataclass(frozen=True)
@@ -21,13 +48,19 @@ class ValidationRow:
     """A measured row next to the roofline's prediction for its setup; ``bound_holds`` is None with a reason."""
 
     row: MeasuredRow
-    predicted_tok_s_per_request: float | None
-    predicted_tok_s_per_gpu: float | None
-    fits_in_memory: bool | None
-    bottleneck: str | None
-    request_tok_s_per_request: float | None = None
-    request_tok_s_per_gpu: float | None = None
-    """Prefill-aware predictions (fidelity/requests_bound.py): the prompts' cost included."""
+    prediction: Prediction = NO_PREDICTION
+
+    @property
+    def predicted_tok_s_per_request(self) -> float | None:
+        return self.prediction.tok_s_per_request
+
+    @property
+    def predicted_tok_s_per_gpu(self) -> float | None:
+        return self.prediction.tok_s_per_gpu
+
+    @property
+    def check(self) -> str | None:
+        return self.row.setup.check if self.row.setup and not self.row.reasons else None
 
     @property
     def ratio_tok_s_per_request(self) -> float | None:
@@ -53,21 +86,40 @@ class ValidationRow:
         return _ratio(self.predicted_tok_s_per_gpu, self.row.measured_tok_s_per_gpu)
 
     @property
-    def bound_holds(self) -> bool | None:
-        if self.row.reasons:
+    def ratio(self) -> float | None:
+        """Predicted over measured for the figure(s) the verdict compares (the smaller where it compares two)."""
+        if self.check is None:
             return None
-        ratios = [r for r in (self.ratio_tok_s_per_request, self.ratio_tok_s_per_gpu) if r is not None]
-        return all(r >= 1.0 for r in ratios)
+        by_check = {
+            "point": (self.ratio_tok_s_per_request, self.ratio_tok_s_per_gpu),
+            "throughput ceiling": (self.ratio_tok_s_per_gpu,),
+            "frontier": (self.ratio_tok_s_per_gpu if self.prediction.explanation is None else None,)
+            + ((self.ratio_tok_s_per_request,) if self.prediction.explanation else ()),
+            "speed ceiling": (self.ratio_tok_s_per_request,),
+        }
+        ratios = [r for r in by_check[self.check] if r is not None]
+        return min(ratios) if ratios else None
+
+    @property
+    def bound_holds(self) -> bool | None:
+        if self.check is None:
+            return None
+        if self.prediction.explanation is not None:
+            return False
+        ratio = self.ratio
+        return None if ratio is None else ratio >= 1.0
 
     def to_record(self) -> dict[str, Any]:
         """Flat dict with unit-named keys (the JSON object and CSV row)."""
         s = self.row.setup
+        p = self.prediction
         return {
             "line": self.row.line,
             "model": self.row.model,
             "precision": self.row.precision,
             "gpu": self.row.gpu,
             "layout": self.row.layout,
+            "framework": self.row.framework,
             "mapped_layout": s.label if s else None,
             "model_card": s.model_card if s else None,
             "weight_bits": s.weight_bits if s else None,
@@ -76,53 +128,33 @@ class ValidationRow:
             "tp": s.tp if s else None,
             "pp": s.pp if s else None,
             "ep": s.ep if s else None,
+            "dp_attention": s.dp_attention if s else None,
             "instances": s.instances if s else None,
+            "total_gpus": s.gpus_in_all if s else None,
+            "serving": s.serving if s else None,
+            "mtp_depth": s.mtp_depth if s else None,
+            "mtp_acceptance": s.acceptance if s and s.mtp_depth else None,
             "batch_per_instance": s.batch if s else None,
+            "predicted_at_batch": p.batch,
+            "largest_fitting_batch": p.largest_fitting_batch,
             "context": s.context if s else None,
+            "check": self.check,
             "measured_tok_s_per_request": self.row.measured_tok_s_per_request,
-            "predicted_tok_s_per_request": self.predicted_tok_s_per_request,
+            "predicted_tok_s_per_request": p.tok_s_per_request,
             "ratio_tok_s_per_request": self.ratio_tok_s_per_request,
             "measured_tok_s_per_gpu": self.row.measured_tok_s_per_gpu,
-            "predicted_tok_s_per_gpu": self.predicted_tok_s_per_gpu,
+            "predicted_tok_s_per_gpu": p.tok_s_per_gpu,
             "ratio_tok_s_per_gpu": self.ratio_tok_s_per_gpu,
-            "fits_in_memory": self.fits_in_memory,
-            "bottleneck": self.bottleneck,
+            "ratio": self.ratio,
+            "fits_in_memory": p.fits_in_memory,
+            "bottleneck": p.bottleneck,
             "bound_holds": self.bound_holds,
+            "why_not_bounded": p.explanation,
+            "assumptions": "; ".join(s.assumptions) if s and s.assumptions else None,
             "speed_basis": s.speed_basis if s else None,
-            "prefill_aware_tok_s_per_request": self.request_tok_s_per_request,
-            "prefill_aware_ratio_tok_s_per_request": self.request_ratio_tok_s_per_request,
-            "prefill_aware_tok_s_per_gpu": self.request_tok_s_per_gpu,
-            "prefill_aware_bound_holds": self.request_bound_holds,
+            "static_batch": s.static_batch if s else None,
             "reason": "; ".join(self.row.reasons) or None,
         }
-
-
-@dataclass(frozen=True)
-class ValidationSummary:
-    """Rows read, rows compared, how many the bound holds on, and the median predicted/measured speed ratio."""
-
-    rows: int
-    compared: int
-    bounded: int
-    median_ratio_tok_s_per_request: float | None
-    request_bounded: int = 0
-    request_median_ratio: float | None = None
-
-    @property
-    def fraction_bounded(self) -> float | None:
-        return self.bounded / self.compared if self.compared else None
-
-    def line(self) -> str:
-        """The one-line summary the command prints."""
-        if not self.compared:
-            return f"validate: 0 of {self.rows} rows could be mapped to a setup"
-        return (
-            f"validate: {self.compared} of {self.rows} rows mapped ({self.rows - self.compared} listed with a "
-            f"reason); bound holds on {self.bounded}/{self.compared} = {self.fraction_bounded:.0%}; median "
-            f"predicted/measured tok/s per request {report.format_number(self.median_ratio_tok_s_per_request)}; "
-            f"prefill-aware: bound holds on {self.request_bounded}/{self.compared}, median ratio "
-            f"{report.format_number(self.request_median_ratio)}"
-        )
 
 
 def _ratio(predicted: float | None, measured: float | None) -> float | None:
@@ -143,6 +175,7 @@ class SetupGroup:
 
 
 def group_setups(setups: Sequence[MeasuredSetup]) -> list[SetupGroup]:
+    """Setups with a batch, grouped for one vectorised call per model, precision and accelerator."""
     keys: dict[tuple[str, int, int, str], list[int]] = {}
     for i, s in enumerate(setups):
         keys.setdefault((s.model_card, s.weight_bits, s.kv_bits, s.gpu_card), []).append(i)
@@ -153,7 +186,16 @@ def group_setups(setups: Sequence[MeasuredSetup]) -> list[SetupGroup]:
         def column(name: str, chosen: list[MeasuredSetup] = chosen) -> np.ndarray:
             return np.array([getattr(s, name) for s in chosen])
 
-        layout = evaluator.Layout.of(column("tp"), False, column("pp"), column("context"), 1, column("ep"), kv_bits)
+        layout = evaluator.Layout.of(
+            column("tp"),
+            False,
+            column("pp"),
+            column("context"),
+            1,
+            column("ep"),
+            kv_bits,
+            dp_attention=column("dp_attention"),
+        )
         spec = model_card(model)
         assert spec is not None  # map_row only builds setups of catalog models
         groups.append(SetupGroup(spec, bits, kv_bits, gpu, np.array(indices), layout, column("batch").astype(float)))
@@ -163,7 +205,7 @@ def group_setups(setups: Sequence[MeasuredSetup]) -> list[SetupGroup]:
 def predict_group(
     groups: Sequence[SetupGroup], n: int, preset: Preset, gpu_for: Callable[[str], GpuSpec]
 ) -> dict[str, np.ndarray]:
-    """tok/s per request and per GPU, memory fit and bottleneck of ``n`` setups (FP8 KV: a 1-byte KV cache)."""
+    """tok/s per request and per instance GPU, memory fit and bottleneck of ``n`` setups with a batch (no MTP)."""
     out = {
         "tok_s_per_request": np.zeros(n),
         "tok_s_per_gpu": np.zeros(n),
@@ -179,43 +221,104 @@ def predict_group(
     return out
 
 
+def _evaluate(s: MeasuredSetup, preset: Preset, batch) -> dict[str, np.ndarray]:
+    """Every figure of the row's instance at the given batches: whole requests where the row states its lengths
+    (``whole_requests``), else decoding at the row's context (its MTP draft included)."""
+    model = model_card(s.model_card)
+    assert model is not None  # map_row only builds setups of catalog models
+    layout = evaluator.Layout.of(s.tp, False, s.pp, s.context, 1, s.ep, s.kv_bits, dp_attention=s.dp_attention)
+    if whole_requests.applies(s):
+        return whole_requests.figures(s, model, gpu_card(s.gpu_card), preset, layout, batch)
+    return evaluator.evaluate(
+        model,
+        gpu_card(s.gpu_card),
+        preset,
+        s.weight_bits,
+        layout,
+        np.asarray(batch, dtype=float),
+        draft=mtp_module(model) if s.mtp_depth else None,
+        acceptance=s.acceptance,
+        gamma_max=s.mtp_depth,
+        draft_weight_bits=s.weight_bits,
+    )
+
+
+def largest_fitting_batch(s: MeasuredSetup, preset: Preset) -> int:
+    """The most sequences one instance holds in memory (0 if not even one); memory is affine in the batch."""
+    f = _evaluate(s, preset, [1.0, 2.0])
+    parts = ("weights_bytes_per_device", "kv_cache_bytes_per_device", "activations_bytes_per_device")
+    used = np.broadcast_to(sum(f[k] for k in parts), (2,))
+    per_seq = float(used[1] - used[0])
+    room = float(np.broadcast_to(f["memory_capacity_bytes"], (2,))[0] - (used[0] - per_seq))
+    if not np.broadcast_to(f["fits_in_memory"], (2,))[0]:
+        return 0
+    batch = max(int(room // per_seq), 1) if per_seq > 0 else DENSE_SWEEP_BATCHES
+    while batch > 1 and not bool(np.ravel(_evaluate(s, preset, [batch])["fits_in_memory"])[0]):
+        batch -= 1
+    return batch
+
+
+def _sweep_batches(top: int) -> np.ndarray:
+    dense = np.arange(1, min(top, DENSE_SWEEP_BATCHES) + 1, dtype=float)
+    if top <= DENSE_SWEEP_BATCHES:
+        return dense
+    sparse = np.unique(np.floor(np.geomspace(DENSE_SWEEP_BATCHES, top, 2000)))
+    return np.unique(np.concatenate([dense, sparse, [float(top)]]))
+
+
+def predict(s: MeasuredSetup, measured_per_request: float | None, preset: Preset) -> Prediction:
+    """The figures the row's check compares, from the evaluator."""
+    top = largest_fitting_batch(s, preset)
+    if s.batch_cap is not None:
+        top = min(top, s.batch_cap)
+    batches = _sweep_batches(max(top, 1))
+    sweep = _evaluate(s, preset, batches)
+    per_gpu = sweep["throughput_tok_s"] * s.instances / s.gpus_in_all
+    speed = sweep["tok_s_per_request"]
+    curve = {"curve_tok_s_per_request": speed, "curve_tok_s_per_gpu": per_gpu, "largest_fitting_batch": top}
+    if s.check == "point":
+        f = _evaluate(s, preset, [float(s.batch)])
+        return Prediction(
+            float(f["tok_s_per_request"][0]),
+            float(f["throughput_tok_s"][0] * s.instances / s.gpus_in_all),
+            bool(f["fits_in_memory"][0]),
+            str(f["bottleneck"][0]),
+            batch=s.batch,
+            **curve,
+        )
+    nothing_fits = "the model does not fit in memory on this layout even at batch 1" if top < 1 else None
+    if s.check == "throughput ceiling" or (s.check == "frontier" and top < 1):
+        i = int(np.argmax(per_gpu))
+    elif s.check == "frontier":
+        fast_enough = speed >= measured_per_request
+        if not fast_enough.any():
+            fastest = f"{speed.max():.4g}"
+            why = f"no batch fitting in memory reaches the measured tok/s per user (fastest: {fastest})"
+            return _at(sweep, per_gpu, batches, 0, why, curve)
+        i = int(np.argmax(np.where(fast_enough, per_gpu, -np.inf)))
+    else:
+        i = 0
+    return _at(sweep, per_gpu, batches, i, nothing_fits, curve)
+
+
+def _at(sweep, per_gpu, batches, i: int, why: str | None, curve: dict) -> Prediction:
+    return Prediction(
+        float(sweep["tok_s_per_request"][i]),
+        float(per_gpu[i]),
+        bool(sweep["fits_in_memory"][i]),
+        str(sweep["bottleneck"][i]),
+        batch=int(batches[i]),
+        explanation=why,
+        **curve,
+    )
+
+
 def validate(path: str | Path, preset: Preset = DEFAULT) -> list[ValidationRow]:
     """Every row of a measured-points CSV with the roofline's prediction where it maps to a setup."""
-    rows = [map_row(cells) for cells in read_measured(path)]
-    mapped = [r for r in rows if r.setup is not None]
-    figures = predict_group(group_setups([r.setup for r in mapped]), len(mapped), preset, gpu_card)
-    at = {r.line: i for i, r in enumerate(mapped)}
-    results = []
-    for r in rows:
-        if r.setup is None:
-            results.append(ValidationRow(r, None, None, None, None))
+    out = []
+    for row in map(map_row, read_measured(path)):
+        if row.setup is None:
+            out.append(ValidationRow(row))
             continue
-        i = at[r.line]
-        per_request, per_gpu = request_prediction(r.setup, preset)
-        results.append(
-            ValidationRow(
-                r,
-                float(figures["tok_s_per_request"][i]),
-                float(figures["tok_s_per_gpu"][i]),
-                bool(figures["fits_in_memory"][i]),
-                str(figures["bottleneck"][i]),
-                per_request,
-                per_gpu,
-            )
-        )
-    return results
-
-
-def summarise(rows: Sequence[ValidationRow]) -> ValidationSummary:
-    """Counts and the median predicted/measured tok/s per request over the rows with a verdict."""
-    judged = [r for r in rows if r.bound_holds is not None]
-    ratios = [r.ratio_tok_s_per_request for r in judged if r.ratio_tok_s_per_request is not None]
-    request_ratios = [r.request_ratio_tok_s_per_request for r in judged if r.request_ratio_tok_s_per_request]
-    return ValidationSummary(
-        rows=len(rows),
-        compared=len(judged),
-        bounded=sum(bool(r.bound_holds) for r in judged),
-        median_ratio_tok_s_per_request=float(np.median(ratios)) if ratios else None,
-        request_bounded=sum(bool(r.request_bound_holds) for r in judged),
-        request_median_ratio=float(np.median(request_ratios)) if request_ratios else None,
-    )
+        out.append(ValidationRow(row, predict(row.setup, row.measured_tok_s_per_request, preset)))
+    return out

@@ -16,7 +16,7 @@ import numpy as np
 
 from roofline_opt.optimize import pairing
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
-from roofline_opt.optimize.space import Layouts, Question, layouts, prefill_layouts, replica_caps
+from roofline_opt.optimize.space import TARGET_RTOL, Layouts, Question, layouts, prefill_layouts, replica_caps
 from roofline_opt.optimize.tables import group_layout, instance_memory, target_step
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
@@ -235,10 +235,14 @@ def _setup(question: Question, pts: Points, i: int) -> Setup:
 def best_point(pts: Points, kind: str, target: float | None) -> int | None:
     """Index of the fastest point within a budget, or of the cheapest at a speed; ties go to the other figure."""
     if kind == "fastest":
-        ok = np.ones(len(pts.batch), bool) if target is None else pts.usd_per_mtok <= target
+        ok = np.ones(len(pts.batch), bool) if target is None else pts.usd_per_mtok <= target * (1 + TARGET_RTOL)
         primary, secondary = pts.time_per_token_s, pts.usd_per_mtok
     else:
-        ok = np.ones(len(pts.batch), bool) if target is None else 1.0 / pts.time_per_token_s >= target
+        ok = (
+            np.ones(len(pts.batch), bool)
+            if target is None
+            else 1.0 / pts.time_per_token_s >= target * (1 - TARGET_RTOL)
+        )
         primary, secondary = pts.usd_per_mtok, pts.time_per_token_s
     cand = np.flatnonzero(ok)
     if not len(cand):

@@ -25,11 +25,10 @@ from __future__ import annotations
 import numpy as np
 import pyomo.environ as pyo
 
+from roofline_opt.optimize.space import TARGET_RTOL
 from roofline_opt.optimize.tables import Tables
 
 FASTEST, CHEAPEST = "fastest", "cheapest"
-TARGET_RTOL = 1e-9
-"""Relative slack on a target, so a setup exactly at the target is not lost to rounding (checked again exactly)."""
 ROW_PARAMETERS = ("batch_lo", "batch_hi", "mem_a0_gb", "mem_a1_gb", "mem_cap_gb", "usd_per_mtok_coef", "cost_floor")
 PIECE_PARAMETERS = ("piece_a0", "piece_a1")
 
@@ -76,16 +75,32 @@ def define_memory_constraints(m: pyo.ConcreteModel) -> None:
     )
 
 
-def define_budget_constraints(m: pyo.ConcreteModel) -> None:
-    """usd_per_mtok <= budget, per choice: coef_c tau_c <= budget * batch_c (budget is a mutable parameter).
+def define_budget_constraints(m: pyo.ConcreteModel, unit: float) -> None:
+    """usd_per_mtok <= budget, per choice: coef_c tau_c <= budget * batch_c (budget is a mutable parameter), both
+    sides in the question's ``unit`` of dollars (see ``cost_unit``).
 
     Stated per choice rather than summed, the constraint keeps each disjunct's convex hull separate, so the LP
     relaxation cannot meet the budget by mixing a fast and a cheap choice.
     """
     m.budget_usd_per_mtok = pyo.Param(mutable=True, initialize=1e9)
     m.budget = pyo.Constraint(
-        m.C, rule=lambda m, c: m.usd_per_mtok_coef[c] * m.tau[c] <= m.budget_usd_per_mtok * m.batch[c]
+        m.C,
+        rule=lambda m, c: (m.usd_per_mtok_coef[c] / unit) * m.tau[c] <= (m.budget_usd_per_mtok / unit) * m.batch[c],
     )
+
+
+COST_COEF_RANGE = (1e-3, 1e3)
+"""Budget rows whose cost coefficients lie in this range are handed to HiGHS as they are."""
+
+
+def cost_unit(t: Tables) -> float:
+    """Dollars one unit of the budget rows stands for: 1 for ordinary prices, else a power of ten near the median
+    cost coefficient, so that a card priced at $1e300/h (or 1e-300) still gives HiGHS coefficients near 1."""
+    coef = t.usd_per_mtok_coef[t.usd_per_mtok_coef > 0]
+    typical = float(np.median(coef)) if len(coef) else 1.0
+    if COST_COEF_RANGE[0] <= typical <= COST_COEF_RANGE[1]:
+        return 1.0
+    return float(10.0 ** np.round(np.log10(typical)))
 
 
 def define_speed_constraints(m: pyo.ConcreteModel) -> None:
@@ -114,7 +129,7 @@ def target_batch_bounds(
     if max_usd_per_mtok is not None:
         coef = t.usd_per_mtok_coef[:, None]
         room = max_usd_per_mtok * (1 + TARGET_RTOL) - coef * a1
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             need = np.where(room > 0, coef * a0 / np.where(room > 0, room, 1.0), np.where(a0 <= 0, 0.0, np.inf))
         lo = np.maximum(lo, np.ceil(need.max(axis=1)))
         lo = np.where(t.floors > max_usd_per_mtok * (1 + TARGET_RTOL), np.inf, lo)
@@ -191,7 +206,7 @@ def build_model(t: Tables, kind: str, slots: int | None = None) -> pyo.ConcreteM
     define_choice_constraints(m)
     define_memory_constraints(m)
     if kind == FASTEST:
-        define_budget_constraints(m)
+        define_budget_constraints(m, cost_unit(t))
         m.objective = pyo.Objective(expr=m.objective_scale * sum(m.tau[c] for c in m.C), sense=pyo.minimize)
     else:
         define_speed_constraints(m)

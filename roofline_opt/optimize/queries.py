@@ -9,6 +9,7 @@ question is solved again: the loop ends when the MIP's value and the exact value
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -143,7 +144,8 @@ class Prepared:
         """A budget no choice reaches (an inactive budget constraint with sane coefficients)."""
         t = self.tables
         worst = (t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max(axis=1)
-        return float(np.max(t.usd_per_mtok_coef * worst / t.batch_lo) * 2.0 + 1.0)
+        most = float(np.max(t.usd_per_mtok_coef * worst / t.batch_lo))
+        return most * 2.0 if most > 0 else 1.0  # relative headroom: an absolute one swamps $1e-300 prices
 
     @property
     def max_time_per_token(self) -> float:
@@ -243,6 +245,8 @@ def _no_solution(report: SolveReport) -> None:
 def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | None:
     """Most tok/s per request within the budget (None when nothing meets it)."""
     prep.start_query()
+    if max_usd_per_mtok is not None and max_usd_per_mtok >= prep.max_cost_usd_per_mtok:
+        max_usd_per_mtok = None  # no setup costs that much: the budget binds nothing (and would scale the MIP badly)
     while True:
         solver = prep.solver(FASTEST, max_usd_per_mtok=max_usd_per_mtok)
         budget = prep.max_cost_usd_per_mtok if max_usd_per_mtok is None else max_usd_per_mtok
@@ -287,6 +291,8 @@ def _cheapest_of_equals(prep: Prepared, c: int, answer: Answer, report: SolveRep
 def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
     """Least $/Mtok at or above the speed, by Dinkelbach iterations on the ratio (None when unreachable)."""
     prep.start_query()
+    if min_tok_s is not None and min_tok_s * prep.tables.time_unit_s * prep.max_time_per_token <= 1.0:
+        min_tok_s = None  # every setup is faster than that: the speed target binds nothing
     while True:
         max_time = None if min_tok_s is None else 1.0 / (min_tok_s * prep.tables.time_unit_s)
         solver = prep.solver(CHEAPEST, max_time_per_token=max_time)
@@ -360,20 +366,39 @@ def enumerated_points(question: Question) -> Points:
 def _answer(question: Question, kind: str, target: float | None, method: str, options: SolverOptions | None) -> Answer:
     """One query by either method; an unreachable target raises Infeasible naming the limit and the nearest figure."""
     check_method(method)
+    if method == "mip":
+        return solve_prepared(prepare(question, options), kind, target)
     other = CHEAPEST if kind == FASTEST else FASTEST
+    pts = enumerated_points(question)
+    return _checked(
+        question,
+        kind,
+        target,
+        lambda goal: enumerate_best(question, kind, goal, pts),
+        lambda: enumerate_best(question, other, None, pts),
+    )
+
+
+def solve_prepared(prep: Prepared, kind: str, target: float | None) -> Answer:
+    """One MIP query on prepared tables and models (reused across targets, as a study's sweep does)."""
+    solve = {FASTEST: solve_fastest, CHEAPEST: solve_cheapest}
+    other = CHEAPEST if kind == FASTEST else FASTEST
+    return _checked(prep.question, kind, target, lambda goal: solve[kind](prep, goal), lambda: solve[other](prep, None))
+
+
+def _checked(
+    question: Question,
+    kind: str,
+    target: float | None,
+    best: Callable[[float | None], Answer | None],
+    nearest: Callable[[], Answer],
+) -> Answer:
+    """The best answer at the target (and the TPOT limit); Infeasible naming the limit and the nearest figure."""
     tpot_speed = None if question.max_tpot_s is None else 1.0 / question.max_tpot_s
     goal = target
     if kind == CHEAPEST and tpot_speed is not None:
         goal = tpot_speed if target is None else max(target, tpot_speed)
-    if method == "enumerate":
-        pts = enumerated_points(question)
-        answer = enumerate_best(question, kind, goal, pts)
-        nearest = (lambda: enumerate_best(question, other, None, pts)) if answer is None else None
-    else:
-        prep = prepare(question, options)
-        solve = {FASTEST: solve_fastest, CHEAPEST: solve_cheapest}
-        answer = solve[kind](prep, goal)
-        nearest = (lambda: solve[other](prep, None)) if answer is None else None
+    answer = best(goal)
     if answer is None:
         raise _unreachable(question, kind, goal, nearest())
     if kind == FASTEST and tpot_speed is not None and answer.tok_s_per_request < tpot_speed * (1 - TARGET_RTOL):

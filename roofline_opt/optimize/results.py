@@ -47,7 +47,9 @@ REQUEST_FIGURES = (
 
 @dataclass(frozen=True)
 class Setup:
-    """Every decision of one deployment: the instance's layout, its batch and how many replicas serve the demand."""
+    """Every decision of one deployment: the instance's layout, its batch and how many replicas serve the demand.
+
+    With ``dp_attention`` the instance is a data-parallel-attention group of ``tp`` GPUs (experts over ``ep`` = tp)."""
 
     gpu: str
     weight_bits: int
@@ -58,6 +60,7 @@ class Setup:
     batch: int
     gamma: int
     replicas: int = 1
+    dp_attention: bool = False
     kv_bits: int = ev.DEFAULT_KV_BITS
     serving: str = rq.AGG
     chunk_tokens: int = 0
@@ -88,8 +91,10 @@ class Setup:
         return self.prefill_instances * self.prefill_tp * self.prefill_pp + self.decode_instances * self.n_gpus
 
 
-def layout_label(tp: int, tp_2d: bool, pp: int, ep: int | None = None) -> str:
-    """Compact layout, e.g. tp8pp2ep1 (``-2d`` marks 2-D tensor parallelism)."""
+def layout_label(tp: int, tp_2d: bool, pp: int, ep: int | None = None, dp_attention: bool = False) -> str:
+    """Compact layout, e.g. tp8pp2ep1 (``-2d`` marks 2-D tensor parallelism; dp8ep8: data-parallel attention)."""
+    if dp_attention:
+        return f"dp{tp}ep{ep or tp}"
     label = f"tp{tp}pp{pp}" + ("" if ep is None else f"ep{ep}")
     return label + ("-2d" if tp_2d else "")
 
@@ -145,7 +150,7 @@ def _request_fields(s: Setup) -> dict:
     rec = {
         "serving": s.serving,
         "chunk_tokens": s.chunk_tokens if not s.disaggregated else 0,
-        "decode_layout": layout_label(s.tp, s.tp_2d, s.pp, s.ep),
+        "decode_layout": layout_label(s.tp, s.tp_2d, s.pp, s.ep, s.dp_attention),
         "decode_gpu": s.gpu,
         "decode_instances": s.decode_instances,
     }
@@ -173,6 +178,7 @@ def setup_of(question: Question, lay, j: int, batch: int, options=None, option: 
         ep=int(lay.ep[j]),
         batch=int(batch),
         gamma=int(lay.gamma[j]),
+        dp_attention=bool(lay.dp_attention[j]),
         kv_bits=int(lay.kv_bits[j]),
         serving=rq.DISAGG if lay.disagg[j] else rq.AGG,
         chunk_tokens=int(lay.chunk[j]),
@@ -201,7 +207,9 @@ def replicas_for(question: Question, throughput_tok_s: float) -> int:
 def reevaluate(question: Question, setup: Setup, method: str, report: SolveReport | None = None) -> Answer:
     """Exact figures of ``setup`` from the evaluator; the only source of printed numbers."""
     gpu = _gpu(question, setup.gpu)
-    layout = ev.Layout.of(setup.tp, setup.tp_2d, setup.pp, question.context, 1, setup.ep, setup.kv_bits)
+    layout = ev.Layout.of(
+        setup.tp, setup.tp_2d, setup.pp, question.context, 1, setup.ep, setup.kv_bits, dp_attention=setup.dp_attention
+    )
     if question.workload is not None:
         out = _request_figures(question, setup, gpu, layout)
         figures = {k: float(np.asarray(out[k])) for k in (*FIGURES, *REQUEST_FIGURES)}

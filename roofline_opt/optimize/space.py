@@ -1,9 +1,12 @@
 """The discrete decision space of a deployment question, defined once for both the MIP and the enumeration oracle.
 
 A *layout* fixes every discrete choice but the batch: accelerator, weight precision, KV-cache precision, tensor-parallel
-degree and 1-D/2-D mode, pipeline degree, expert-parallel degree, draft length gamma and, for questions about whole
-requests, the serving mode (aggregated or disaggregated) and the prefill chunk of aggregated serving. The batch ranges
-over whole numbers from the pipeline degree (a microbatch holds at least one sequence) up to ``max_batch``.
+degree and 1-D/2-D mode, pipeline degree, expert-parallel degree, data-parallel attention, draft length gamma and, for
+questions about whole requests, the serving mode (aggregated or disaggregated) and the prefill chunk of aggregated
+serving. With ``dp_attention`` a MoE model is also offered data-parallel attention with wide expert parallelism
+(model-notes 10.5): for every EP degree G > 1 dividing the experts, one group of G GPUs (``tp`` = ``ep`` = G,
+``pp`` = 1), EP beyond TP. The batch ranges over whole numbers from the pipeline degree (a microbatch holds at least
+one sequence) up to ``max_batch``.
 A disaggregated setup adds a *prefill layout* (accelerator, TP degree and mode, PP degree; same weight and KV
 precision as its decode layout), the prefill batch, and the instance counts (x prefill, y decode) from ``ratios``.
 Nothing here scores a point.
@@ -17,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics.requests import AGG, DEFAULT_CHUNK_TOKENS, DISAGG, Workload, coprime_ratios
 from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
 
@@ -25,6 +29,27 @@ DEFAULT_PP_DEGREES = (1, 2, 4, 8)
 DEFAULT_MAX_BATCH = 4096
 DEFAULT_CONTEXT = 8000
 DEFAULT_ACCEPTANCE = 0.8
+TARGET_RTOL = 1e-9
+"""Relative slack on a target, so a setup exactly at the target is not lost to rounding; the MIP and the oracle both
+accept a setup within it (and the answer is checked again on the exact figures)."""
+MAX_GAMMA = 64
+"""Longest draft (gamma) offered or evaluated."""
+MAX_BATCH_LIMIT = 1 << 20
+"""Largest batch, in sequences per instance."""
+MAX_DEGREE = 1 << 16
+"""Largest tensor-, pipeline- or expert-parallel degree (GPUs in one instance)."""
+MAX_CONTEXT = 1 << 27
+"""Most tokens of context in the KV cache (134M)."""
+MAX_CHOICES = 64
+"""Most values one list flag may offer (--tp-degrees, --pp-degrees, --ep-degrees, --gpu)."""
+MAX_DEMAND_TOK_S = 1e12
+"""Largest total demand in tokens/s (a thousand times the world's inference traffic)."""
+MAX_TOKENS_PER_STEP = 1 << 16
+"""Most tokens per sequence in one step."""
+MAX_POINTS = 1000
+"""Most budgets a frontier sweeps."""
+MAX_UTILITY_EXPONENT = 64.0
+"""Largest exponent a of the preferred point's speed^a / price."""
 DEFAULT_MAX_INSTANCES = 4
 """Largest number of prefill (x) or decode (y) instances in one disaggregated unit (xPyD, in lowest terms)."""
 
@@ -43,6 +68,7 @@ class Question:
     tp_modes: tuple[bool, ...] = (False, True)
     pp_degrees: tuple[int, ...] = DEFAULT_PP_DEGREES
     ep_degrees: tuple[int, ...] = (1,)
+    dp_attention: bool = False
     max_batch: int = DEFAULT_MAX_BATCH
     context: float = DEFAULT_CONTEXT
     """Tokens in the KV cache while decoding (I + O / 2 by default for whole requests, so not always whole)."""
@@ -97,6 +123,7 @@ class Layouts:
     kv_bits: np.ndarray
     disagg: np.ndarray
     chunk: np.ndarray
+    dp_attention: np.ndarray
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -107,6 +134,19 @@ class Layouts:
     @property
     def n_gpus(self) -> np.ndarray:
         return self.tp * self.pp
+
+    def layout(self, idx, context, tokens_per_step=1.0) -> ev.Layout:
+        """The evaluator's Layout of the layouts at ``idx`` (any index shape)."""
+        return ev.Layout.of(
+            self.tp[idx],
+            self.tp_2d[idx],
+            self.pp[idx],
+            context,
+            tokens_per_step,
+            self.ep[idx],
+            kv_bits=self.kv_bits[idx],
+            dp_attention=self.dp_attention[idx],
+        )
 
     def groups(self, rows: np.ndarray | None = None) -> Iterator[tuple[int, int, np.ndarray]]:
         """(gpu index, weight bits, positions in rows) per accelerator/precision pair: the evaluator's unit of work.
@@ -119,7 +159,7 @@ class Layouts:
             yield int(key // 64), int(key % 64), np.flatnonzero(keys == key)
 
 
-_COLUMN_TYPES = (int, int, int, bool, int, int, int, int, bool, int)
+_COLUMN_TYPES = (int, int, int, bool, int, int, int, int, bool, int, bool)
 
 
 def _layouts_of(rows: list[tuple]) -> Layouts:
@@ -129,8 +169,9 @@ def _layouts_of(rows: list[tuple]) -> Layouts:
     return Layouts(*(np.array(c, dtype=t) for c, t in zip(cols, _COLUMN_TYPES, strict=True)))
 
 
-def _shapes(question: Question, ep_degrees: tuple[int, ...]) -> Iterator[tuple[int, bool, int, int]]:
-    """(tp, 2-D, pp, ep) combinations offered: 2-D mode only for tp > 1, ep dividing tp and the expert count."""
+def _shapes(question: Question, ep_degrees: tuple[int, ...]) -> Iterator[tuple[int, bool, int, int, bool]]:
+    """(tp, 2-D, pp, ep, data-parallel attention) combinations offered: 2-D mode only for tp > 1, ep dividing tp and
+    the expert count; with ``dp_attention``, a group of G GPUs per EP degree G > 1 dividing the experts."""
     for tp in question.tp_degrees:
         for two_d in question.tp_modes:
             if two_d and tp == 1:
@@ -141,7 +182,11 @@ def _shapes(question: Question, ep_degrees: tuple[int, ...]) -> Iterator[tuple[i
                 for ep in ep_degrees:
                     if ep > 1 and (tp % ep or question.model.n_experts % ep):
                         continue
-                    yield tp, two_d, pp, ep
+                    yield tp, two_d, pp, ep, False
+    if question.dp_attention and question.model.is_moe:
+        for group in ep_degrees:
+            if group > 1 and question.model.n_experts % group == 0:
+                yield group, False, 1, group, True
 
 
 def layouts(question: Question) -> Layouts:
@@ -158,9 +203,9 @@ def layouts(question: Question) -> Layouts:
                         continue
                     chunks = question.chunk_tokens if mode == AGG and question.workload is not None else (0,)
                     for chunk in chunks:
-                        for tp, two_d, pp, ep in _shapes(question, question.ep_degrees):
+                        for tp, two_d, pp, ep, dp in _shapes(question, question.ep_degrees):
                             for gamma in question.gammas:
-                                rows.append((g, bits, tp, two_d, pp, ep, gamma, kv, mode == DISAGG, chunk))
+                                rows.append((g, bits, tp, two_d, pp, ep, gamma, kv, mode == DISAGG, chunk, dp))
     return _layouts_of(rows)
 
 
@@ -176,8 +221,8 @@ def prefill_layouts(question: Question) -> Layouts:
             if not gpu.supports(bits):
                 continue
             for kv in question.kv_bits:
-                for tp, two_d, pp, ep in _shapes(question, (1,)):
-                    rows.append((g, bits, tp, two_d, pp, ep, 0, kv, True, 0))
+                for tp, two_d, pp, ep, dp in _shapes(question, (1,)):
+                    rows.append((g, bits, tp, two_d, pp, ep, 0, kv, True, 0, dp))
     return _layouts_of(rows)
 
 

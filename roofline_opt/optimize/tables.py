@@ -112,9 +112,7 @@ class Tables:
 
 def group_layout(lay: Layouts, idx: np.ndarray, question: Question, tokens=1.0) -> ev.Layout:
     """The evaluator's layout of decode layouts idx at the question's context."""
-    return ev.Layout.of(
-        lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, tokens, lay.ep[idx], lay.kv_bits[idx]
-    )
+    return lay.layout(idx, question.context, tokens)
 
 
 def target_step(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch) -> ev.StepFigures:
@@ -145,7 +143,8 @@ def _step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx
     layout = group_layout(lay, idx, question)
     terms = [target_step(question, gpu_index, bits, lay, idx, batch)]
     if question.draft is not None:
-        terms.append(ev.step(question.draft, gpu, question.preset, ev.DRAFT_WEIGHT_BITS, layout.for_draft(), batch))
+        draft_layout = layout.for_draft(question.draft)
+        terms.append(ev.step(question.draft, gpu, question.preset, ev.DRAFT_WEIGHT_BITS, draft_layout, batch))
     return terms
 
 
@@ -156,7 +155,7 @@ def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, id
     tokens = layout.verifying(lay.gamma[idx]).tokens_per_step + rq.prompt_share(question.workload, ~lay.disagg[idx])
     groups = [(question.model, bits, replace(layout, tokens_per_step=tokens))]
     if question.draft is not None:
-        groups.append((question.draft, ev.DRAFT_WEIGHT_BITS, layout.for_draft()))
+        groups.append((question.draft, ev.DRAFT_WEIGHT_BITS, layout.for_draft(question.draft)))
     points = []
     for model, b, layout in groups:
         for coll in ev.collectives(model, gpu, question.preset, b, layout):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline_opt.errors import InvalidInput
+from roofline_opt.physics import dp_attention
 from roofline_opt.physics.specs import GpuSpec, ModelSpec, Preset
 
 DRAFT_WEIGHT_BITS = 16
@@ -159,7 +160,12 @@ def _collective(
 
 @dataclass(frozen=True)
 class Layout:
-    """Arrays (broadcast together) describing how an instance is split and what one step does."""
+    """Arrays (broadcast together) describing how an instance is split and what one step does.
+
+    ``dp_attention`` marks data-parallel attention with wide expert parallelism (model-notes 10.5): the instance is
+    a group of ``tp`` GPUs, each holding all attention weights and ``batch / tp`` sequences, experts spread over
+    ``ep`` = ``tp`` GPUs, ``pp`` = 1 (physics in ``dp_attention.py``).
+    """
 
     tp: np.ndarray
     tp_2d: np.ndarray
@@ -168,9 +174,10 @@ class Layout:
     context: np.ndarray
     tokens_per_step: np.ndarray
     kv_bits: np.ndarray
+    dp_attention: np.ndarray
 
     @classmethod
-    def of(cls, tp, tp_2d, pp, context, tokens_per_step=1, ep=1, kv_bits=DEFAULT_KV_BITS) -> Layout:
+    def of(cls, tp, tp_2d, pp, context, tokens_per_step=1, ep=1, kv_bits=DEFAULT_KV_BITS, dp_attention=False) -> Layout:
         arrays = np.broadcast_arrays(
             np.asarray(tp, dtype=float),
             np.asarray(tp_2d, dtype=bool),
@@ -179,6 +186,7 @@ class Layout:
             np.asarray(context, dtype=float),
             np.asarray(tokens_per_step, dtype=float),
             np.asarray(kv_bits, dtype=float),
+            np.asarray(dp_attention, dtype=bool),
         )
         return cls(*arrays)
 
@@ -188,6 +196,10 @@ class Layout:
         return self.kv_bits / 8.0
 
     @property
+    def any_dp_attention(self) -> bool:
+        return bool(np.any(self.dp_attention))
+
+    @property
     def n_gpus(self) -> np.ndarray:
         return self.tp * self.pp
 
@@ -195,8 +207,11 @@ class Layout:
         """The target's step that verifies a draft of ``gamma`` tokens (gamma + 1 tokens per sequence)."""
         return replace(self, tokens_per_step=self.tokens_per_step * (np.asarray(gamma, dtype=float) + 1.0))
 
-    def for_draft(self) -> Layout:
-        """The draft model's step: the same GPUs and layout, one token per sequence, no expert parallelism."""
+    def for_draft(self, draft: ModelSpec | None = None) -> Layout:
+        """The draft model's step on the same GPUs and layout: a dense draft drops expert parallelism, a MoE draft
+        whose experts the degree divides (a multi-token-prediction module) keeps it."""
+        if draft is not None and draft.is_moe and np.all(draft.n_experts % np.maximum(self.ep, 1.0) == 0):
+            return self
         return replace(self, ep=np.ones_like(self.ep))
 
 
@@ -280,6 +295,9 @@ def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int
     send_bytes = model.d_model * seq_bytes / tp
     two = np.full_like(tp, 2.0)
     out.append(_collective(preset, gpu, pp - 1.0, np.where(pp > 1, two, 1.0), two, send_bytes, POINT_TO_POINT))
+    if layout.any_dp_attention:
+        out = [replace(c, count=np.where(layout.dp_attention, 0.0, c.count)) for c in out]
+        out.append(dp_attention.dispatch_combine(model, gpu, preset, layout))
     return out
 
 
@@ -329,10 +347,8 @@ def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout
     ff_moe = 0.0
     if sz.n_moe_layers:
         ff_t1, ff_t2 = _tp_factors(preset, tp / ep, layout.tp_2d) if model.is_moe else (t1, t2)
-        s = model.n_experts / model.n_active_experts
-        per_expert_w = w * sz.ff_params_per_expert
-        per_expert_act = (model.m_in + model.m_out) * a * (ff_t2 * model.d_model + ff_t1 * model.d_ff)
-        routed = expert_touched_fraction(model, tok) * model.n_experts * (per_expert_w + per_expert_act * tok / s)
+        per_expert_w, per_expert_act = expert_bytes(model, preset, weight_bits, ff_t1, ff_t2)
+        routed = routed_expert_bytes(model, preset, weight_bits, tok, ff_t1, ff_t2)
         shared = model.n_shared_experts * (per_expert_w + per_expert_act * tok)
         ff_moe = sz.n_moe_layers * (routed + shared)
     ff_dense = 0.0
@@ -343,7 +359,25 @@ def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout
         )
     kv_read = sz.kv_values_per_token_per_layer * model.n_layers * layout.kv_bytes_per_value * ctx * batch
     per_micro = model.n_layers * (qkv + proj) + ff_moe + ff_dense + w * model.vocab * model.d_model
-    return kv_read + pp * per_micro
+    plain = kv_read + pp * per_micro
+    if not layout.any_dp_attention:
+        return plain
+    busiest = dp_attention.busiest_gpu_traffic_bytes(model, preset, weight_bits, layout, batch)
+    return np.where(layout.dp_attention, busiest * layout.n_gpus, plain)
+
+
+def expert_bytes(model: ModelSpec, preset: Preset, weight_bits: int, ff_t1, ff_t2) -> tuple[float, np.ndarray]:
+    """Weight bytes of one expert and activation bytes per token through it (slicing factors ff_t1, ff_t2)."""
+    per_expert_w = weight_bytes_per_param(weight_bits) * model_sizes(model).ff_params_per_expert
+    per_expert_act = (model.m_in + model.m_out) * preset.activation_bytes * (ff_t2 * model.d_model + ff_t1 * model.d_ff)
+    return per_expert_w, per_expert_act
+
+
+def routed_expert_bytes(model: ModelSpec, preset: Preset, weight_bits: int, tok, ff_t1, ff_t2) -> np.ndarray:
+    """HBM bytes of the routed experts of one MoE layer for ``tok`` tokens: experts touched, and their activations."""
+    per_expert_w, per_expert_act = expert_bytes(model, preset, weight_bits, ff_t1, ff_t2)
+    s = model.n_experts / model.n_active_experts
+    return expert_touched_fraction(model, tok) * model.n_experts * (per_expert_w + per_expert_act * tok / s)
 
 
 def memory_time_s(
@@ -365,6 +399,9 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
         2.0 * sz.active_params * batch * s_tok
         + sz.attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * batch * s_tok
     )
+    if layout.any_dp_attention:
+        busiest = dp_attention.busiest_gpu_flop(model, preset, layout, batch)
+        flop = np.where(layout.dp_attention, busiest * n, flop)
     traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
     compute_s = flop / (n * flop_rate(gpu, weight_bits) * preset.flop_efficiency)
     memory_s = traffic / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
@@ -404,7 +441,8 @@ def memory(
         kv = sum(kv_bytes_per_token(m, layout.kv_bytes_per_value) for m in models) * layout.context * batch
         act = np.zeros_like(kv)
         cap = n * gpu.hbm_bytes
-        return DeviceMemory(weights, kv, act, cap, weights + kv <= cap)
+        weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights, kv, act), n)
+        return DeviceMemory(weights, kv, act, cap, weights + kv + act <= cap)
     weights = sum(w * model_sizes(m).total_params for m in models) / n
     kv = np.zeros_like(n * batch)
     act = np.zeros_like(kv)
@@ -417,8 +455,18 @@ def memory(
         ) * batch / (layout.pp * kv_ways)
         widest = max(sz.qkv_out_width, m.m_in * max(m.d_ff, m.dense_layer_d_ff), m.d_model)
         act = act + a * batch * layout.tokens_per_step * (2.0 * m.d_model + widest / layout.tp)
+    weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights + 0.0 * kv, kv, act))
     cap = np.full_like(kv, gpu.hbm_bytes * preset.usable_hbm_fraction)
-    return DeviceMemory(weights + 0.0 * kv, kv, act, cap, weights + kv + act <= cap)
+    return DeviceMemory(weights, kv, act, cap, weights + kv + act <= cap)
+
+
+def _dp_attention_memory(models, preset, weight_bits, layout, batch, plain, scale=1.0):
+    """(weights, KV, activations) with data-parallel-attention layouts' per-GPU bytes (x ``scale``: the aggregate
+    check counts the whole instance, every GPU holding the same)."""
+    if not layout.any_dp_attention:
+        return plain
+    dp = [dp_attention.per_gpu_memory_bytes(m, preset, weight_bits, layout, batch) for m in models]
+    return tuple(np.where(layout.dp_attention, sum(d[i] for d in dp) * scale, x) for i, x in enumerate(plain))
 
 
 def expected_tokens_per_round(acceptance: float, gamma) -> np.ndarray:
@@ -446,7 +494,7 @@ def time_per_token_with_gamma(
     target = step(model, gpu, preset, weight_bits, layout.verifying(gamma), batch).step_time_s
     if draft is None:
         return target / layout.tokens_per_step
-    draft_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(), batch).step_time_s
+    draft_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s
     rounds = (target + gamma * draft_s) / expected_tokens_per_round(acceptance, gamma)
     return np.where(gamma > 0, rounds, target)
 
@@ -475,7 +523,7 @@ def evaluate(
     use_draft = draft is not None and (gamma_max > 0 or (gamma is not None and np.any(np.asarray(gamma) > 0)))
     if use_draft:
         draft_step_s = np.broadcast_to(
-            step(draft, gpu, preset, draft_weight_bits, layout.for_draft(), batch).step_time_s, shape
+            step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s, shape
         )
         gammas = np.arange(1, gamma_max + 1) if gamma is None else None
         if gammas is not None:

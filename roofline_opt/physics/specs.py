@@ -116,6 +116,7 @@ class Preset:
     network_latency_factor / allreduce_time_factor: sensitivity knobs on collective latency and bandwidth time.
     merge_parallel_attention_allreduce: models with parallel attention (PaLM, Falcon, GPT-J) reduce attention and
     feed-forward outputs in one 1-D all-reduce per layer instead of two (the notebook does not model this).
+    expert_load_imbalance: with data-parallel attention, the busiest GPU's expert tokens over the mean (>= 1).
     """
 
     name: str
@@ -131,6 +132,7 @@ class Preset:
     kernel_launch_factor: float = 1.0
     merge_parallel_attention_allreduce: bool = False
     activation_bytes: float = 2.0
+    expert_load_imbalance: float = 1.0
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
 

@@ -16,16 +16,12 @@ from roofline_opt.topology.schema import (
     GPUS_PER_PCIE_SWITCH,
     LATENCY,
     LINK_KINDS,
+    MAX_CLUSTER_GPUS,
     NIC_KINDS,
     NODE_TYPES,
     NodeGroup,
     NodeType,
 )
-
-MAX_CLUSTER_GPUS = 100_000
-"""Largest cluster the compact form builds (about 0.4 M nodes and edges, a 60 MB GraphML file)."""
-MAX_SPINES = 256
-"""Most spine switches of a rail-optimised fabric."""
 
 
 def _link(graph: nx.Graph, u: str, v: str, kind: str, bandwidth_gb_s: float, latency_us: float = 0.0) -> None:
@@ -123,6 +119,16 @@ def torus(
     return graph
 
 
+MAX_SPINES = 64
+"""Most spine switches of a rail-optimised fabric in the compact form."""
+
+
+def _check_size(field: str, gpus: int) -> None:
+    """Refuse a compact form describing more than MAX_CLUSTER_GPUS GPUs before building its graph."""
+    if gpus > MAX_CLUSTER_GPUS:
+        raise InvalidInput(field, f"describes {gpus:,} GPUs: at most {MAX_CLUSTER_GPUS:,} are allowed")
+
+
 _SERVER_KEYS = ("nodes", "node_type", "gpu", "nic_gb_s")
 
 
@@ -151,28 +157,14 @@ def _group(where: str, spec: Mapping[str, Any]) -> NodeGroup:
         raise InvalidInput(f"{where}node_type", f"is required: one of {', '.join(NODE_TYPES)}")
     gpu = spec.get("gpu")
     if gpu is not None and (not isinstance(gpu, str) or not gpu.strip()):
-        raise InvalidInput(f"{where}gpu", f"must be a GPU name. Got {gpu!r} instead.")
+        raise InvalidInput(f"{where}gpu", f"must be a GPU name. Got {checks.shown(gpu)} instead.")
     nic = spec.get("nic_gb_s")
     return NodeGroup(
         node_type=checks.choice(f"{where}node_type", spec["node_type"], NODE_TYPES),
-        nodes=checks.positive_int(f"{where}nodes", spec.get("nodes", 1)),
+        nodes=checks.positive_int(f"{where}nodes", spec.get("nodes", 1), maximum=MAX_CLUSTER_GPUS),
         gpu=gpu,
         nic_gb_s=None if nic is None else checks.positive_float(f"{where}nic_gb_s", nic),
     )
-
-
-def _check_size(field: str, gpus: int) -> None:
-    """Refuse a spec that would build more than MAX_CLUSTER_GPUS GPUs (before building anything)."""
-    if gpus > MAX_CLUSTER_GPUS:
-        msg = f"would build {gpus:,} GPUs; at most {MAX_CLUSTER_GPUS:,} are built (MAX_CLUSTER_GPUS)"
-        raise InvalidInput(field, msg)
-
-
-def _spines(field: str, value: Any) -> int:
-    spines = checks.positive_int(field, value)
-    if spines > MAX_SPINES:
-        raise InvalidInput(field, f"must be at most {MAX_SPINES}. Got {spines} instead.")
-    return spines
 
 
 def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
@@ -188,8 +180,9 @@ def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
             raise InvalidInput(f"{source}: {clash[0]}", "cannot be combined with torus")
         dims = spec["torus"]
         if not isinstance(dims, list) or not dims:
-            raise InvalidInput(f"{source}: torus", f"must be a list of sizes like [4, 4]. Got {dims!r} instead.")
-        sizes = [checks.positive_int(f"{source}: torus", d) for d in dims]
+            msg = f"must be a list of sizes like [4, 4]. Got {checks.shown(dims)} instead."
+            raise InvalidInput(f"{source}: torus", msg)
+        sizes = [checks.positive_int(f"{source}: torus", d, maximum=MAX_CLUSTER_GPUS) for d in dims]
         _check_size(f"{source}: torus", math.prod(sizes))
         graph = torus(
             sizes,
@@ -211,12 +204,12 @@ def from_spec(spec: Any, source: str = "spec") -> nx.Graph:
             ]
         else:
             groups = [_group(f"{source}: ", {k: spec[k] for k in _SERVER_KEYS if k in spec})]
-        _check_size(f"{source}: nodes", sum(g.nodes * NODE_TYPES[g.node_type].gpus for g in groups))
+        _check_size(source, sum(g.nodes * NODE_TYPES[g.node_type].gpus for g in groups))
         fabric = spec.get("fabric")
         graph = pod(
             groups,
             fabric=None if fabric is None else checks.choice(f"{source}: fabric", fabric, FABRICS),
-            spines=_spines(f"{source}: spines", spec.get("spines", 2)),
+            spines=checks.positive_int(f"{source}: spines", spec.get("spines", 2), maximum=MAX_SPINES),
             nic_kind=checks.choice(f"{source}: nic_kind", spec.get("nic_kind", "infiniband"), NIC_KINDS),
             name=name,
         )

@@ -7,43 +7,84 @@ import os
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
-import yaml
 
+from roofline_opt import checks, files
 from roofline_opt.errors import InvalidInput
-from roofline_opt.files import write_text_atomic
 from roofline_opt.topology.builders import from_spec
 from roofline_opt.topology.schema import validate_cluster
 
 
+def _graphml_node_ids(text: str, source: str) -> None:
+    """Refuse a GraphML file that declares one node id twice (networkx would merge them, changing a GPU's type)."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise InvalidInput(source, f"is not valid GraphML: {exc}") from exc
+    seen: set[str] = set()
+    for element in root.iter():
+        if isinstance(element.tag, str) and element.tag.rsplit("}", 1)[-1] == "node":
+            node = element.get("id")
+            if node in seen:
+                raise InvalidInput(f"{source}: node {node!r}", "is declared twice: give each node id once")
+            seen.add(node)
+
+
 def _read_graphml(text: str, source: str) -> nx.Graph:
+    _graphml_node_ids(text, source)
     try:
         return nx.parse_graphml(text)
     except (ET.ParseError, nx.NetworkXError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidInput(source, f"is not valid GraphML: {_one_line(exc)}") from exc
+        raise InvalidInput(source, f"is not valid GraphML: {exc}") from exc
 
 
-def _read_node_link(text: str, source: str) -> nx.Graph:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(source, f"is not valid JSON: {_one_line(exc)}") from exc
+def _node_link_shape(data: Any, source: str) -> str:
+    """Check the node-link shape networkx assumes (lists of objects, unique node ids); returns the edges key."""
     if not isinstance(data, dict) or "nodes" not in data:
         raise InvalidInput(source, "must be networkx node-link JSON: an object with 'nodes' and 'edges'")
     edges = "links" if "links" in data and "edges" not in data else "edges"
+    if not isinstance(data.get("graph", {}), dict):
+        msg = f"must be an object of graph attributes. Got {checks.shown(data['graph'])} instead."
+        raise InvalidInput(f"{source}: graph", msg)
+    seen: set[Any] = set()
+    nodes = data["nodes"]
+    if not isinstance(nodes, list) or not all(isinstance(n, dict) and "id" in n for n in nodes):
+        msg = f"must be a list of objects each with an 'id'. Got {checks.shown(nodes)} instead."
+        raise InvalidInput(f"{source}: nodes", msg)
+    for node in nodes:
+        key = json.dumps(node["id"], sort_keys=True)
+        if key in seen:
+            raise InvalidInput(
+                f"{source}: node {checks.shown(node['id'])}", "is declared twice: give each node id once"
+            )
+        seen.add(key)
+    links = data.get(edges, [])
+    if not isinstance(links, list) or not all(isinstance(e, dict) and {"source", "target"} <= e.keys() for e in links):
+        msg = f"must be a list of objects each with 'source' and 'target'. Got {checks.shown(links)} instead."
+        raise InvalidInput(f"{source}: {edges}", msg)
+    pairs: set[frozenset[str]] = set()
+    for link in links:
+        pair = frozenset(json.dumps(link[end], sort_keys=True) for end in ("source", "target"))
+        if pair in pairs and not data.get("multigraph"):
+            where = f"{source}: edge {checks.shown(link['source'])}-{checks.shown(link['target'])}"
+            raise InvalidInput(where, "is given twice: merge the two into one edge (summed bandwidth_gb_s)")
+        pairs.add(pair)
+    return edges
+
+
+def _read_node_link(text: str, source: str) -> nx.Graph:
+    data = files.load_json(text, source)
+    edges = _node_link_shape(data, source)
     try:
-        return nx.node_link_graph(data, directed=False, multigraph=False, edges=edges)
-    except (nx.NetworkXError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidInput(source, f"is not valid node-link JSON: {_one_line(exc)}") from exc
+        return nx.node_link_graph(data, directed=False, multigraph=True, edges=edges)
+    except (nx.NetworkXError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InvalidInput(source, f"is not valid node-link JSON: {exc}") from exc
 
 
 def _read_spec(text: str, source: str) -> nx.Graph:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidInput(source, f"is not valid YAML: {_one_line(exc)}") from exc
-    return from_spec(data, source)
+    return from_spec(files.load_yaml(text, source), source)
 
 
 _READERS: dict[str, Callable[[str, str], nx.Graph]] = {
@@ -54,10 +95,6 @@ _READERS: dict[str, Callable[[str, str], nx.Graph]] = {
 }
 
 
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
 def load_cluster(path: str | os.PathLike[str], known_gpus: Collection[str] | None = None) -> nx.Graph:
     """Read and validate a cluster file (.graphml, .json node-link, .yaml/.yml compact form)."""
     path = Path(path)
@@ -66,12 +103,7 @@ def load_cluster(path: str | os.PathLike[str], known_gpus: Collection[str] | Non
     if reader is None:
         msg = f"must end in {', '.join(_READERS)}. Got {path.suffix or 'no extension'!r} instead."
         raise InvalidInput(source, msg)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput(source, f"cannot be read: {_one_line(exc)}") from exc
-    if not text.strip():
-        raise InvalidInput(source, "is empty")
+    text = files.read_text(path, source, files.MAX_CLUSTER_BYTES, "a cluster file")
     return validate_cluster(reader(text, source), known_gpus, source)
 
 
@@ -92,4 +124,4 @@ def save_cluster(cluster: nx.Graph, path: str | os.PathLike[str], field: str = "
     if writer is None:
         msg = f"must end in .graphml or .json (YAML is a hand-written input form). Got {str(path)!r} instead."
         raise InvalidInput(field, msg)
-    write_text_atomic(path, writer(cluster), field)
+    files.write_text_atomic(path, writer(cluster), field)

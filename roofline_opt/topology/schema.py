@@ -11,6 +11,14 @@ import networkx as nx
 from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
 
+MAX_CLUSTER_GPUS = 16384
+"""Most GPUs a cluster may have (compact form, GraphML or JSON alike): with symmetry classes and the lazy max flow,
+deriving a 10,000-GPU pod or torus takes about a second (README, Speed and scale); 16,384 = a 128 x 128 torus or a
+2,048-server pod, about a 10 MB GraphML file."""
+MAX_CLUSTER_NODES = 4 * MAX_CLUSTER_GPUS
+"""Most nodes (GPUs, switches, hosts) a cluster may have."""
+MAX_CLUSTER_EDGES = 16 * MAX_CLUSTER_GPUS
+"""Most links a cluster may have."""
 NODE_KINDS = ("gpu", "switch", "host")
 
 
@@ -109,6 +117,18 @@ class LinkTier:
     count: int
 
 
+def check_size(graph: nx.Graph, source: str) -> None:
+    """Refuse a graph beyond MAX_CLUSTER_NODES nodes, MAX_CLUSTER_EDGES links or MAX_CLUSTER_GPUS GPUs."""
+    gpus = sum(1 for _, kind in graph.nodes(data="kind") if kind == "gpu")
+    for count, cap, what in (
+        (graph.number_of_nodes(), MAX_CLUSTER_NODES, "nodes"),
+        (graph.number_of_edges(), MAX_CLUSTER_EDGES, "links"),
+        (gpus, MAX_CLUSTER_GPUS, "GPUs"),
+    ):
+        if count > cap:
+            raise InvalidInput(source, f"has {count:,} {what}: at most {cap:,} are allowed")
+
+
 def validate_cluster(graph: nx.Graph, known_gpus: Collection[str] | None = None, source: str = "cluster") -> nx.Graph:
     """Check the schema and return a normalised copy (undirected, string ids, float attributes).
 
@@ -116,6 +136,7 @@ def validate_cluster(graph: nx.Graph, known_gpus: Collection[str] | None = None,
     BUILTIN_GPU_NAMES.
     """
     known = BUILTIN_GPU_NAMES if known_gpus is None else frozenset(known_gpus)
+    check_size(graph, source)
     if graph.is_multigraph():
         for u, v in graph.edges():
             if graph.number_of_edges(u, v) > 1:

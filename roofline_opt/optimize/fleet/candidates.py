@@ -72,7 +72,7 @@ class ModelCandidates:
 
 
 def _eval_layout(question: Question, gi: int, bits: int, lay: Layouts, idx: np.ndarray) -> ev.Layout:
-    return ev.Layout.of(lay.tp[idx], lay.tp_2d[idx], lay.pp[idx], question.context, 1.0, lay.ep[idx], lay.kv_bits[idx])
+    return lay.layout(idx, question.context)
 
 
 def time_and_fit(question: Question, gi: int, bits: int, lay: Layouts, idx: np.ndarray, batch: np.ndarray):

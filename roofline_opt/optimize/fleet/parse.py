@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
-import yaml
 
-from roofline_opt import catalog, checks, topology
+from roofline_opt import catalog, checks, files, topology
 from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.fleet.placement import pool_domains
 from roofline_opt.optimize.fleet.problem import (
@@ -45,17 +44,8 @@ def load_fleet_file(path: str | Path, make_question: QuestionFactory) -> Fleet:
     path = Path(path)
     if not path.is_file():
         raise InvalidInput("FLEET", f"must be a readable YAML file. Got {str(path)!r} instead.")
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise InvalidInput("FLEET", f"is larger than {MAX_FILE_BYTES} bytes; a fleet file is a short YAML mapping")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidInput("FLEET", f"cannot be read: {exc}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidInput("FLEET", f"is not valid YAML: {' '.join(str(exc).split())}") from exc
-    return parse_fleet(data, make_question, base=path.parent)
+    text = files.read_text(path, "FLEET", MAX_FILE_BYTES, "a fleet file (a short YAML mapping)")
+    return parse_fleet(files.load_yaml(text, "FLEET"), make_question, base=path.parent)
 
 
 def _mapping(field: str, value: Any) -> Mapping[str, Any]:

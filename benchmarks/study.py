@@ -1,0 +1,131 @@
+"""Study benchmark, run by hand: ``python benchmarks/study.py [--repeat 3] [--questions 2000]``.
+
+One study of N fastest-under-budget questions (2 models x 2 accelerators x 2 precisions x contexts x 25 budgets)
+answered four ways, interleaved in every repetition so that they share the machine's load:
+
+- loop: a plain loop in this process over the same batches (execute.answer_batch, the worker's own code: tables
+  shared along each budget sweep), no Dask and no files;
+- 1 worker / 2 workers: ``run_study`` against a freshly started LocalCluster of that many single-threaded worker
+  processes (started before the clock, so cluster start-up is reported separately), rows written as Parquet chunks
+  and assembled into the output file;
+- naive: one ``api.fastest_answer`` per question (no shared tables), timed on the first 200 questions.
+
+Prints per-repetition wall and CPU seconds (CPU: the workers' and the driver's, so the overhead is also measured
+independently of other load on a shared machine), the ratios of each repetition, their medians, and the load
+average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from roofline_opt import api
+from roofline_opt.study import execute, load_study
+from roofline_opt.study.runner import plan_tasks, run_study
+
+BUDGETS = [round(0.4 * 1.15**i, 4) for i in range(25)]
+
+
+def study_file(folder: Path, questions: int) -> Path:
+    contexts = max(1, questions // (2 * 2 * 2 * len(BUDGETS)))
+    study = {
+        "name": "bench",
+        "kind": "fastest",
+        "fixed": {"tp_degrees": [1, 2, 4, 8, 16], "pp_degrees": [1, 2, 4]},
+        "axes": {
+            "model": ["llama-3-8b", "llama-3-70b"],
+            "gpu": ["h100-sxm", "h200"],
+            "weight_bits": [16, 8],
+            "context": [1000 + 2000 * i for i in range(contexts)],
+            "max_usd_per_mtok": BUDGETS,
+        },
+    }
+    path = folder / "bench.yaml"
+    path.write_text(yaml.safe_dump(study), encoding="utf-8")
+    return path
+
+
+def plain_loop(study) -> tuple[float, float]:
+    """(wall, CPU seconds) of the same batches answered in this process, cold cache (as a fresh worker has)."""
+    execute._cache().clear()
+    start, cpu = time.perf_counter(), time.process_time()
+    for task in plan_tasks(study.questions, 1):
+        execute.answer_batch(task[0].kind, [(q.id, q.values) for q in task])
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def on_cluster(study, folder: Path, workers: int) -> tuple[float, float, float]:
+    """(seconds to start the cluster, wall seconds of run_study against it, CPU seconds of workers and driver)."""
+    from distributed import Client, LocalCluster
+
+    start = time.perf_counter()
+    kwargs = {"threads_per_worker": 1, "dashboard_address": ":0", "silence_logs": logging.ERROR}
+    with LocalCluster(n_workers=workers, **kwargs) as cluster, Client(cluster) as client:
+        started = time.perf_counter()
+        worker_cpu, driver_cpu = client.run(time.process_time), time.process_time()
+        out = folder / f"out-{workers}-{time.time_ns()}.parquet"
+        report = run_study(study, out, scheduler=cluster.scheduler_address)
+        wall = time.perf_counter() - started
+        cpu = time.process_time() - driver_cpu + sum(client.run(time.process_time).values()) - sum(worker_cpu.values())
+        assert report.answered_now == len(study.questions)
+        return started - start, wall, cpu
+
+
+def naive(study, n: int = 200) -> float:
+    """Seconds per question of one API call per question (tables rebuilt every time)."""
+    questions = study.questions[:n]
+    start = time.perf_counter()
+    for q in questions:
+        v = q.values
+        space = {k: v[k] for k in execute.question_parameters() if k in v}
+        try:
+            api.fastest_answer(api.question(**space), v["max_usd_per_mtok"])
+        except Exception:  # infeasible budgets are answers too
+            pass
+    return (time.perf_counter() - start) / len(questions)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--questions", type=int, default=2000)
+    args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        study = load_study(study_file(Path(tmp), args.questions))
+        n = len(study.questions)
+        print(f"{n} questions, {len(plan_tasks(study.questions, 1))} budget sweeps")
+        rows = []
+        for rep in range(args.repeat):
+            loop, loop_cpu = plain_loop(study)
+            start1, one, one_cpu = on_cluster(study, Path(tmp), 1)
+            start2, two, two_cpu = on_cluster(study, Path(tmp), 2)
+            rows.append((loop, one, two, one_cpu / loop_cpu - 1))
+            print(
+                f"rep {rep + 1}: loop {loop:.1f}s ({loop_cpu:.1f}s CPU), 1 worker {one:.1f}s ({one_cpu:.1f}s CPU, "
+                f"+{start1:.1f}s start), 2 workers {two:.1f}s ({two_cpu:.1f}s CPU, +{start2:.1f}s start); "
+                f"overhead 1 worker / loop: wall {one / loop - 1:+.1%}, CPU {one_cpu / loop_cpu - 1:+.1%}; "
+                f"speed-up {one / two:.2f}x (with start-up {(one + start1) / (two + start2):.2f}x); "
+                f"load {os.getloadavg()[0]:.1f}"
+            )
+        per_question = naive(study)
+    loop, one, two = (statistics.median(r[i] for r in rows) for i in range(3))
+    print(f"median: loop {loop:.1f}s ({loop / n * 1e3:.1f} ms/question), 1 worker {one:.1f}s, 2 workers {two:.1f}s")
+    wall_overhead = statistics.median(r[1] / r[0] - 1 for r in rows)
+    cpu_overhead = statistics.median(r[3] for r in rows)
+    speed_up = statistics.median(r[1] / r[2] for r in rows)
+    print(f"medians: overhead wall {wall_overhead:+.1%}, CPU {cpu_overhead:+.1%}, speed-up {speed_up:.2f}x")
+    print(f"naive loop (one api call per question, no shared tables): {per_question * 1e3:.1f} ms/question")
+    print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

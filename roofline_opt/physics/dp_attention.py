@@ -1,0 +1,100 @@
+"""Data-parallel attention with wide expert parallelism (model-notes 10.5), the DeepSeek-V3 style of MoE serving.
+
+A group of G GPUs (``Layout.tp``; ``ep`` = G, ``pp`` = 1) keeps every weight but the routed experts on every GPU:
+attention, shared experts, dense layers and embeddings are replicated, and each GPU serves ``batch / G`` sequences
+with their KV cache (MLA latents included). The routed experts are spread E / G per GPU. Per MoE layer each GPU
+sends each of its tokens' k expert activations (d_model x activation bytes each) to the GPUs holding those experts
+and gets the results back: dispatch and combine, two all-to-all exchanges of which (G - 1) / G leaves the GPU, over
+the scale-up links when G fits in one scale-up domain and over the scale-out links otherwise. The busiest GPU sets
+the step time; ``Preset.expert_load_imbalance`` (>= 1, default 1) scales its share of expert tokens.
+
+Every function returns figures of the busiest GPU; the evaluator's hooks scale them to its whole-instance terms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics.specs import GpuSpec, ModelSpec, Preset
+
+
+def _per_gpu(layout: ev.Layout, batch) -> tuple[np.ndarray, np.ndarray]:
+    """(group size G, tokens each GPU's own sequences bring to a step)."""
+    group = np.maximum(layout.tp, 1.0)
+    return group, np.asarray(batch, dtype=float) * layout.tokens_per_step / group
+
+
+def _replicated_layout(layout: ev.Layout) -> ev.Layout:
+    """One GPU running the whole model on its own sequences (no tensor, pipeline or expert parallelism)."""
+    one = np.ones_like(layout.tp)
+    return ev.Layout.of(one, False, one, layout.context, layout.tokens_per_step, one, kv_bits=layout.kv_bits)
+
+
+def busiest_gpu_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout: ev.Layout, batch):
+    """HBM bytes the busiest GPU reads in one step: replicated weights, its KV cache, its experts and their tokens."""
+    group, own_tokens = _per_gpu(layout, batch)
+    own_seqs = own_tokens / layout.tokens_per_step
+    replicated = ev.hbm_traffic_bytes(model, preset, weight_bits, _replicated_layout(layout), own_seqs)
+    sz = ev.model_sizes(model)
+    if not (model.is_moe and sz.n_moe_layers):
+        return replicated
+    all_tokens = own_tokens * group
+    as_if_alone = ev.routed_expert_bytes(model, preset, weight_bits, own_tokens, 1.0, 1.0)
+    w_expert, act_per_token = ev.expert_bytes(model, preset, weight_bits, 1.0, 1.0)
+    touched = ev.expert_touched_fraction(model, all_tokens) * model.n_experts / group
+    tokens_per_expert = all_tokens * model.n_active_experts / model.n_experts * preset.expert_load_imbalance
+    spread = touched * (w_expert + act_per_token * tokens_per_expert)
+    return replicated + sz.n_moe_layers * (spread - as_if_alone)
+
+
+def busiest_gpu_flop(model: ModelSpec, preset: Preset, layout: ev.Layout, batch) -> np.ndarray:
+    """FLOP of the busiest GPU in one step: its sequences through the replicated part, its share of expert tokens."""
+    group, own_tokens = _per_gpu(layout, batch)
+    sz = ev.model_sizes(model)
+    c_mean = layout.context + (layout.tokens_per_step - 1.0) / 2.0
+    attention = sz.attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * own_tokens
+    routed_params = sz.n_moe_layers * model.n_active_experts * sz.ff_params_per_expert if model.is_moe else 0.0
+    replicated = 2.0 * (sz.active_params - routed_params) * own_tokens
+    experts = 2.0 * routed_params * own_tokens
+    return replicated + attention + experts * preset.expert_load_imbalance
+
+
+def dispatch_combine(model: ModelSpec, gpu: GpuSpec, preset: Preset, layout: ev.Layout) -> ev.Collective:
+    """Two all-to-all exchanges per MoE layer, affine in the batch per NCCL protocol (zero outside DP attention)."""
+    group = np.maximum(layout.tp, 1.0)
+    sz = ev.model_sizes(model)
+    active = layout.dp_attention & (group > 1.0) & model.is_moe
+    one_domain = group <= gpu.scaleup_gpus
+    nodes = np.where(one_domain, 1.0, np.ceil(group / gpu.scaleup_gpus))
+    # intra/inter are the notebook's all-reduce bandwidths (a quarter / a half of the link): x2 = one direction
+    link_bytes_per_s = 2.0 * np.where(one_domain, gpu.intra_bytes_per_s, gpu.inter_bytes_per_s)
+    leaving = (group - 1.0) / group
+    bytes_per_seq = (
+        model.n_active_experts * model.d_model * preset.activation_bytes * layout.tokens_per_step / group
+    ) * preset.expert_load_imbalance
+    latency, slope = [], []
+    for p in preset.protocols:
+        lat = (group / nodes - 1.0) * p.per_rank_s + p.per_log2_node_s * np.log2(nodes) + p.base_s
+        lat = lat + np.where(one_domain, gpu.intra_hop_latency_s, gpu.inter_hop_latency_s)
+        latency.append(np.where(active, lat * preset.network_latency_factor, 0.0))
+        per_seq = leaving * bytes_per_seq / (link_bytes_per_s * p.bandwidth_factor) * preset.allreduce_time_factor
+        slope.append(np.where(active, per_seq, 0.0))
+    count = np.where(active, 2.0 * sz.n_moe_layers, 0.0)
+    return ev.Collective(count=count, latency_s=np.stack(latency, axis=-1), s_per_seq=np.stack(slope, axis=-1))
+
+
+def per_gpu_memory_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout: ev.Layout, batch):
+    """(weights, KV cache, activations) bytes on each GPU of the group."""
+    group, own_tokens = _per_gpu(layout, batch)
+    sz = ev.model_sizes(model)
+    w = ev.weight_bytes_per_param(weight_bits)
+    routed = sz.n_moe_layers * model.n_experts * sz.ff_params_per_expert if model.is_moe else 0.0
+    weights = w * (sz.total_params - routed + routed / group)
+    a = preset.activation_bytes
+    own_seqs = own_tokens / layout.tokens_per_step
+    kv = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * (layout.context + layout.tokens_per_step) * own_seqs
+    widest = max(sz.qkv_out_width, model.m_in * max(model.d_ff, model.dense_layer_d_ff), model.d_model)
+    received = own_tokens * model.n_active_experts * preset.expert_load_imbalance if model.is_moe else 0.0
+    act = a * own_tokens * (2.0 * model.d_model + widest) + a * received * (model.d_model + model.m_in * model.d_ff)
+    return weights + 0.0 * kv, kv, act

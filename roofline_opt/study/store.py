@@ -1,0 +1,119 @@
+"""Results on disk: Parquet part files written as rows arrive, and the study's one output assembled from them.
+
+Rows are appended in chunks to ``OUT.parts/`` (each part written to a hidden temporary file and renamed, so a part
+is whole or absent); an interrupted run loses at most the rows not yet written. The output file (``OUT``, and a CSV
+on request) holds one row per question of the current study, in the study's order, and is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from roofline_opt import files
+from roofline_opt.errors import InvalidInput
+
+RETRIED_STATUSES = ("error",)
+"""Rows that a re-run answers again (a crash or a lost worker); infeasible and invalid questions are answers."""
+
+
+def parts_dir(out: Path) -> Path:
+    return out.with_name(out.name + ".parts")
+
+
+def _arrow_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Object columns mixing Python types (16 and "16,8") as text, so Parquet has one type per column."""
+    frame = frame.copy()
+    for column in frame.columns:
+        if frame[column].dtype != "object":
+            continue
+        present = frame[column].notna()
+        if len({type(v) for v in frame.loc[present, column]}) > 1:
+            frame[column] = frame[column].where(~present, frame[column].astype(str)).where(present, None)
+    return frame
+
+
+def typed_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Rows as a frame whose whole-number and yes/no columns stay so where some rows lack them (nullable dtypes)."""
+    frame = pd.DataFrame(list(rows))
+    for column in frame.columns:
+        values = [r[column] for r in rows if r.get(column) is not None]
+        if values and all(isinstance(v, bool) for v in values):
+            frame[column] = frame[column].astype("boolean")
+        elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+def write_parquet_atomic(frame: pd.DataFrame, path: Path, field: str) -> None:
+    """A whole Parquet file or none: written beside ``path`` under a hidden name, then renamed."""
+    tmp = None
+    try:
+        with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
+            tmp = f.name
+            _arrow_safe(frame).to_parquet(f, index=False)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise InvalidInput(field, f"cannot write {str(path)!r}: {exc.strerror or exc}") from exc
+        raise
+
+
+class Store:
+    """The part files of one output: what is answered already, and chunks appended as they arrive."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.parts = parts_dir(out)
+        self._written = 0
+
+    def clear(self) -> None:
+        """Forget every earlier result (``--fresh``)."""
+        if self.parts.is_dir():
+            for part in self.parts.iterdir():
+                part.unlink()
+
+    def rows(self) -> pd.DataFrame:
+        """Every row written so far, the latest row of each question only."""
+        paths = sorted(self.parts.glob("part-*.parquet")) if self.parts.is_dir() else []
+        frames = [pd.read_parquet(p) for p in paths]
+        frames = [f for f in frames if len(f)]
+        if not frames:
+            return pd.DataFrame(columns=["question_id", "status"])
+        return pd.concat(frames, ignore_index=True).drop_duplicates("question_id", keep="last")
+
+    def answered(self) -> set[str]:
+        """Ids of the questions a re-run skips."""
+        rows = self.rows()
+        return set(rows.loc[~rows["status"].isin(RETRIED_STATUSES), "question_id"])
+
+    def append(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Write one chunk of rows as a new part file (whole or absent)."""
+        if not rows:
+            return
+        self.parts.mkdir(exist_ok=True)
+        self._written += 1
+        name = f"part-{time.time_ns():020d}-{os.getpid()}-{self._written:06d}.parquet"
+        write_parquet_atomic(typed_frame(rows), self.parts / name, "--out")
+
+    def assemble(self, ids: Iterable[str], inputs: pd.DataFrame, csv: Path | None = None) -> pd.DataFrame:
+        """The output: one row per id (inputs first, then status and the answer's fields), written atomically."""
+        ids = list(ids)
+        rows = self.rows().set_index("question_id")
+        missing = [i for i in ids if i not in rows.index]
+        frame = inputs.join(rows.reindex(ids), on="question_id") if ids else inputs
+        frame = frame.assign(status=frame["status"].where(frame["status"].notna(), "unanswered"))
+        if missing:
+            frame.loc[frame["question_id"].isin(missing), "message"] = "not answered (the run was interrupted)"
+        write_parquet_atomic(frame, self.out, "--out")
+        if csv is not None:
+            files.write_text_atomic(csv, frame.to_csv(index=False), field="--csv")
+        return frame
