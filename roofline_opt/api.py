@@ -36,7 +36,6 @@ prefill_gpu, decode_gpu : accelerators offered for prefill and decode instances 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -109,11 +108,8 @@ def _cluster(path: str, gpu) -> tuple[object, tuple[GpuSpec, ...], Callable[[Gpu
         types = [t for t in types if t in wanted]
     gpus = tuple(topology.effective_gpu(graph, t, catalog.load_gpu(t)) for t in types)
 
-    @functools.cache
-    def limit(name: str, tp: int, pp: int) -> int:
-        return topology.max_instances(graph, name, tp, pp)
-
-    return graph, gpus, lambda g, tp, pp: limit(g.name, tp, pp)
+    limits = {t: topology.instance_limit(graph, t) for t in types}
+    return graph, gpus, lambda g, tp, pp: limits[g.name](tp, pp)
 
 
 def _with_placement(q: Question, answer: Answer) -> Answer:

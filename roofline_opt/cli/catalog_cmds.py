@@ -8,9 +8,6 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-import pandas as pd
-
-from roofline_opt import catalog, report
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.specs import DEFAULT, WEIGHT_BITS, GpuSpec, ModelSpec
 
@@ -30,6 +27,8 @@ def _attention(model: ModelSpec) -> str:
 
 def model_figures(model: ModelSpec) -> dict[str, Any]:
     """Key figures of a model card: parameters in billions, KV-cache bytes per token, layers, experts."""
+    from roofline_opt import catalog
+
     sizes = evaluator.model_sizes(model)
     return {
         "name": model.name,
@@ -63,6 +62,10 @@ def gpu_figures(gpu: GpuSpec) -> dict[str, Any]:
 
 def _show(specs: list[Any], figures: Callable[[Any], dict[str, Any]], as_json: bool) -> int:
     """Print every card field plus its figures as JSON, or its figures as a table with sources shortened."""
+    import pandas as pd
+
+    from roofline_opt import report
+
     if as_json:
         print(report.to_json([asdict(spec) | figures(spec) for spec in specs]))
         return 0
@@ -73,10 +76,14 @@ def _show(specs: list[Any], figures: Callable[[Any], dict[str, Any]], as_json: b
 
 
 def run_models(args: argparse.Namespace) -> int:
+    from roofline_opt import catalog
+
     return _show(catalog.list_models(), model_figures, args.json)
 
 
 def run_gpus(args: argparse.Namespace) -> int:
+    from roofline_opt import catalog
+
     return _show(catalog.list_gpus(), gpu_figures, args.json)
 
 

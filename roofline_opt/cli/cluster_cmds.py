@@ -8,14 +8,13 @@ import math
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
-import pandas as pd
-
-from roofline_opt import files, report, topology
 from roofline_opt.cli import OneLineParser
 from roofline_opt.errors import InvalidInput
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 SPRING_LAYOUT_MAX_NODES = 400
 """Larger graphs are drawn on concentric shells by node kind (networkx's spring layout needs scipy beyond ~500)."""
@@ -34,6 +33,8 @@ NODE_STYLES = {"switch": ("s", "0.55"), "host": ("D", "burlywood")}
 
 def known_gpu_names() -> frozenset[str]:
     """The catalog's accelerator names if the catalog module is present, else topology's built-in list."""
+    from roofline_opt import topology
+
     if importlib.util.find_spec("roofline_opt.catalog") is None:
         return topology.BUILTIN_GPU_NAMES
     from roofline_opt import catalog
@@ -51,6 +52,8 @@ def cluster_summary(cluster: nx.Graph, source: str) -> dict[str, Any]:
     all-reduce B/s are the GpuSpec values (half the per-direction bandwidth); None where the graph cannot tell
     (inter-domain figures of a single domain: the catalog's value applies).
     """
+    from roofline_opt import topology
+
     kinds = Counter(kind for _, kind in cluster.nodes(data="kind"))
     per_type = []
     for name, count in topology.gpu_counts(cluster).items():
@@ -84,10 +87,16 @@ def _domains_text(sizes: list[int]) -> str:
 
 
 def _scientific(value: float | None) -> str:
+    from roofline_opt import report
+
     return report.MISSING_CELL if value is None else f"{value:.4g}"
 
 
 def _summary_text(summary: dict[str, Any]) -> str:
+    import pandas as pd
+
+    from roofline_opt import report
+
     nodes = ", ".join(f"{n} {kind}" for kind, n in summary["nodes"].items())
     lines = [
         f"cluster {summary['name'] or '(unnamed)'} from {summary['source']}: {nodes}; {summary['links']} links",
@@ -122,6 +131,8 @@ def _cluster_file(text: str) -> str:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from roofline_opt import report, topology
+
     args.file = _cluster_file(args.file)
     cluster = topology.load_cluster(args.file, known_gpu_names())
     summary = cluster_summary(cluster, args.file)
@@ -185,6 +196,8 @@ def _figure(cluster: nx.Graph) -> Any:
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
+    from roofline_opt import topology
+
     pos, boxes = _layout(cluster)
     xs = [x for x, _ in pos.values()]
     ys = [y for _, y in pos.values()]
@@ -221,6 +234,8 @@ def _figure(cluster: nx.Graph) -> Any:
 
 
 def run_draw(args: argparse.Namespace) -> int:
+    from roofline_opt import files, topology
+
     cluster = topology.load_cluster(_cluster_file(args.file), known_gpu_names())
     files.check_destination(args.out, "--out", files.plot_formats())
     files.save_figure_atomic(_figure(cluster), args.out, field="--out")
@@ -230,6 +245,8 @@ def run_draw(args: argparse.Namespace) -> int:
 
 
 def run_build(args: argparse.Namespace) -> int:
+    from roofline_opt import files, topology
+
     spec = args.spec
     if not spec.lstrip().startswith("{"):
         from roofline_opt import catalog

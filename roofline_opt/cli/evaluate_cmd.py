@@ -6,27 +6,17 @@ import argparse
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
-from roofline_opt import catalog, checks, files, report
-from roofline_opt.catalog.prices import parse_price_overrides, with_prices
+from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.results import layout_label
-from roofline_opt.optimize.space import (
-    DEFAULT_CONTEXT,
-    MAX_BATCH_LIMIT,
-    MAX_CONTEXT,
-    MAX_DEGREE,
-    MAX_GAMMA,
-    MAX_TOKENS_PER_STEP,
-)
 from roofline_opt.physics import evaluator
 from roofline_opt.physics import requests as rq
-from roofline_opt.physics.evaluator import KV_BITS
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
 
 REQUIRED_COLUMNS = ("model", "gpu", "tp", "pp", "batch")
 OPTIONAL_DEFAULTS = {
@@ -126,11 +116,16 @@ class _Specs:
         self._prices = prices or {}
 
     def model(self, text: str, field: str) -> tuple[ModelSpec, int | None]:
+        from roofline_opt import catalog
+
         if text not in self._models:
             self._models[text] = catalog.resolve_model(text, field)
         return self._models[text]
 
     def gpu(self, text: str, field: str) -> GpuSpec:
+        from roofline_opt import catalog
+        from roofline_opt.catalog.prices import with_prices
+
         if text not in self._gpus:
             gpu = catalog.load_gpu(text, field)
             self._gpus[text] = (
@@ -195,6 +190,15 @@ def _check_dp_attention(field: str, model: ModelSpec, tp: int, pp: int, ep: int)
 
 def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _Specs) -> Setup:
     """Check one setup's raw values (text or numbers); ``label`` turns a column into the field errors name."""
+    from roofline_opt.optimize.space import (
+        DEFAULT_CONTEXT,
+        MAX_BATCH_LIMIT,
+        MAX_CONTEXT,
+        MAX_DEGREE,
+        MAX_GAMMA,
+        MAX_TOKENS_PER_STEP,
+    )
+
     model_text = _text(label("model"), values["model"])
     gpu_text = _text(label("gpu"), values["gpu"])
     model, suffix_bits = specs.model(model_text, label("model"))
@@ -251,6 +255,9 @@ def _blank(value: Any) -> bool:
 
 def _request_fields(values, label, specs: _Specs, gpu_text: str, bits: int, has_draft: bool) -> dict[str, Any]:
     """KV bits, request lengths, serving mode, chunk and the prefill side of a setup, checked."""
+    from roofline_opt.optimize.space import MAX_BATCH_LIMIT, MAX_CONTEXT, MAX_DEGREE
+    from roofline_opt.physics.evaluator import KV_BITS
+
     out: dict[str, Any] = {"kv_bits": checks.choice(label("kv_bits"), values["kv_bits"], KV_BITS)}
     isl, osl = values["isl"], values["osl"]
     serving = checks.choice(label("serving"), values["serving"], rq.SERVING_MODES)
@@ -303,6 +310,8 @@ def setups_from_flags(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
 
 def setups_from_csv(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
     """One setup per CSV row; blank or absent optional cells take the flags' values."""
+    from roofline_opt import catalog, files
+
     given = [_flag(c) for c in REQUIRED_COLUMNS if getattr(args, c) is not None]
     if given:
         raise InvalidInput("--from-csv", f"takes {', '.join(REQUIRED_COLUMNS)} from the file: drop {', '.join(given)}")
@@ -322,6 +331,8 @@ def setups_from_csv(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
 
 def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
     """A setup priced as whole requests: the aggregated instance or the disaggregated unit (physics/requests.py)."""
+    import numpy as np
+
     model = specs.model(setup.model, "model")[0]
     gpu = specs.gpu(setup.gpu, "gpu")
     preset = PRESETS[setup.preset]
@@ -348,6 +359,8 @@ def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
 
 def _evaluate_group(setups: list[Setup], specs: _Specs) -> dict[str, np.ndarray]:
     """evaluator.evaluate over arrays of setups that share model, accelerator, precision, draft and preset."""
+    import numpy as np
+
     first = setups[0]
     if first.is_request:
         return _evaluate_request(first, specs)
@@ -383,6 +396,8 @@ def _evaluate_group(setups: list[Setup], specs: _Specs) -> dict[str, np.ndarray]
 
 def evaluate_setups(setups: list[Setup], specs: _Specs) -> pd.DataFrame:
     """One row per setup, in input order: its inputs (spec names) and every output of evaluator.evaluate."""
+    import pandas as pd
+
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, setup in enumerate(setups):
         groups.setdefault(setup.group_key, []).append(i)
@@ -395,6 +410,8 @@ def evaluate_setups(setups: list[Setup], specs: _Specs) -> pd.DataFrame:
 
 
 def _inputs(setup: Setup, specs: _Specs) -> dict[str, Any]:
+    from roofline_opt.optimize.results import layout_label
+
     inputs = asdict(setup)
     inputs["model"] = specs.model(setup.model, "model")[0].name
     inputs["gpu"] = specs.gpu(setup.gpu, "gpu").name
@@ -422,6 +439,10 @@ PREFILL_INPUTS = ("prefill_gpu", "prefill_tp", "prefill_tp_2d", "prefill_pp", "p
 
 def _table(frame: pd.DataFrame) -> str:
     """Every field of a single setup as a two-column table; the headline columns of several setups."""
+    import pandas as pd
+
+    from roofline_opt import report
+
     if len(frame) == 1:
         record = frame.iloc[0]
         fields = pd.DataFrame({"field": frame.columns, "value": [report.format_number(v) for v in record]})
@@ -431,6 +452,9 @@ def _table(frame: pd.DataFrame) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from roofline_opt import files, report
+    from roofline_opt.catalog.prices import parse_price_overrides
+
     specs = _Specs(parse_price_overrides("--usd-per-gpu-hour", args.usd_per_gpu_hour))
     if args.csv:
         files.check_destination(args.csv, "--csv", inputs=(args.from_csv, args.model, args.gpu, args.draft))
@@ -444,6 +468,8 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``evaluate``."""
+    from roofline_opt.optimize.space import DEFAULT_CONTEXT
+
     p = subparsers.add_parser(
         "evaluate",
         help="figures of fully specified setups (flags, or --from-csv FILE)",

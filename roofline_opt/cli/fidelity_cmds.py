@@ -7,10 +7,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-import pandas as pd
-
-from roofline_opt import api, catalog, checks, fidelity, files, report
-from roofline_opt.optimize.space import MAX_CONTEXT, MAX_GAMMA, MAX_POINTS
+from roofline_opt import checks
 from roofline_opt.physics.specs import DEFAULT, PRESETS
 
 VALIDATE_TABLE = {
@@ -66,10 +63,16 @@ def _preset(value: str) -> str:
 
 
 def _points(value: str) -> int:
+    from roofline_opt.optimize.space import MAX_POINTS
+
     return checks.positive_int("--points", value, minimum=2, maximum=MAX_POINTS)
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from roofline_opt import catalog, fidelity, files, report
+
     for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
         if path:
             formats = files.plot_formats() if flag == "--plot" else None
@@ -108,6 +111,10 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from roofline_opt import catalog, fidelity, files, report
+
     gpu = catalog.load_gpu(args.gpu, "--gpu")
     if args.out:
         files.check_destination(args.out, "--out", inputs=(args.measured, args.gpu))
@@ -140,6 +147,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 
 def run_reproduce(args: argparse.Namespace) -> int:
+    from roofline_opt import fidelity, report
+    from roofline_opt.optimize.space import MAX_CONTEXT
+
     cases = fidelity.CASES
     if args.only:
         keys = {c.key: c for c in fidelity.CASES}
@@ -158,6 +168,9 @@ def run_reproduce(args: argparse.Namespace) -> int:
 
 
 def run_sensitivity(args: argparse.Namespace) -> int:
+    from roofline_opt import api, catalog, fidelity, files, report
+    from roofline_opt.optimize.space import MAX_CONTEXT, MAX_GAMMA
+
     for flag, name in (("--model", args.model), ("--draft", args.draft)):
         if name is not None:
             catalog.resolve_model(name, flag)

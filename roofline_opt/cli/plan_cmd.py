@@ -6,13 +6,14 @@ import argparse
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from roofline_opt import api, catalog, files, report
 from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.fleet import FleetPlan
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from roofline_opt.optimize.fleet import FleetPlan
 
 ROW_COLUMNS = {
     "model": "model", "gpu": "gpu", "weight_bits": "bits", "tp": "tp", "pp": "pp", "batch": "batch",
@@ -36,6 +37,8 @@ PLACEMENT_LINES = 40
 
 def _frame(records: Sequence[Mapping[str, Any]], columns: Mapping[str, str]) -> pd.DataFrame:
     """The columns present in the records (TTFT, KV bits and chunk only for fleets with whole requests)."""
+    import pandas as pd
+
     shown = {k: v for k, v in columns.items() if any(r.get(k) not in (None, 0) for r in records) or k not in OPTIONAL}
     frame = pd.DataFrame([{label: r.get(key) for key, label in shown.items()} for r in records])
     if "util %" in frame:
@@ -69,6 +72,8 @@ def compact_ids(ids: Sequence[str]) -> str:
 
 
 def plan_text(plan: FleetPlan, source: str) -> str:
+    from roofline_opt import report
+
     c = plan.cluster
     have = ", ".join(f"{'unlimited' if n is None else n} x {g}" for g, n in c["gpus_available"].items())
     used = ", ".join(f"{n} x {g}" for g, n in c["gpus_used"].items())
@@ -108,6 +113,8 @@ def _with_period(plan: FleetPlan, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _solver_line(solve: Mapping[str, Any]) -> str:
+    from roofline_opt import report
+
     raw_gap = solve.get("mip_gap")
     gap = report.format_number(0 if raw_gap is not None and abs(raw_gap) < 1e-12 else raw_gap)
     units = {"bound_usd_per_hour": "${}/hour", "bound_usd": "${} over the profile",
@@ -122,6 +129,8 @@ def _solver_line(solve: Mapping[str, Any]) -> str:
 
 
 def _baseline_line(plan: FleetPlan) -> str:
+    from roofline_opt import report
+
     base = plan.baseline
     cost = base["usd_per_hour"]
     fits = "" if base["packs_onto_pool"] else ", and its instances do not fit the pool"
@@ -138,6 +147,8 @@ def plot_plan(plan: FleetPlan, cluster: Any, domains: Sequence[Any], path: str) 
     (grey: idle); on small clusters each GPU is labelled with its instance."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
+
+    from roofline_opt import files, report
 
     owner = {g: inst for inst in plan.placement[0] for s in inst["stages"] for g in s}
     colour = {m["model"]: f"C{i % 10}" for i, m in enumerate(plan.models)}
@@ -173,6 +184,10 @@ def plot_plan(plan: FleetPlan, cluster: Any, domains: Sequence[Any], path: str) 
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from roofline_opt import api, catalog, files, report
+
     if args.csv:
         files.check_destination(args.csv, "--csv", inputs=(args.fleet,))
     if args.plot:

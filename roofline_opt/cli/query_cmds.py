@@ -9,14 +9,17 @@ import argparse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from roofline_opt import api, catalog, checks, files, report
+from roofline_opt import checks
 from roofline_opt.cli import run_files
 from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.space import DEFAULT_CONTEXT, Question
+from roofline_opt.optimize.space import DEFAULT_CONTEXT
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from roofline_opt.optimize.space import Question
 
 SPACE_FIELDS = (
     "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "dp_attention", "max_batch", "context",
@@ -60,6 +63,8 @@ API_FIELDS = (
 
 
 def _question(args: argparse.Namespace) -> Question:
+    from roofline_opt import api
+
     if args.model is None:
         raise InvalidInput("--model", "is required (on the command line or in the --question file)")
     return api.question(args.model, args.gpu, **{name: getattr(args, name) for name in SPACE_FIELDS})
@@ -70,6 +75,8 @@ def _question(args: argparse.Namespace) -> Question:
 
 def _requests_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
     """Headline columns of answers about whole requests: serving mode, prefill side, TTFT, TPOT and prices."""
+    import pandas as pd
+
     return pd.DataFrame(
         {
             "serving": [r["serving"] for r in records],
@@ -106,6 +113,10 @@ def _requests_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
 
 def summary_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
     """The headline fields of answer records, under the same unit-named names as JSON and CSV."""
+    import pandas as pd
+
+    from roofline_opt import report
+
     if records and "serving" in records[0]:
         return _requests_frame(records)
     columns = (
@@ -125,6 +136,8 @@ def summary_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
 
 def _solver_line(records: list[Mapping[str, Any]]) -> str:
     """Solver status and the largest relative MIP gap over the records."""
+    from roofline_opt import report
+
     statuses = sorted({str(r["solver_status"]) for r in records})
     gaps = [r["mip_gap"] for r in records if r["mip_gap"] is not None]
     gap = report.format_number(max(gaps)) if gaps else report.MISSING_CELL
@@ -134,6 +147,8 @@ def _solver_line(records: list[Mapping[str, Any]]) -> str:
 
 def describe(record: Mapping[str, Any], sep: str = ": ") -> str:
     """A setup and its two headline figures, joined by ``sep``."""
+    from roofline_opt import report
+
     setup = f"{record['n_gpus']} x {record['gpu']} {record['layout']}, batch {record['batch']}"
     if record.get("serving") == "disagg":
         setup = (
@@ -149,6 +164,10 @@ def _emit(
 ) -> None:
     """Write --plot, --csv and the --save-dir folder (each atomically; the plot first, as the slowest and the one an
     interruption is likeliest to hit) and print JSON (--json) or the human text."""
+    import pandas as pd
+
+    from roofline_opt import files, report
+
     csv_text = pd.DataFrame(records).to_csv(index=False)
     json_text = report.to_json(records) if as_list else report.to_json_object(records[0])
     if getattr(args, "plot", None) and plot is not None:
@@ -166,6 +185,8 @@ def _emit(
 
 
 def _answers_text(headline: str, records: list[Mapping[str, Any]]) -> str:
+    from roofline_opt import report
+
     table = summary_frame(records)
     if len(records) > 1:
         table.insert(0, "rank", range(1, len(records) + 1))
@@ -173,6 +194,8 @@ def _answers_text(headline: str, records: list[Mapping[str, Any]]) -> str:
 
 
 def _headline(kind: str, question: Question, limit: str, n: int) -> str:
+    from roofline_opt import report
+
     what = f"{kind} setup" if n == 1 else f"{n} {kind} distinct layouts (each the best of those not listed above it)"
     return (
         f"{what} of {question.model.name} {limit}{_request_text(question)}; decode context "
@@ -184,6 +207,10 @@ def _headline(kind: str, question: Question, limit: str, n: int) -> str:
 
 
 def _run_query(args: argparse.Namespace, kind: str, target: Any, limit: str) -> int:
+    import pandas as pd
+
+    from roofline_opt import api, report
+
     with _flag_names(API_FIELDS):
         question = _question(args)
         _check_outputs(args)
@@ -214,6 +241,8 @@ def run_cheapest(args: argparse.Namespace) -> int:
 
 
 def run_frontier(args: argparse.Namespace) -> int:
+    from roofline_opt import api, catalog, report
+
     with _flag_names(API_FIELDS):
         question = _question(args)
         observed = read_observed(Path(catalog.data_file(args.observed))) if args.observed else None
@@ -248,6 +277,8 @@ def _request_text(question: Question) -> str:
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse unwritable --csv / --plot / --save-dir destinations before solving, so a failed run leaves no file."""
+    from roofline_opt import files
+
     inputs = (args.model, getattr(args, "draft", None), args.cluster, getattr(args, "observed", None))
     if args.csv:
         files.check_destination(args.csv, "--csv", inputs=inputs)
@@ -257,12 +288,16 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def _plot_title(question: Question) -> str:
+    from roofline_opt import report
+
     gpus = ", ".join(g.name for g in question.gpus)
     context = report.format_number(question.context)
     return f"{question.model.name} on {gpus} ({question.preset.name} preset, context {context} tokens)"
 
 
 def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> str:
+    from roofline_opt import report
+
     table = summary_frame(frame.to_dict("records"))
     table.insert(0, "pref", ["*" if p else "" for p in frame["preferred"]])
     monotone = "monotone" if frame.attrs.get("monotone") else "NOT monotone"
@@ -283,12 +318,16 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
 
 def read_observed(path: Path) -> pd.DataFrame:
     """Observed (speed, price) points from a CSV: columns tok_s_per_request, usd_per_mtok (> 0), optional label."""
+    from roofline_opt import files
+
     frame = files.read_csv_cells(path, "--observed", OBSERVED_COLUMNS, "point", max_rows=MAX_OBSERVED_POINTS)
     return _observed_values(path, frame)
 
 
 def _observed_values(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     """The numeric columns checked cell by cell (finite and > 0: the price axis is logarithmic)."""
+    import pandas as pd
+
     labels = frame["label"].str.strip().str.slice(0, MAX_LABEL_CHARS) if "label" in frame.columns else None
     out = pd.DataFrame({"label": labels}) if labels is not None else pd.DataFrame()
     for column in OBSERVED_COLUMNS:
@@ -390,6 +429,9 @@ def _add_top_n(p: argparse.ArgumentParser) -> None:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``fastest``, ``cheapest`` and ``frontier``."""
+    from roofline_opt import report
+    from roofline_opt.optimize.space import DEFAULT_CONTEXT
+
     p = subparsers.add_parser(
         "fastest",
         help="the most tok/s per request within a budget in $/Mtok",

@@ -13,9 +13,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from roofline_opt import files
 from roofline_opt.errors import InvalidInput
 
 NOT_IN_QUESTION = frozenset({"question", "save_dir", "json", "csv", "plot", "func", "command", "help", "version"})
@@ -89,6 +86,8 @@ def resolved_question(args: argparse.Namespace, prices: dict[str, float] | None 
 
 def check_save_dir(args: argparse.Namespace) -> Path | None:
     """The run folder, checked before solving (it may exist; its files are replaced atomically), or None."""
+    from roofline_opt import files
+
     if not getattr(args, "save_dir", None):
         return None
     folder = Path(args.save_dir)
@@ -106,6 +105,10 @@ def write_run(
     folder: Path, args: argparse.Namespace, csv_text: str, json_text: str, prices: dict[str, float] | None = None
 ) -> None:
     """question.yaml, answer.csv and answer.json of a finished run (the caller writes plot.png)."""
+    import yaml
+
+    from roofline_opt import files
+
     header = f"# repeat this run with:  roofline-opt {args.command} --question {folder}/question.yaml\n"
     question = header + yaml.safe_dump(resolved_question(args, prices), sort_keys=False)
     files.write_text_atomic(str(folder / "question.yaml"), question, field="--save-dir")

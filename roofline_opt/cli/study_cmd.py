@@ -1,7 +1,7 @@
 """``roofline-opt study STUDY.yaml``: every question of a study file answered on Dask, resumable, one Parquet file.
 
-The study package (and with it dask.distributed and pyarrow) is imported when the command runs, not when the
-parser is built, so other commands do not pay for it.
+The study package (and with it dask.distributed and pyarrow), files and report (pandas) are imported when the
+command runs, not when the parser is built, so other commands and ``--help`` do not pay for them.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from roofline_opt import checks, files, report
+from roofline_opt import checks
 
 SHOWN_NEW = 10
 """New questions listed by name when a changed study file is re-run."""
 
 
 def run_study(args: argparse.Namespace) -> int:
+    from roofline_opt import files, report
     from roofline_opt.study import load_study, summary
     from roofline_opt.study.runner import run_study as run
     from roofline_opt.study.store import parts_dir

@@ -13,8 +13,11 @@ objective ``sum cost_c - lambda sum batch_c`` with ``cost_c >= coef_c tau_c``. A
 y decode instances) also has a cost floor f_c, the cost when its prefill side limits it: its cost is
 max(coef_c tau_c / batch_c, f_c), so ``cost_c >= f_c batch_c`` too, and a budget below f_c excludes the choice.
 
-Component families: pick/batch/tau variables; one_choice, batch_range_lo/hi, time_piece, memory_capacity,
-budget, speed_target constraints; objective ``objective``.
+Component families: pick/batch/tau (and, for cheapest, cost) variables; the slot's coefficients as mutable
+parameters (batch_lo/hi, piece_a0/a1, mem_a0/a1/cap_gb, usd_per_mtok_coef, cost_floor); one_choice,
+batch_range_lo/hi, time_piece, memory_capacity, budget, speed_target, cost_ratio/cost_at_floor constraints;
+objective ``objective``. A model has a fixed number of *slots*, each holding one
+choice (a table row) at a time, so one model loaded into HiGHS answers every query of a question.
 """
 
 from __future__ import annotations
@@ -26,58 +29,63 @@ from roofline_opt.optimize.space import TARGET_RTOL
 from roofline_opt.optimize.tables import Tables
 
 FASTEST, CHEAPEST = "fastest", "cheapest"
+ROW_PARAMETERS = ("batch_lo", "batch_hi", "mem_a0_gb", "mem_a1_gb", "mem_cap_gb", "usd_per_mtok_coef", "cost_floor")
+PIECE_PARAMETERS = ("piece_a0", "piece_a1")
 
 
-def define_choice_variables(m: pyo.ConcreteModel, t: Tables) -> None:
-    """pick[c] in {0,1}; batch[c] integer in [0, hi_c]; tau[c] >= 0, time per generated token (tables' unit)."""
-    m.C = pyo.RangeSet(0, len(t) - 1)
-    m.P = pyo.RangeSet(0, t.pieces_a0.shape[1] - 1)
+def define_choice_variables(m: pyo.ConcreteModel, slots: int, pieces: int) -> None:
+    """pick[c] in {0,1}; batch[c] integer >= 0; tau[c] >= 0, time per generated token (tables' unit)."""
+    m.C = pyo.RangeSet(0, slots - 1)
+    m.P = pyo.RangeSet(0, pieces - 1)
     m.pick = pyo.Var(m.C, domain=pyo.Binary)
-    m.batch = pyo.Var(m.C, domain=pyo.NonNegativeIntegers, bounds=lambda m, c: (0, float(t.batch_hi[c])))
+    m.batch = pyo.Var(m.C, domain=pyo.NonNegativeIntegers)
     m.tau = pyo.Var(m.C, domain=pyo.NonNegativeReals)
 
 
-def define_choice_constraints(m: pyo.ConcreteModel, t: Tables) -> None:
+def define_choice_parameters(m: pyo.ConcreteModel, t: Tables | None) -> None:
+    """The coefficients of the choice held by each slot: mutable (``load_choices`` puts table rows into them), or
+    with ``t`` fixed to its rows, one slot per row (constants to Pyomo: a model of thousands of rows loads fast)."""
+    values = None if t is None else row_values(t, np.arange(len(t)), t.batch_lo, t.batch_hi)
+    for name in (*ROW_PARAMETERS, *PIECE_PARAMETERS):
+        index = (m.C,) if name in ROW_PARAMETERS else (m.C, m.P)
+        if values is None:
+            setattr(m, name, pyo.Param(*index, mutable=True, initialize=0.0))
+        else:
+            setattr(m, name, pyo.Param(*index, initialize=values[name]))
+
+
+def define_choice_constraints(m: pyo.ConcreteModel) -> None:
     """sum pick = 1; lo_c pick_c <= batch_c <= hi_c pick_c; tau_c >= a0 pick_c + a1 batch_c for every piece.
 
-    lo_c and hi_c are mutable: a query tightens them to the whole batches its target allows (see
-    ``target_batch_bounds``), a valid integer-rounding cut that keeps the LP relaxation's batch integral.
+    lo_c and hi_c are a query's target-tightened range (see ``target_batch_bounds``): a valid integer-rounding cut
+    that keeps the LP relaxation's batch integral.
     """
     m.one_choice = pyo.Constraint(expr=sum(m.pick[c] for c in m.C) == 1)
-    m.batch_lo = pyo.Param(m.C, mutable=True, initialize=lambda m, c: float(t.batch_lo[c]))
-    m.batch_hi = pyo.Param(m.C, mutable=True, initialize=lambda m, c: float(t.batch_hi[c]))
     m.batch_range_lo = pyo.Constraint(m.C, rule=lambda m, c: m.batch_lo[c] * m.pick[c] <= m.batch[c])
     m.batch_range_hi = pyo.Constraint(m.C, rule=lambda m, c: m.batch[c] <= m.batch_hi[c] * m.pick[c])
     m.time_piece = pyo.Constraint(
-        m.C,
-        m.P,
-        rule=lambda m, c, k: m.tau[c] >= float(t.pieces_a0[c, k]) * m.pick[c] + float(t.pieces_a1[c, k]) * m.batch[c],
+        m.C, m.P, rule=lambda m, c, k: m.tau[c] >= m.piece_a0[c, k] * m.pick[c] + m.piece_a1[c, k] * m.batch[c]
     )
 
 
-def define_memory_constraints(m: pyo.ConcreteModel, t: Tables) -> None:
+def define_memory_constraints(m: pyo.ConcreteModel) -> None:
     """Per-device (or aggregate, paper preset) memory in GB: a0 pick_c + a1 batch_c <= capacity pick_c."""
     m.memory_capacity = pyo.Constraint(
-        m.C,
-        rule=lambda m, c: (
-            float(t.mem_a0_gb[c]) * m.pick[c] + float(t.mem_a1_gb[c]) * m.batch[c] <= float(t.mem_cap_gb[c]) * m.pick[c]
-        ),
+        m.C, rule=lambda m, c: m.mem_a0_gb[c] * m.pick[c] + m.mem_a1_gb[c] * m.batch[c] <= m.mem_cap_gb[c] * m.pick[c]
     )
 
 
-def define_budget_constraints(m: pyo.ConcreteModel, t: Tables) -> None:
-    """usd_per_mtok <= budget, per choice: coef_c tau_c <= budget * batch_c (budget is a mutable parameter).
+def define_budget_constraints(m: pyo.ConcreteModel, unit: float) -> None:
+    """usd_per_mtok <= budget, per choice: coef_c tau_c <= budget * batch_c (budget is a mutable parameter), both
+    sides in the question's ``unit`` of dollars (see ``cost_unit``).
 
     Stated per choice rather than summed, the constraint keeps each disjunct's convex hull separate, so the LP
     relaxation cannot meet the budget by mixing a fast and a cheap choice.
     """
     m.budget_usd_per_mtok = pyo.Param(mutable=True, initialize=1e9)
-    unit = cost_unit(t)
     m.budget = pyo.Constraint(
         m.C,
-        rule=lambda m, c: (
-            float(t.usd_per_mtok_coef[c] / unit) * m.tau[c] <= (m.budget_usd_per_mtok / unit) * m.batch[c]
-        ),
+        rule=lambda m, c: (m.usd_per_mtok_coef[c] / unit) * m.tau[c] <= (m.budget_usd_per_mtok / unit) * m.batch[c],
     )
 
 
@@ -101,14 +109,11 @@ def define_speed_constraints(m: pyo.ConcreteModel) -> None:
     m.speed_target = pyo.Constraint(m.C, rule=lambda m, c: m.tau[c] <= m.max_time_per_token * m.pick[c])
 
 
-def define_cost_variables(m: pyo.ConcreteModel, t: Tables) -> None:
+def define_cost_variables(m: pyo.ConcreteModel) -> None:
     """cost[c] >= coef_c tau_c and >= floor_c batch_c: $/Mtok times the batch (the Dinkelbach numerator)."""
     m.cost = pyo.Var(m.C, domain=pyo.NonNegativeReals)
-    m.cost_ratio = pyo.Constraint(m.C, rule=lambda m, c: m.cost[c] >= float(t.usd_per_mtok_coef[c]) * m.tau[c])
-    floors = t.floors
-    m.cost_floor = pyo.Constraint(
-        [c for c in m.C if floors[c] > 0], rule=lambda m, c: m.cost[c] >= float(floors[c]) * m.batch[c]
-    )
+    m.cost_ratio = pyo.Constraint(m.C, rule=lambda m, c: m.cost[c] >= m.usd_per_mtok_coef[c] * m.tau[c])
+    m.cost_at_floor = pyo.Constraint(m.C, rule=lambda m, c: m.cost[c] >= m.cost_floor[c] * m.batch[c])
 
 
 def target_batch_bounds(
@@ -154,31 +159,58 @@ def choice_bounds(t: Tables, kind: str, lo: np.ndarray, hi: np.ndarray) -> np.nd
     return np.where(ok, value, np.inf)
 
 
-def set_batch_bounds(m: pyo.ConcreteModel, lo: np.ndarray, hi: np.ndarray) -> None:
-    """Load a query's batch range into the model; an empty range excludes the choice."""
-    for c in m.C:
-        empty = hi[c] < lo[c] or not np.isfinite(lo[c])
-        m.batch_lo[c].set_value(1.0 if empty else float(lo[c]))
-        m.batch_hi[c].set_value(0.0 if empty else float(hi[c]))
+def row_values(t: Tables, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, slots: int | None = None) -> dict:
+    """Parameter values (by name, keyed by slot or (slot, piece)) that put table ``rows`` into the first slots with
+    batch ranges ``lo``/``hi``; an empty range excludes the choice, and slots beyond the rows hold a copy of the
+    first row, excluded."""
+    slots = len(rows) if slots is None else slots
+    held = np.resize(rows, slots) if len(rows) else np.zeros(slots, dtype=int)
+    empty = (hi < lo) | ~np.isfinite(lo)
+    unused = np.arange(slots) >= len(rows)
+    columns = {
+        "batch_lo": np.where(unused, 1.0, np.resize(np.where(empty, 1.0, lo), slots)),
+        "batch_hi": np.where(unused, 0.0, np.resize(np.where(empty, 0.0, hi), slots)),
+        "mem_a0_gb": t.mem_a0_gb[held],
+        "mem_a1_gb": t.mem_a1_gb[held],
+        "mem_cap_gb": t.mem_cap_gb[held],
+        "usd_per_mtok_coef": t.usd_per_mtok_coef[held],
+        "cost_floor": t.floors[held],
+    }
+    values: dict[str, dict] = {name: dict(enumerate(column.tolist())) for name, column in columns.items()}
+    for name, table in (("piece_a0", t.pieces_a0), ("piece_a1", t.pieces_a1)):
+        block = table[held].tolist()
+        values[name] = {(c, k): v for c, row in enumerate(block) for k, v in enumerate(row)}
+    return values
 
 
-def build_model(t: Tables, kind: str) -> pyo.ConcreteModel:
-    """The unsolved model: ``fastest`` minimises tau under a budget, ``cheapest`` the Dinkelbach objective.
+def load_choices(m: pyo.ConcreteModel, t: Tables, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+    """Put table ``rows`` into the slots of a model built with ``slots`` (see ``row_values``)."""
+    for name, values in row_values(t, rows, lo, hi, len(m.C)).items():
+        getattr(m, name).store_values(values, check=False)
 
+
+def build_model(t: Tables, kind: str, slots: int | None = None) -> pyo.ConcreteModel:
+    """The unsolved model over ``slots`` choice slots (default: one per row of ``t``, fixed to them).
+
+    ``fastest`` minimises tau under a budget, ``cheapest`` the Dinkelbach objective. The model's structure depends
+    only on the number of slots and pieces, so one model loaded into HiGHS serves every query of a question: a query
+    loads its best rows (``load_choices``) and targets into the mutable parameters.
     ``objective_scale`` (mutable) brings the objective near 1 whatever the model's time scale: HiGHS cannot tell
     objective values near 1e-7 apart (a model with nanosecond steps otherwise ends 3% from the optimum).
     """
+    n = len(t) if slots is None else slots
     m = pyo.ConcreteModel(name=f"roofline_opt_{kind}")
     m.objective_scale = pyo.Param(mutable=True, initialize=1.0)
-    define_choice_variables(m, t)
-    define_choice_constraints(m, t)
-    define_memory_constraints(m, t)
+    define_choice_variables(m, n, t.pieces_a0.shape[1])
+    define_choice_parameters(m, t if slots is None else None)
+    define_choice_constraints(m)
+    define_memory_constraints(m)
     if kind == FASTEST:
-        define_budget_constraints(m, t)
+        define_budget_constraints(m, cost_unit(t))
         m.objective = pyo.Objective(expr=m.objective_scale * sum(m.tau[c] for c in m.C), sense=pyo.minimize)
     else:
         define_speed_constraints(m)
-        define_cost_variables(m, t)
+        define_cost_variables(m)
         m.dinkelbach_lambda = pyo.Param(mutable=True, initialize=0.0)
         m.objective = pyo.Objective(
             expr=m.objective_scale * sum(m.cost[c] - m.dinkelbach_lambda * m.batch[c] for c in m.C),

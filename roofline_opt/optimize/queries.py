@@ -25,7 +25,7 @@ from roofline_opt.optimize.formulation import (
     TARGET_RTOL,
     build_model,
     choice_bounds,
-    set_batch_bounds,
+    load_choices,
     target_batch_bounds,
 )
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
@@ -37,12 +37,14 @@ from roofline_opt.optimize.tables import (
     build_tables,
     demand_range_tok_s,
     gpus_available,
+    refine_rows,
     split_choice,
 )
 
 TABLE_CACHE_SIZE = 16
-SCREEN_ABOVE_CHOICES = 600
 SCREEN_KEEP = 8
+REFINE_AHEAD = 64
+"""Rows among this many best that are coarse and could enter the kept ones are refined together."""
 EXACT_RTOL = 1e-7
 MAX_REPAIRS = 60
 MAX_DINKELBACH_STEPS = 40
@@ -61,11 +63,11 @@ class SolverOptions:
 class Prepared:
     """A question's tables and its built, loaded models, reused across a sweep.
 
-    Small spaces keep one persistent model per query kind and only push the target between solves. Spaces of more
-    than SCREEN_ABOVE_CHOICES choices are first screened: each choice's best value under the target is computed
-    from the tables (formulation.choice_bounds: exactly the MIP restricted to that choice), and the model is built
-    over the SCREEN_KEEP best, which contain the optimum. A later target reuses that loaded model as long as it holds
-    every choice whose bound is the least (the optimum is then among its choices), so a frontier rebuilds rarely.
+    Every query is screened: each choice's best value under the target is computed from the tables
+    (formulation.choice_bounds: exactly the MIP restricted to that choice), and the SCREEN_KEEP best, which contain
+    the optimum, are loaded into the slots of one persistent model per query kind (built and loaded into HiGHS once
+    per question; a query changes only its parameters). The model's size, and so its time, does not depend on the
+    size of the space.
     """
 
     question: Question
@@ -75,9 +77,8 @@ class Prepared:
     repairs: int = 0
     rows: np.ndarray | None = None
     best_bound: float | None = None
-    blocked: set[int] = field(default_factory=set)
+    blocked: set[tuple[int, int]] = field(default_factory=set)
     query_repairs: int = 0
-    _screened: dict[tuple, tuple[np.ndarray, PersistentHighs]] = field(default_factory=dict)
     excluded_layouts: set[int] = field(default_factory=set)
     """Layout indices no query may pick (the runner-up search excludes the answers already given)."""
 
@@ -86,40 +87,37 @@ class Prepared:
         self.blocked.clear()
         self.query_repairs = 0
 
-    def solver(self, kind: str, lo: np.ndarray, hi: np.ndarray) -> PersistentHighs:
-        """A loaded model for the target's batch ranges (screened when the space is large)."""
-        t = self.tables
-        off = np.zeros(len(t), dtype=bool)
-        off[list(self.blocked)] = True
-        if self.excluded_layouts:
-            off |= np.isin(t.layout_of, list(self.excluded_layouts))
-        if off.any():
-            hi = hi.copy()
-            hi[off] = lo[off] - 1.0
-        bound = choice_bounds(t, kind, lo, hi)
+    def solver(self, kind: str, **target: float | None) -> PersistentHighs:
+        """The kind's persistent model, loaded with the SCREEN_KEEP choices of best bound under the target.
+
+        Kept rows with coarse MoE chords are refined first, and the screening repeated, until every kept row is
+        refined: refining only raises bounds, so the kept rows still contain the optimum.
+        """
+        while True:
+            t = self.tables
+            lo, hi = target_batch_bounds(t, **target)
+            for layout, batch in self.blocked:
+                hi[(t.layout_of == layout) & (t.batch_lo == batch) & (t.batch_hi == batch)] = batch - 1.0
+            if self.excluded_layouts:
+                off = np.isin(t.layout_of, list(self.excluded_layouts))
+                hi[off] = lo[off] - 1.0
+            bound = choice_bounds(t, kind, lo, hi)
+            keep = np.argsort(bound, kind="stable")[:SCREEN_KEEP]
+            keep = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
+            ahead = np.argsort(bound, kind="stable")[:REFINE_AHEAD]
+            coarse = ahead[~t.refined[ahead] & np.isfinite(bound[ahead])] if not t.refined[keep].all() else keep[:0]
+            if not len(coarse):
+                break
+            self.tables = refine_rows(t, self.question, coarse)
         best = float(bound.min())
         self.best_bound = best if np.isfinite(best) and best > 0 else None
-        if len(t) > SCREEN_ABOVE_CHOICES:
-            leaders = np.flatnonzero(bound <= best * (1 + EXACT_RTOL)) if np.isfinite(best) else np.zeros(0, int)
-            key = (kind, self.options.time_limit_s, self.options.mip_gap)
-            held = self._screened.get(key)
-            if held is not None and len(leaders) and np.isin(leaders, held[0]).all():
-                self.rows, solver = held
-            else:
-                keep = np.argsort(bound, kind="stable")[: max(SCREEN_KEEP, len(leaders))]
-                self.rows = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
-                solver = PersistentHighs(
-                    build_model(t.take(self.rows), kind), self.options.time_limit_s, self.options.mip_gap
-                )
-                self._screened = {key: (self.rows, solver)}
-            set_batch_bounds(solver.model, lo[self.rows], hi[self.rows])
-        else:
-            self.rows = None
-            if kind not in self._solvers:
-                model = build_model(t, kind)
-                self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
-            solver = self._solvers[kind]
-            set_batch_bounds(solver.model, lo, hi)
+        self.rows = keep
+        if kind not in self._solvers:
+            model = build_model(t, kind, slots=SCREEN_KEEP)
+            self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
+        solver = self._solvers[kind]
+        solver.configure(self.options.time_limit_s, self.options.mip_gap)
+        load_choices(solver.model, t, keep, lo[keep], hi[keep])
         solver.model.objective_scale.set_value(self.objective_scale)
         return solver
 
@@ -129,25 +127,22 @@ class Prepared:
         return 1.0 if self.best_bound is None else 1.0 / self.best_bound
 
     def choice_row(self, c: int) -> int:
-        """Row of the full tables behind choice c of the loaded model."""
-        return c if self.rows is None else int(self.rows[c])
+        """Row of the full tables behind slot c of the loaded model."""
+        return int(self.rows[c])
 
     def split(self, row: int, batch: int) -> None:
-        """Make ``batch`` exact in the row's interval and drop the built models (they are rebuilt lazily)."""
+        """Make ``batch`` exact in the row's interval (the loaded models stay: the next query loads new rows)."""
         if self.query_repairs >= MAX_REPAIRS:
             msg = f"the exactness repair did not converge after {MAX_REPAIRS} splits; please report this question"
             raise SolverFailure(msg)
         self.tables = split_choice(self.tables, self.question, row, batch)
-        self._solvers.clear()
-        self._screened.clear()
-        self.blocked.clear()
         self.repairs += 1
         self.query_repairs += 1
 
     def reject(self, row: int, batch: int) -> None:
         """The exact figures at ``batch`` miss the target: make the point exact, or drop it for this query."""
         if self.tables.batch_lo[row] == self.tables.batch_hi[row] == batch:
-            self.blocked.add(row)
+            self.blocked.add((int(self.tables.layout_of[row]), batch))
         else:
             self.split(row, batch)
 
@@ -282,7 +277,7 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
     if max_usd_per_mtok is not None and max_usd_per_mtok >= prep.max_cost_usd_per_mtok:
         max_usd_per_mtok = None  # no setup costs that much: the budget binds nothing (and would scale the MIP badly)
     while True:
-        solver = prep.solver(FASTEST, *target_batch_bounds(prep.tables, max_usd_per_mtok=max_usd_per_mtok))
+        solver = prep.solver(FASTEST, max_usd_per_mtok=max_usd_per_mtok)
         budget = prep.max_cost_usd_per_mtok if max_usd_per_mtok is None else max_usd_per_mtok
         solver.model.budget_usd_per_mtok.set_value(budget)
         report = solver.solve()
@@ -329,7 +324,7 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
         min_tok_s = None  # every setup is faster than that: the speed target binds nothing
     while True:
         max_time = None if min_tok_s is None else 1.0 / (min_tok_s * prep.tables.time_unit_s)
-        solver = prep.solver(CHEAPEST, *target_batch_bounds(prep.tables, max_time_per_token=max_time))
+        solver = prep.solver(CHEAPEST, max_time_per_token=max_time)
         m = solver.model
         m.max_time_per_token.set_value(prep.max_time_per_token if max_time is None else max_time)
         lam: float | None = prep.best_bound

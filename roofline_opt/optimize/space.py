@@ -226,9 +226,10 @@ def prefill_layouts(question: Question) -> Layouts:
     return _layouts_of(rows)
 
 
-def replica_caps(question: Question, lay: Layouts) -> np.ndarray:
-    """max_replicas of every layout."""
-    shapes = zip(lay.gpu_index, lay.tp, lay.pp, strict=True)
+def replica_caps(question: Question, lay: Layouts, which: np.ndarray | None = None) -> np.ndarray:
+    """max_replicas of every layout (or of the layouts ``which``)."""
+    idx = np.arange(len(lay.tp)) if which is None else which
+    shapes = zip(lay.gpu_index[idx], lay.tp[idx], lay.pp[idx], strict=True)
     return np.array([max_replicas(question, question.gpus[g], int(t), int(p)) for g, t, p in shapes], dtype=int)
 
 

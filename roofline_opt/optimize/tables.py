@@ -4,9 +4,10 @@ For each layout the batch range [pp, max_batch] is cut into *intervals* on which
 protocol, so network time is affine in the batch there; compute time is linear and, for dense models, memory time is
 affine. On an interval the evaluator is sampled at both ends and each term becomes the chord between them, which is
 exact for affine terms. For a MoE model the memory term is concave in the batch (expert-touched fraction); its chord
-lies below it, so the MIP is optimistic there by at most the chord gap. Intervals are split until that gap is below
-``MOE_CHORD_TOLERANCE`` of the term and queries re-evaluate the answer and split again where it still differs
-(see queries.py), so answers are exact.
+lies below it, so the MIP is optimistic there by at most the chord gap. The rows a query's screening keeps are split
+until that gap is below ``MOE_CHORD_TOLERANCE`` of the term (``refine_rows``: the other rows keep their coarse,
+optimistic chords, valid bounds that only rise when refined), and queries re-evaluate the answer and split again
+where it still differs (see queries.py), so answers are exact.
 
 Questions about whole requests (a workload) use the request physics (physics/requests.py): the time per token is
 the TPOT step (with the steady-state prompt tokens when aggregated), an aggregated layout's batch range is also capped
@@ -45,6 +46,8 @@ class Tables:
     time_unit_s: the seconds one unit of tau stands for, a power of ten near the question's typical time per token,
     so the MIP's coefficients stay near 1 whether a step takes nanoseconds or seconds.
     replicas_cap: how many instances of the row's shape the GPU limit and the cluster allow.
+    refined: whether the row's chords are within MOE_CHORD_TOLERANCE of the terms (always for dense models; MoE rows
+    are refined when a query first needs them, see ``refine_rows``).
     """
 
     layouts: Layouts
@@ -59,6 +62,7 @@ class Tables:
     n_gpus: np.ndarray
     usd_per_mtok_coef: np.ndarray
     replicas_cap: np.ndarray
+    refined: np.ndarray
     exclusions: dict[str, int]
     time_unit_s: float = 1e-3
     option_of: np.ndarray | None = None
@@ -78,6 +82,22 @@ class Tables:
         whole = ("layouts", "exclusions", "time_unit_s", "options")
         per_row = {
             f: None if getattr(self, f) is None else getattr(self, f)[rows]
+            for f in self.__dataclass_fields__
+            if f not in whole
+        }
+        return Tables(
+            layouts=self.layouts,
+            exclusions=self.exclusions,
+            time_unit_s=self.time_unit_s,
+            options=self.options,
+            **per_row,
+        )
+
+    def extended(self, more: Tables) -> Tables:
+        """These rows followed by ``more``'s (same layouts, time unit, exclusions and prefill options)."""
+        whole = ("layouts", "exclusions", "time_unit_s", "options")
+        per_row = {
+            f: None if getattr(self, f) is None else np.concatenate([getattr(self, f), getattr(more, f)])
             for f in self.__dataclass_fields__
             if f not in whole
         }
@@ -245,18 +265,24 @@ def _intervals(lo: float, hi: float, breaks: np.ndarray) -> list[tuple[float, fl
 
 
 def split_choice(tables: Tables, question: Question, choice: int, batch: int) -> Tables:
-    """Tables with choice's interval split so that ``batch`` becomes an interval of its own (exact there)."""
+    """Tables with choice's interval split so that ``batch`` becomes an interval of its own (exact there).
+
+    Only the new parts are evaluated; every other row is kept as it is (the split parts go last).
+    """
     lo, hi = tables.batch_lo[choice], tables.batch_hi[choice]
     parts = [(lo, batch - 1.0), (float(batch), float(batch)), (batch + 1.0, hi)]
-    parts = [(a, b) for a, b in parts if a <= b]
-    option_of = _option_of(tables)
-    rows = [
-        (int(tables.layout_of[i]), tables.batch_lo[i], tables.batch_hi[i], int(option_of[i]))
-        for i in range(len(tables))
-        if i != choice
-    ]
-    rows += [(int(tables.layout_of[choice]), a, b, int(option_of[choice])) for a, b in parts]
-    return _assemble(question, tables.layouts, rows, tables.exclusions, tables.options, tables.time_unit_s)
+    layout, option = int(tables.layout_of[choice]), int(_option_of(tables)[choice])
+    rows = [(layout, a, b, option) for a, b in parts if a <= b]
+    new = _assemble(
+        question,
+        tables.layouts,
+        rows,
+        tables.exclusions,
+        tables.options,
+        tables.time_unit_s,
+        refined=bool(tables.refined[choice]),
+    )
+    return tables.take(np.delete(np.arange(len(tables)), choice)).extended(new)
 
 
 def _option_of(tables: Tables) -> np.ndarray:
@@ -384,9 +410,30 @@ def build_tables(question: Question) -> Tables:
         for u, br in zip(units, breaks, strict=True):
             j, q = int(unit_j[u]), int(unit_q[u])
             rows += [(j, a, b, q) for a, b in _intervals(float(lo[u]), float(hi[u]), br)]
-    if question.model.is_moe:
-        rows = _refine_concave(question, lay, rows)
-    return _assemble(question, lay, rows, exclusions, options)
+    return _assemble(question, lay, rows, exclusions, options, refined=not question.model.is_moe)
+
+
+def refine_rows(tables: Tables, question: Question, rows: np.ndarray) -> Tables:
+    """Tables whose given (unrefined MoE) rows are split until their memory chords are within MOE_CHORD_TOLERANCE.
+
+    Chords of a concave term only rise when an interval is split, so refining rows raises their bounds; queries
+    refine the rows their screening keeps until every kept row is refined (no other row is evaluated again).
+    """
+    option_of = _option_of(tables)
+    parts = [
+        (int(tables.layout_of[r]), float(tables.batch_lo[r]), float(tables.batch_hi[r]), int(option_of[r]))
+        for r in rows
+    ]
+    new = _assemble(
+        question,
+        tables.layouts,
+        _refine_concave(question, tables.layouts, parts),
+        tables.exclusions,
+        tables.options,
+        tables.time_unit_s,
+        refined=True,
+    )
+    return tables.take(np.delete(np.arange(len(tables)), rows)).extended(new)
 
 
 def _units(question: Question, lay: Layouts, options, why) -> tuple[np.ndarray, np.ndarray]:
@@ -406,7 +453,8 @@ def _units(question: Question, lay: Layouts, options, why) -> tuple[np.ndarray, 
 
 
 def _unit_caps(question: Question, lay: Layouts, options, unit_j, unit_q) -> np.ndarray:
-    caps = replica_caps(question, lay)[unit_j] if len(unit_j) else np.zeros(0, dtype=int)
+    shapes, where = np.unique(np.asarray(unit_j, dtype=int), return_inverse=True)
+    caps = replica_caps(question, lay, shapes)[where] if len(unit_j) else np.zeros(0, dtype=int)
     pair = unit_q >= 0
     if pair.any():
         caps = caps.copy()
@@ -499,8 +547,13 @@ def _time_unit_s(a0_s: np.ndarray, a1_s: np.ndarray, lo: np.ndarray) -> float:
     return float(10.0 ** np.round(np.log10(typical)))
 
 
-def _assemble(question: Question, lay: Layouts, rows, exclusions, options=None, time_unit_s=None) -> Tables:
-    """Compute the coefficients of every (layout, interval, option) row, vectorised per (accelerator, precision)."""
+def _assemble(
+    question: Question, lay: Layouts, rows, exclusions, options=None, time_unit_s=None, refined: bool = True
+) -> Tables:
+    """Compute the coefficients of every (layout, interval, option) row, vectorised per (accelerator, precision).
+
+    ``refined`` says whether the rows' MoE chords are already within MOE_CHORD_TOLERANCE (see ``refine_rows``).
+    """
     n_pieces = 4 if question.draft is not None else 2
     arr = np.array(rows, dtype=float).reshape(-1, 4)
     layout_of = arr[:, 0].astype(int)
@@ -536,6 +589,7 @@ def _assemble(question: Question, lay: Layouts, rows, exclusions, options=None, 
         n_gpus=n_gpus,
         usd_per_mtok_coef=coef * unit,
         replicas_cap=_unit_caps(question, lay, options, layout_of, option_of),
+        refined=np.full(len(rows), refined),
         exclusions=exclusions,
         time_unit_s=unit,
         option_of=option_of,

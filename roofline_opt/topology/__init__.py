@@ -72,7 +72,15 @@ different domains; the evaluator prices stage-to-stage sends at inter-domain ban
 size (largest first, then graph order), GPUs in graph order, consecutive groups forming one replica's stages.
 """
 
-from roofline_opt.topology.builders import SPEC_KEYS, add_server, from_spec, pod, single_node, torus
+from roofline_opt.topology.builders import (
+    MAX_CLUSTER_GPUS,
+    SPEC_KEYS,
+    add_server,
+    from_spec,
+    pod,
+    single_node,
+    torus,
+)
 from roofline_opt.topology.derive import (
     CollectiveFigures,
     collective_figures,
@@ -81,7 +89,7 @@ from roofline_opt.topology.derive import (
     scaleup_domains,
 )
 from roofline_opt.topology.files import load_cluster, save_cluster
-from roofline_opt.topology.placement import Placement, max_instances, place
+from roofline_opt.topology.placement import Placement, instance_limit, max_instances, place
 from roofline_opt.topology.schema import (
     BANDWIDTH,
     BUILTIN_GPU_NAMES,
@@ -105,6 +113,7 @@ from roofline_opt.topology.schema import (
 __all__ = [
     "BANDWIDTH",
     "BUILTIN_GPU_NAMES",
+    "MAX_CLUSTER_GPUS",
     "CollectiveFigures",
     "FABRICS",
     "GPUS_PER_PCIE_SWITCH",
@@ -128,6 +137,7 @@ __all__ = [
     "gpu_ids",
     "link_tiers",
     "load_cluster",
+    "instance_limit",
     "max_instances",
     "place",
     "pod",

@@ -85,15 +85,15 @@ def pod(
         for _, g, nic_gb_s in nics:
             _link(graph, g, "switch0", nic_kind, nic_gb_s)
     elif fabric == "rail-optimised":
-        rails = sorted({rank for rank, _, _ in nics})
+        rail_gb_s: dict[int, float] = {}
         for rank, g, nic_gb_s in nics:
             graph.add_node(f"rail{rank}", kind="switch")
             _link(graph, g, f"rail{rank}", nic_kind, nic_gb_s)
-        for s in range(spines if len(rails) > 1 else 0):
+            rail_gb_s[rank] = rail_gb_s.get(rank, 0.0) + nic_gb_s
+        for s in range(spines if len(rail_gb_s) > 1 else 0):
             graph.add_node(f"spine{s}", kind="switch")
-            for r in rails:
-                uplink_gb_s = sum(bw for rank, _, bw in nics if rank == r) / spines
-                _link(graph, f"rail{r}", f"spine{s}", nic_kind, uplink_gb_s)
+            for r in sorted(rail_gb_s):
+                _link(graph, f"rail{r}", f"spine{s}", nic_kind, rail_gb_s[r] / spines)
     graph.graph["name"] = name or "+".join(f"{g.nodes}x-{g.node_type}" for g in groups)
     return graph
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
-from networkx.algorithms.flow import boykov_kolmogorov
 
 from roofline_opt.errors import Infeasible, InvalidInput
 from roofline_opt.physics.specs import GpuSpec
+from roofline_opt.topology import maxflow, symmetry
 from roofline_opt.topology.schema import BANDWIDTH, LATENCY, SCALEUP_LINK_KINDS, gpu_counts, gpu_ids
 
 
@@ -37,92 +38,161 @@ class CollectiveFigures:
         return self.domain_sizes[0]
 
 
-def _scaleup_view(cluster: nx.Graph) -> nx.Graph:
-    """The scale-up fabric: GPU and switch nodes joined by nvlink/nvswitch/xgmi edges."""
-    return nx.subgraph_view(
-        cluster,
-        filter_node=lambda n: cluster.nodes[n]["kind"] != "host",
-        filter_edge=lambda u, v: cluster.edges[u, v]["kind"] in SCALEUP_LINK_KINDS,
-    )
+Adjacency = dict[str, dict[str, dict]]
 
 
-def _domains_of(view: nx.Graph, members: Sequence[str]) -> list[tuple[frozenset[str], list[str]]]:
+def _scaleup_adjacency(cluster: nx.Graph) -> Adjacency:
+    """The scale-up fabric as plain dicts: GPU and switch nodes joined by nvlink/nvswitch/xgmi edges."""
+    kind = dict(cluster.nodes(data="kind"))
+    return {
+        u: {v: a for v, a in nbrs.items() if a["kind"] in SCALEUP_LINK_KINDS and kind[v] != "host"}
+        for u, nbrs in cluster.adjacency()
+        if kind[u] != "host"
+    }
+
+
+def _component(adj: Adjacency, start: str) -> frozenset[str]:
+    seen = {start}
+    stack = [start]
+    while stack:
+        for v in adj[stack.pop()]:
+            if v not in seen:
+                seen.add(v)
+                stack.append(v)
+    return frozenset(seen)
+
+
+def _domains_of(adj: Adjacency, members: Sequence[str]) -> list[tuple[frozenset[str], list[str]]]:
     """(scale-up component, its members in given order) for each component holding members, largest first."""
-    component_of = {n: comp for comp in map(frozenset, nx.connected_components(view)) for n in comp}
+    component_of: dict[str, frozenset[str]] = {}
     grouped: dict[frozenset[str], list[str]] = {}
     for m in members:
+        if m not in component_of:
+            comp = _component(adj, m)
+            component_of.update(dict.fromkeys(comp, comp))
         grouped.setdefault(component_of[m], []).append(m)
     return sorted(grouped.items(), key=lambda item: -len(item[1]))
 
 
 def scaleup_domains(cluster: nx.Graph, gpu_type: str | None = None) -> tuple[tuple[str, ...], ...]:
     """Scale-up domains (of ``gpu_type``'s GPUs if given) as GPU id tuples, largest first, then in graph order."""
-    return tuple(tuple(m) for _, m in _domains_of(_scaleup_view(cluster), gpu_ids(cluster, gpu_type)))
+    return tuple(tuple(m) for _, m in _domains_of(_scaleup_adjacency(cluster), gpu_ids(cluster, gpu_type)))
 
 
-def _min_pair_cut_gb_s(component: nx.Graph, members: Sequence[str]) -> float:
-    """Smallest min-cut (GB/s per direction) between two of ``members`` in ``component`` (Gomory-Hu tree)."""
-    tree = nx.gomory_hu_tree(nx.Graph(component), capacity=BANDWIDTH)
-    wanted = set(members)
-    best = math.inf
-    for a, b, weight in list(tree.edges(data="weight")):
-        tree.remove_edge(a, b)
-        on_a_side = len(wanted & nx.node_connected_component(tree, a))
-        tree.add_edge(a, b, weight=weight)
-        if 0 < on_a_side < len(wanted):
-            best = min(best, weight)
-    return best
+def _capacities(adj: Adjacency, nodes: Iterable[str] | None = None) -> dict[str, dict[str, float]]:
+    """Edge bandwidths (GB/s per direction) as plain dicts, for ``maxflow`` (of ``nodes`` only if given)."""
+    keep = None if nodes is None else set(nodes)
+    return {
+        u: {v: a[BANDWIDTH] for v, a in adj[u].items() if keep is None or v in keep}
+        for u in (adj if keep is None else keep)
+    }
 
 
-def _inter_domain_shares_gb_s(cluster: nx.Graph, domains: Sequence[Sequence[str]]) -> list[float]:
-    """Per domain: max flow (GB/s per direction) from its GPUs to the GPUs of the other domains, over its GPU count.
+def _min_pair_cut_gb_s(adj: Adjacency, component: frozenset[str], members: Sequence[str], transitive: bool) -> float:
+    """Smallest min-cut (GB/s per direction) between two of ``members`` in ``component`` of the scale-up fabric.
 
-    Boykov-Kolmogorov finds the same value as networkx's default preflow-push about 6x faster on 1,024-GPU pods."""
-    flow = nx.Graph(cluster)
-    source, sink = ("source",), ("sink",)
-    shares = []
-    for i, members in enumerate(domains):
-        flow.remove_nodes_from((source, sink))
-        flow.add_edges_from((source, m) for m in members)
-        flow.add_edges_from((m, sink) for j, others in enumerate(domains) if j != i for m in others)
-        value = nx.maximum_flow_value(flow, source, sink, capacity=BANDWIDTH, flow_func=boykov_kolmogorov)
-        shares.append(value / len(members))
-    return shares
+    Any cut separating two members separates the first member from one of the others, so the first member's max
+    flows to each other member suffice. If the automorphisms act transitively on a component made only of members
+    and its links all have one bandwidth, the answer is its degree times that bandwidth (Mader 1971: a connected
+    vertex-transitive graph's edge connectivity equals its degree), with no flow at all.
+    """
+    capacity = _capacities(adj, component)
+    bandwidths = {bw for nbrs in capacity.values() for bw in nbrs.values()}
+    if transitive and len(bandwidths) == 1 and len(component) == len(members):
+        return len(capacity[members[0]]) * bandwidths.pop()
+    return min(maxflow.max_flow_value(capacity, [members[0]], [t]) for t in members[1:])
 
 
-def _worst_path(graph: nx.Graph, members: Sequence[str], label: Mapping[str, int], same: bool) -> tuple[float, int]:
-    """Largest path latency (us) and hop count over member pairs in the same (or different) domains.
+def _worst_path(adj: Adjacency, sources: Iterable[str], targets: Callable[[str], Iterable[str]]) -> tuple[float, int]:
+    """Largest path latency (us) and hop count from ``sources`` to each source's ``targets``.
 
     Each pair takes its least-latency path for the latency and its fewest-hop path for the count; (0, 0) without pairs.
     """
-    timed = any(latency > 0 for *_, latency in graph.edges(data=LATENCY))
+    timed = any(a[LATENCY] > 0 for nbrs in adj.values() for a in nbrs.values())
     worst_us, worst_hops = 0.0, 0
-    for i, u in enumerate(members):
-        targets = [v for v in members[i + 1 :] if (label[v] == label[u]) == same]
-        if targets:
-            hops = nx.single_source_shortest_path_length(graph, u)
-            latency = nx.single_source_dijkstra_path_length(graph, u, weight=LATENCY) if timed else {}
-            worst_us = max(worst_us, *(latency.get(v, 0.0) for v in targets))
-            worst_hops = max(worst_hops, *(hops[v] for v in targets))
+    for u in sources:
+        wanted = list(targets(u))
+        if wanted:
+            hops = _hops(adj, u)
+            latency = _latencies_us(adj, u) if timed else {}
+            worst_us = max(worst_us, *(latency.get(v, 0.0) for v in wanted))
+            worst_hops = max(worst_hops, *(hops[v] for v in wanted))
     return worst_us, worst_hops
 
 
-def collective_figures(cluster: nx.Graph, gpus: Iterable[str]) -> CollectiveFigures:
-    """Domains, bandwidth and path latency a collective among ``gpus`` gets from the graph (module docstring rules)."""
+def _hops(adj: Adjacency, source: str) -> dict[str, int]:
+    """Breadth-first hop counts from ``source``."""
+    dist = {source: 0}
+    frontier = [source]
+    level = 0
+    while frontier:
+        level += 1
+        nxt = []
+        for u in frontier:
+            for v in adj[u]:
+                if v not in dist:
+                    dist[v] = level
+                    nxt.append(v)
+        frontier = nxt
+    return dist
+
+
+def _latencies_us(adj: Adjacency, source: str) -> dict[str, float]:
+    """Least path latency (Dijkstra over ``latency_us``) from ``source``."""
+    dist = {source: 0.0}
+    heap = [(0.0, source)]
+    done: set[str] = set()
+    while heap:
+        d, u = heapq.heappop(heap)
+        if u in done:
+            continue
+        done.add(u)
+        for v, a in adj[u].items():
+            nd = d + a[LATENCY]
+            if nd < dist.get(v, math.inf):
+                dist[v] = nd
+                heapq.heappush(heap, (nd, v))
+    return dist
+
+
+def collective_figures(cluster: nx.Graph, gpus: Iterable[str], *, use_symmetry: bool = True) -> CollectiveFigures:
+    """Domains, bandwidth and path latency a collective among ``gpus`` gets from the graph (module docstring rules).
+
+    With ``use_symmetry`` (the default) each figure is computed once per orbit of verified automorphisms (domains of
+    one server type, the GPUs of a torus) instead of once per domain or GPU; the result is the same
+    (``topology.symmetry``), and ``use_symmetry=False`` is the plain per-domain computation.
+    """
     members = list(dict.fromkeys(gpus))
     bad = [g for g in members if g not in cluster or cluster.nodes[g]["kind"] != "gpu"]
     if not members or bad:
         raise InvalidInput("gpus", f"must be GPU node ids of the cluster. Got {bad[:3] or members!r} instead.")
-    scaleup = nx.Graph(_scaleup_view(cluster))
+    whole: Adjacency = dict(cluster.adjacency())
+    scaleup = _scaleup_adjacency(cluster)
     domains = _domains_of(scaleup, members)
+    found = (
+        symmetry.orbits(cluster, set(members), [comp for comp, _ in domains])
+        if use_symmetry
+        else symmetry.Orbits(cluster)
+    )
     label = {m: i for i, (_, ms) in enumerate(domains) for m in ms}
-    intra_cuts = [_min_pair_cut_gb_s(scaleup.subgraph(comp), ms) for comp, ms in domains if len(ms) > 1]
-    intra_paths = _worst_path(scaleup, members, label, same=True)
+    classes = _first_per_key(range(len(domains)), lambda i: min(found.find(m) for m in domains[i][1]))
+    sources = _first_per_key(members, found.find)
+    intra_cuts = [
+        _min_pair_cut_gb_s(scaleup, domains[i][0], domains[i][1], found.count(domains[i][0]) == 1)
+        for i in classes
+        if len(domains[i][1]) > 1
+    ]
+    intra_paths = _worst_path(scaleup, sources, lambda u: (v for v in domains[label[u]][1] if v != u))
     inter_bw: float | None
     inter_bw = inter_lat = inter_hops = None
     if len(domains) > 1:
-        inter_bw = min(_inter_domain_shares_gb_s(cluster, [ms for _, ms in domains])) * 1e9
-        inter_us, inter_hops = _worst_path(cluster, members, label, same=False)
+        capacity = _capacities(whole)
+        shares = [
+            maxflow.max_flow_value(capacity, domains[i][1], [m for m in members if label[m] != i]) / len(domains[i][1])
+            for i in classes
+        ]
+        inter_bw = min(shares) * 1e9
+        inter_us, inter_hops = _worst_path(whole, sources, lambda u: (v for v in members if label[v] != label[u]))
         inter_lat = inter_us * 1e-6
     single = not intra_cuts  # every domain has one GPU: "intra" collectives run over the inter-domain paths
     return CollectiveFigures(
@@ -135,6 +205,11 @@ def collective_figures(cluster: nx.Graph, gpus: Iterable[str]) -> CollectiveFigu
         intra_hops=inter_hops if single else intra_paths[1],
         inter_hops=inter_hops,
     )
+
+
+def _first_per_key(items: Iterable, key: Callable) -> list:
+    """The first item of each distinct key, in order."""
+    return list({key(item): item for item in reversed(list(items))}.values())[::-1]
 
 
 def _require_type(cluster: nx.Graph, gpu_type: str) -> tuple[str, ...]:

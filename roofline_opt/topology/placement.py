@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +33,9 @@ class Placement:
         }
 
 
-def _tp_groups(cluster: nx.Graph, gpu_type: str, tp: int) -> list[tuple[str, ...]]:
-    """Disjoint TP groups of ``tp`` GPUs, packed greedily as the module docstring describes."""
-    domains = scaleup_domains(cluster, gpu_type)
+def _tp_groups(domains: tuple[tuple[str, ...], ...], tp: int) -> list[tuple[str, ...]]:
+    """Disjoint TP groups of ``tp`` GPUs from scale-up ``domains`` (largest first), packed greedily as the module
+    docstring describes."""
     if not domains:
         return []
     if tp <= len(domains[0]):
@@ -48,11 +50,20 @@ def _tp_groups(cluster: nx.Graph, gpu_type: str, tp: int) -> list[tuple[str, ...
     return groups
 
 
+def instance_limit(cluster: nx.Graph, gpu_type: str) -> Callable[[int, int], int]:
+    """``max_instances`` for one GPU type as a function of (tp, pp), the domains found once (large clusters)."""
+    domains = scaleup_domains(cluster, gpu_type)
+
+    @functools.cache
+    def limit(tp: int, pp: int) -> int:
+        return len(_tp_groups(domains, checks.positive_int("tp", tp))) // checks.positive_int("pp", pp)
+
+    return limit
+
+
 def max_instances(cluster: nx.Graph, gpu_type: str, tp: int, pp: int) -> int:
     """How many disjoint instances of ``tp`` x ``pp`` GPUs of ``gpu_type`` the cluster holds at once (0 if none)."""
-    tp = checks.positive_int("tp", tp)
-    pp = checks.positive_int("pp", pp)
-    return len(_tp_groups(cluster, gpu_type, tp)) // pp
+    return instance_limit(cluster, gpu_type)(tp, pp)
 
 
 def place(cluster: nx.Graph, gpu_type: str, tp: int, pp: int, replicas: int) -> Placement:
@@ -61,7 +72,7 @@ def place(cluster: nx.Graph, gpu_type: str, tp: int, pp: int, replicas: int) -> 
     pp = checks.positive_int("pp", pp)
     replicas = checks.positive_int("replicas", replicas)
     _require_type(cluster, gpu_type)
-    groups = _tp_groups(cluster, gpu_type, tp)
+    groups = _tp_groups(scaleup_domains(cluster, gpu_type), tp)
     available = len(groups) // pp
     if replicas > available:
         sizes = ", ".join(str(len(d)) for d in scaleup_domains(cluster, gpu_type))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -10,9 +11,10 @@ import networkx as nx
 from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
 
-MAX_CLUSTER_GPUS = 512
-"""Most GPUs a cluster may have: deriving bandwidths and placements of an 8x8x8 torus or a 64-server pod takes about
-20 s on 2 loaded cores, and the time grows faster than the size."""
+MAX_CLUSTER_GPUS = 16384
+"""Most GPUs a cluster may have (compact form, GraphML or JSON alike): with symmetry classes and the lazy max flow,
+deriving a 10,000-GPU pod or torus takes about a second (README, Speed and scale); 16,384 = a 128 x 128 torus or a
+2,048-server pod, about a 10 MB GraphML file."""
 MAX_CLUSTER_NODES = 4 * MAX_CLUSTER_GPUS
 """Most nodes (GPUs, switches, hosts) a cluster may have."""
 MAX_CLUSTER_EDGES = 16 * MAX_CLUSTER_GPUS
@@ -27,6 +29,7 @@ SCALEUP_LINK_KINDS = ("nvlink", "nvswitch", "xgmi")
 
 
 LINK_KINDS = (*SCALEUP_LINK_KINDS, "c2c", "pcie", "infiniband", "ethernet")
+_NODE_KIND_SET, _LINK_KIND_SET = frozenset(NODE_KINDS), frozenset(LINK_KINDS)
 
 
 BUILTIN_GPU_NAMES = frozenset({"h100-sxm", "h200", "h800", "a100-80gb", "v100", "b200", "gb200", "mi300x", "mi325x"})
@@ -145,41 +148,72 @@ def validate_cluster(graph: nx.Graph, known_gpus: Collection[str] | None = None,
                 raise InvalidInput(source, msg)
     cluster = nx.Graph(graph)
     cluster.graph = {k: v for k, v in graph.graph.items() if k not in _GRAPHML_DEFAULTS}
-    cluster = nx.relabel_nodes(cluster, {n: str(n) for n in cluster}, copy=True)
+    if not all(isinstance(n, str) for n in cluster):
+        cluster = nx.relabel_nodes(cluster, {n: str(n) for n in cluster}, copy=True)
     if cluster.number_of_nodes() != graph.number_of_nodes():
         raise InvalidInput(source, "has node ids that coincide once written as text (like 1 and '1')")
     if cluster.number_of_nodes() == 0:
         raise InvalidInput(source, "has no nodes")
+    gpu_names = sorted(known)
     for node, attrs in cluster.nodes(data=True):
-        where = f"{source}: node {node!r}"
-        if "kind" not in attrs:
-            raise InvalidInput(f"{where} kind", f"is missing: give one of {', '.join(NODE_KINDS)}")
-        attrs["kind"] = checks.choice(f"{where} kind", attrs["kind"], NODE_KINDS)
-        if attrs["kind"] == "gpu":
-            if "gpu" not in attrs:
-                raise InvalidInput(f"{where} gpu", "is missing: a gpu node names its accelerator, like h100-sxm")
-            attrs["gpu"] = checks.choice(f"{where} gpu", attrs["gpu"], sorted(known))
+        if not _normal_node(attrs, known):
+            _normalise_node(source, node, attrs, gpu_names)
     if not any(kind == "gpu" for _, kind in cluster.nodes(data="kind")):
         raise InvalidInput(source, "has no GPUs: no node has kind 'gpu'")
     for u, v, attrs in cluster.edges(data=True):
-        where = f"{source}: edge {u!r}-{v!r}"
-        if u == v:
-            raise InvalidInput(where, "joins a node to itself")
-        for key in ("kind", BANDWIDTH, LATENCY):
-            if key not in attrs:
-                raise InvalidInput(f"{where} {key}", "is missing")
-        attrs["kind"] = checks.choice(f"{where} kind", attrs["kind"], LINK_KINDS)
-        nic = attrs["kind"] in NIC_LINK_KINDS and "gpu" in (cluster.nodes[u]["kind"], cluster.nodes[v]["kind"])
-        attrs[BANDWIDTH] = checks.bandwidth_gb_s(
-            f"{where} {BANDWIDTH}", attrs[BANDWIDTH], MAX_NIC_GB_S if nic else None
-        )
-        attrs[LATENCY] = checks.positive_float(f"{where} {LATENCY}", attrs[LATENCY], allow_zero=True)
+        nic = attrs.get("kind") in NIC_LINK_KINDS and "gpu" in (cluster.nodes[u]["kind"], cluster.nodes[v]["kind"])
+        if u == v or not _normal_edge(attrs) or (nic and attrs[BANDWIDTH] > MAX_NIC_GB_S):
+            _normalise_edge(source, u, v, attrs, nic)
     if not nx.is_connected(cluster):
         parts = list(nx.connected_components(cluster))
         apart = f"{next(iter(parts[1]))!r} cannot reach {next(iter(parts[0]))!r}"
         msg = f"is disconnected: {len(parts)} parts, e.g. {apart}"
         raise InvalidInput(source, msg)
     return cluster
+
+
+def _normal_node(attrs: dict, known: Collection[str]) -> bool:
+    """Whether a node's attributes are already in normal form (the fast path of validation)."""
+    kind = attrs.get("kind")
+    return kind in _NODE_KIND_SET and (kind != "gpu" or attrs.get("gpu") in known)
+
+
+def _normalise_node(source: str, node: str, attrs: dict, gpu_names: list[str]) -> None:
+    """Normalise a node's attributes in place or raise InvalidInput naming the field."""
+    where = f"{source}: node {node!r}"
+    if "kind" not in attrs:
+        raise InvalidInput(f"{where} kind", f"is missing: give one of {', '.join(NODE_KINDS)}")
+    attrs["kind"] = checks.choice(f"{where} kind", attrs["kind"], NODE_KINDS)
+    if attrs["kind"] == "gpu":
+        if "gpu" not in attrs:
+            raise InvalidInput(f"{where} gpu", "is missing: a gpu node names its accelerator, like h100-sxm")
+        attrs["gpu"] = checks.choice(f"{where} gpu", attrs["gpu"], gpu_names)
+
+
+def _normal_edge(attrs: dict) -> bool:
+    """Whether an edge's attributes are already in normal form: a known kind and finite float figures."""
+    bandwidth, latency = attrs.get(BANDWIDTH), attrs.get(LATENCY)
+    return (
+        attrs.get("kind") in _LINK_KIND_SET
+        and type(bandwidth) is float
+        and type(latency) is float
+        and 0 < bandwidth < math.inf
+        and 0 <= latency < math.inf
+    )
+
+
+def _normalise_edge(source: str, u: str, v: str, attrs: dict, nic: bool) -> None:
+    """Normalise an edge's attributes in place or raise InvalidInput naming the edge and field; a GPU's NIC link
+    (``nic``) above MAX_NIC_GB_S per direction is refused as a Gb/s slip."""
+    where = f"{source}: edge {u!r}-{v!r}"
+    if u == v:
+        raise InvalidInput(where, "joins a node to itself")
+    for key in ("kind", BANDWIDTH, LATENCY):
+        if key not in attrs:
+            raise InvalidInput(f"{where} {key}", "is missing")
+    attrs["kind"] = checks.choice(f"{where} kind", attrs["kind"], LINK_KINDS)
+    attrs[BANDWIDTH] = checks.bandwidth_gb_s(f"{where} {BANDWIDTH}", attrs[BANDWIDTH], MAX_NIC_GB_S if nic else None)
+    attrs[LATENCY] = checks.positive_float(f"{where} {LATENCY}", attrs[LATENCY], allow_zero=True)
 
 
 def gpu_ids(cluster: nx.Graph, gpu_type: str | None = None) -> tuple[str, ...]:
