@@ -10,7 +10,6 @@ import pandas as pd
 
 from roofline_opt.files import save_figure_atomic
 
-PLOT_AXES = ("cost", "gpu")
 """cost: tok/s per request vs $/Mtok (log), as in the paper; gpu: tok/s per request vs tok/s per GPU."""
 
 _AXES = {
