@@ -162,7 +162,7 @@ class Prepared:
 
 @functools.lru_cache(maxsize=TABLE_CACHE_SIZE)
 def _cached_tables(question: Question, chord_tolerance: float) -> Tables:
-    return build_tables(question)
+    return build_tables(question, coarse=True)
 
 
 def prepare(question: Question, options: SolverOptions | None = None) -> Prepared:

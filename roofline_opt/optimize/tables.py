@@ -336,7 +336,7 @@ def demand_range_tok_s(question: Question) -> tuple[float, float, float]:
     the least (a smaller demand cannot fill it), the most is what any setup serves within the GPU limit and the
     cluster (its units times their throughput at the largest batch), and the best tok/s per GPU of an aggregated
     instance (at its largest batch) says how many GPUs a demand needs at least."""
-    t = build_tables(replace(question, demand_tok_s=None))
+    t = build_tables(replace(question, demand_tok_s=None), coarse=True)
     least, most, per_gpu = np.inf, 0.0, 0.0
     option_of = _option_of(t)
     for gi, bits, pos in t.layouts.groups(t.layout_of):
@@ -359,8 +359,12 @@ def gpus_available(question: Question) -> int:
     return min(limits) if limits else 0
 
 
-def build_tables(question: Question) -> Tables:
-    """Evaluate the question's layouts into MIP choices, dropping those that cannot fit, meet a limit or be placed."""
+def build_tables(question: Question, coarse: bool = False) -> Tables:
+    """Evaluate the question's layouts into MIP choices, dropping those that cannot fit, meet a limit or be placed.
+
+    ``coarse``: one row per layout (and prefill option) over its whole batch range, unrefined (see ``refine_rows``);
+    otherwise the range is cut where a collective changes protocol (the rows are refined unless the model is MoE).
+    """
     lay = layouts(question)
     with_disagg = question.workload is not None and rq.DISAGG in question.serving
     options = pairing.build_options(question) if with_disagg else None
@@ -403,31 +407,49 @@ def build_tables(question: Question) -> Tables:
     }
     exclusions[limit_kind] = int((open_layouts & ~demand_blocked & place_blocked).sum())
     kept = np.flatnonzero(served & placeable)
-    rows = []
-    for gi, bits, pos in lay.groups(unit_j[kept]):
-        units = kept[pos]
-        breaks = _breakpoints(question, gi, bits, lay, unit_j[units])
-        for u, br in zip(units, breaks, strict=True):
-            j, q = int(unit_j[u]), int(unit_q[u])
-            rows += [(j, a, b, q) for a, b in _intervals(float(lo[u]), float(hi[u]), br)]
+    rows = list(zip(unit_j[kept].tolist(), lo[kept].tolist(), hi[kept].tolist(), unit_q[kept].tolist(), strict=True))
+    if coarse:
+        return _assemble(question, lay, rows, exclusions, options, refined=False)
+    rows = _cut_at_protocols(question, lay, rows)
     return _assemble(question, lay, rows, exclusions, options, refined=not question.model.is_moe)
 
 
-def refine_rows(tables: Tables, question: Question, rows: np.ndarray) -> Tables:
-    """Tables whose given (unrefined MoE) rows are split until their memory chords are within MOE_CHORD_TOLERANCE.
+def _cut_at_protocols(question: Question, lay: Layouts, rows):
+    """(layout, lo, hi, option) rows split at the batches where some collective of their layout changes protocol."""
+    if not rows:
+        return rows
+    j = np.array([r[0] for r in rows], dtype=int)
+    out = []
+    for gi, bits, pos in lay.groups(j):
+        layouts_here, where = np.unique(j[pos], return_inverse=True)
+        breaks = _breakpoints(question, gi, bits, lay, layouts_here)
+        for p, w in zip(pos, where, strict=True):
+            layout, lo, hi, option = rows[p]
+            out += [(layout, a, b, option) for a, b in _intervals(float(lo), float(hi), breaks[w])]
+    return out
 
-    Chords of a concave term only rise when an interval is split, so refining rows raises their bounds; queries
-    refine the rows their screening keeps until every kept row is refined (no other row is evaluated again).
+
+def refine_rows(tables: Tables, question: Question, rows: np.ndarray) -> Tables:
+    """Tables whose given (unrefined) rows are cut where a collective changes protocol and, for a MoE model, split
+    until their memory chords are within MOE_CHORD_TOLERANCE.
+
+    Time per token is concave in the batch for a fixed layout (network time is the minimum of affine protocols, MoE
+    memory is concave, the rest affine), so chords only rise when an interval is split: an unrefined row's chords
+    are valid optimistic bounds and refining raises them. Queries refine the rows their screening keeps until every
+    kept row is refined (no other row is evaluated again).
     """
     option_of = _option_of(tables)
     parts = [
         (int(tables.layout_of[r]), float(tables.batch_lo[r]), float(tables.batch_hi[r]), int(option_of[r]))
         for r in rows
     ]
+    parts = _cut_at_protocols(question, tables.layouts, parts)
+    if question.model.is_moe:
+        parts = _refine_concave(question, tables.layouts, parts)
     new = _assemble(
         question,
         tables.layouts,
-        _refine_concave(question, tables.layouts, parts),
+        parts,
         tables.exclusions,
         tables.options,
         tables.time_unit_s,
