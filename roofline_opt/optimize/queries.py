@@ -81,6 +81,7 @@ class Prepared:
     query_repairs: int = 0
     excluded_layouts: set[int] = field(default_factory=set)
     """Layout indices no query may pick (the runner-up search excludes the answers already given)."""
+    _worst: tuple[Tables, np.ndarray] | None = None
 
     def start_query(self) -> None:
         """Forget the previous query's rejected points and repair count (splits themselves are kept)."""
@@ -102,9 +103,9 @@ class Prepared:
                 off = np.isin(t.layout_of, list(self.excluded_layouts))
                 hi[off] = lo[off] - 1.0
             bound = choice_bounds(t, kind, lo, hi)
-            keep = np.argsort(bound, kind="stable")[:SCREEN_KEEP]
+            ahead = smallest(bound, REFINE_AHEAD)
+            keep = ahead[:SCREEN_KEEP]
             keep = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
-            ahead = np.argsort(bound, kind="stable")[:REFINE_AHEAD]
             coarse = ahead[~t.refined[ahead] & np.isfinite(bound[ahead])] if not t.refined[keep].all() else keep[:0]
             if not len(coarse):
                 break
@@ -149,15 +150,31 @@ class Prepared:
     @property
     def max_cost_usd_per_mtok(self) -> float:
         """A budget no choice reaches (an inactive budget constraint with sane coefficients)."""
-        t = self.tables
-        worst = (t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max(axis=1)
-        most = float(np.max(t.usd_per_mtok_coef * worst / t.batch_lo))
+        most = float(np.max(self.tables.usd_per_mtok_coef * self._worst_tau() / self.tables.batch_lo))
         return most * 2.0 if most > 0 else 1.0  # relative headroom: an absolute one swamps $1e-300 prices
 
     @property
     def max_time_per_token(self) -> float:
-        t = self.tables
-        return float((t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max() * 2.0 + 1.0)
+        return float(self._worst_tau().max() * 2.0 + 1.0)
+
+    def _worst_tau(self) -> np.ndarray:
+        """Each row's time per token at its largest batch, computed once per version of the tables."""
+        if self._worst is None or self._worst[0] is not self.tables:
+            t = self.tables
+            self._worst = (t, (t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max(axis=1))
+        return self._worst[1]
+
+
+def smallest(values: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k smallest values in order, ties by index: ``np.argsort(values, kind="stable")[:k]`` without
+    sorting all of them."""
+    if len(values) <= k:
+        return np.argsort(values, kind="stable")
+    kth = np.partition(values, k - 1)[k - 1]
+    if np.isnan(kth):
+        return np.argsort(values, kind="stable")[:k]
+    candidates = np.flatnonzero(values <= kth)
+    return candidates[np.argsort(values[candidates], kind="stable")][:k]
 
 
 @functools.lru_cache(maxsize=TABLE_CACHE_SIZE)

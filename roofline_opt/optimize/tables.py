@@ -223,14 +223,12 @@ PIECE_PICKS = (
 def _pieces(question, gpu_index, bits, lay, idx, lo, hi):
     """a0, a1 of every convex piece on [lo, hi] (chords of the evaluator between the interval ends)."""
     gamma = lay.gamma[idx].astype(float)
-    at_lo = _step_terms(question, gpu_index, bits, lay, idx, lo)
-    at_hi = _step_terms(question, gpu_index, bits, lay, idx, hi)
+    at_ends = _step_terms(question, gpu_index, bits, lay, idx, np.stack([lo, hi]))  # one call: collectives once
     picks = PIECE_PICKS if question.draft is not None else PIECE_PICKS[::3]
     a0s, a1s = [], []
     width = np.maximum(hi - lo, 1.0)
     for pick in picks:
-        y_lo = _per_token_s(question, at_lo, gamma, pick)
-        y_hi = _per_token_s(question, at_hi, gamma, pick)
+        y_lo, y_hi = _per_token_s(question, at_ends, gamma, pick)
         slope = np.where(hi > lo, (y_hi - y_lo) / width, 0.0)
         a1s.append(slope)
         a0s.append(y_lo - slope * lo)
@@ -244,11 +242,19 @@ def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
     tokens_lo = lo * tokens / layout.pp
     saturated = 1.0 - ev.expert_touched_fraction(question.model, tokens_lo) < MOE_CHORD_TOLERANCE * 1e-3
     mid = np.floor((lo + hi) / 2.0)
-    vals = [target_step(question, gpu_index, bits, lay, idx, b).memory_s for b in (lo, mid, hi)]
+    vals = _target_memory_s(question, gpu_index, bits, lay, idx, np.stack([lo, mid, hi]))
     width = np.maximum(hi - lo, 1.0)
     chord = vals[0] + (vals[2] - vals[0]) * (mid - lo) / width
     gap = np.abs(vals[1] - chord) / np.maximum(vals[1], 1e-300)
     return np.where(saturated, 0.0, gap)
+
+
+def _target_memory_s(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch):
+    """The target step's memory time alone (all MoE refinement needs: no network term is evaluated)."""
+    if question.workload is not None:
+        return target_step(question, gpu_index, bits, lay, idx, batch).memory_s
+    layout = group_layout(lay, idx, question).verifying(lay.gamma[idx])
+    return ev.memory_time_s(question.model, question.gpus[gpu_index], question.preset, bits, layout, batch)
 
 
 def _intervals(lo: float, hi: float, breaks: np.ndarray) -> list[tuple[float, float]]:

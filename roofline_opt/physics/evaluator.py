@@ -133,28 +133,30 @@ def _collective(
     bytes_per_seq: np.ndarray,
     kind: str,
 ) -> Collective:
-    """NCCL tuning model (model-notes section 4), affine in the batch for each protocol."""
+    """NCCL tuning model (model-notes section 4), affine in the batch for each protocol (the last axis)."""
     ranks = np.asarray(ranks, dtype=float)
     nodes = np.maximum(np.asarray(nodes, dtype=float), 1.0)
     active = ranks > 1.0
     m = 2.0 if kind == ALLREDUCE else 1.0
     bw_scale = 1.0 if kind == ALLREDUCE else 0.5
     per_node_ranks = ranks / nodes
-    lat, slope = [], []
     safe_ranks = np.where(active, ranks, 1.0)
-    for p in preset.protocols:
-        latency = m * ((per_node_ranks - 1.0) * p.per_rank_s + p.per_log2_node_s * np.log2(nodes)) + p.base_s
-        latency = latency + m * np.where(nodes > 1.0, gpu.inter_hop_latency_s, gpu.intra_hop_latency_s)
-        per_byte = (
-            nodes * np.maximum(0.0, per_node_ranks - 1.0) / (safe_ranks * gpu.intra_bytes_per_s * p.bandwidth_factor)
-            + (nodes - 1.0) / (safe_ranks * gpu.inter_bytes_per_s * p.bandwidth_factor)
-        ) * bw_scale
-        lat.append(np.where(active, latency * preset.network_latency_factor, 0.0))
-        slope.append(np.where(active, per_byte * bytes_per_seq * preset.allreduce_time_factor, 0.0))
+    per_rank_s, per_log2_node_s, base_s, bandwidth_factor = (
+        np.array([getattr(p, name) for p in preset.protocols])
+        for name in ("per_rank_s", "per_log2_node_s", "base_s", "bandwidth_factor")
+    )
+    per_node_ranks, nodes, safe_ranks, on = (x[..., None] for x in (per_node_ranks, nodes, safe_ranks, active))
+    latency = m * ((per_node_ranks - 1.0) * per_rank_s + per_log2_node_s * np.log2(nodes)) + base_s
+    latency = latency + m * np.where(nodes > 1.0, gpu.inter_hop_latency_s, gpu.intra_hop_latency_s)
+    per_byte = (
+        nodes * np.maximum(0.0, per_node_ranks - 1.0) / (safe_ranks * gpu.intra_bytes_per_s * bandwidth_factor)
+        + (nodes - 1.0) / (safe_ranks * gpu.inter_bytes_per_s * bandwidth_factor)
+    ) * bw_scale
+    seq_bytes = np.asarray(bytes_per_seq, dtype=float)[..., None]
     return Collective(
         count=np.where(active, count, 0.0),
-        latency_s=np.stack(lat, axis=-1),
-        s_per_seq=np.stack(slope, axis=-1),
+        latency_s=np.where(on, latency * preset.network_latency_factor, 0.0),
+        s_per_seq=np.where(on, per_byte * seq_bytes * preset.allreduce_time_factor, 0.0),
     )
 
 
