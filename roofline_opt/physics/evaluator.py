@@ -490,13 +490,17 @@ def time_per_token_with_gamma(
     draft: ModelSpec | None,
     acceptance: float,
     draft_weight_bits: int = DRAFT_WEIGHT_BITS,
+    draft_step_s=None,
 ) -> np.ndarray:
-    """Seconds per generated token at a fixed draft length gamma (0 = no speculative decoding)."""
+    """Seconds per generated token at a fixed draft length gamma (0 = no speculative decoding); ``draft_step_s``:
+    the draft's step time when the caller has it already (it does not depend on gamma)."""
     gamma = np.asarray(gamma, dtype=float)
     target = step(model, gpu, preset, weight_bits, layout.verifying(gamma), batch).step_time_s
     if draft is None:
         return target / layout.tokens_per_step
-    draft_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s
+    draft_s = draft_step_s
+    if draft_s is None:
+        draft_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s
     rounds = (target + gamma * draft_s) / expected_tokens_per_round(acceptance, gamma)
     return np.where(gamma > 0, rounds, target)
 
@@ -524,15 +528,14 @@ def evaluate(
     draft_step_s = np.full(shape, np.nan)
     use_draft = draft is not None and (gamma_max > 0 or (gamma is not None and np.any(np.asarray(gamma) > 0)))
     if use_draft:
-        draft_step_s = np.broadcast_to(
-            step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s, shape
-        )
+        draft_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s
+        draft_step_s = np.broadcast_to(draft_s, shape)
         gammas = np.arange(1, gamma_max + 1) if gamma is None else None
         if gammas is not None:
             best = no_spec
             for g in gammas:
                 t = time_per_token_with_gamma(
-                    model, gpu, preset, weight_bits, layout, batch, g, draft, acceptance, draft_weight_bits
+                    model, gpu, preset, weight_bits, layout, batch, g, draft, acceptance, draft_weight_bits, draft_s
                 )
                 better = t < best
                 best_gamma = np.where(better, g, best_gamma)
@@ -541,7 +544,17 @@ def evaluate(
         else:
             best_gamma = np.broadcast_to(np.asarray(gamma, dtype=float), shape)
             per_token = time_per_token_with_gamma(
-                model, gpu, preset, weight_bits, layout, batch, best_gamma, draft, acceptance, draft_weight_bits
+                model,
+                gpu,
+                preset,
+                weight_bits,
+                layout,
+                batch,
+                best_gamma,
+                draft,
+                acceptance,
+                draft_weight_bits,
+                draft_s,
             )
     mem = memory(model, gpu, preset, weight_bits, layout, batch, draft if use_draft else None)
     n = np.broadcast_to(layout.n_gpus, shape)
