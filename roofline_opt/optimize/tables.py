@@ -9,6 +9,12 @@ until that gap is below ``MOE_CHORD_TOLERANCE`` of the term (``refine_rows``: th
 optimistic chords, valid bounds that only rise when refined), and queries re-evaluate the answer and split again
 where it still differs (see queries.py), so answers are exact.
 
+Queries start from coarse tables (``build_tables(question, coarse=True)``): one row per layout (and prefill option)
+over its whole batch range. For a fixed layout the time per token is concave in the batch (network time is a
+minimum of affine protocols, MoE memory is concave, the rest affine), so these chords lie below it and touch it at
+both ends: valid optimistic bounds. ``refine_rows`` cuts the rows a query's screening keeps at protocol changes (and
+refines their MoE chords); no other row is cut, which is most of the saving on large spaces.
+
 Questions about whole requests (a workload) use the request physics (physics/requests.py): the time per token is
 the TPOT step (with the steady-state prompt tokens when aggregated), an aggregated layout's batch range is also capped
 by its TTFT limit and by the chunk budget (both exact, by bisection and division), and a disaggregated decode layout
