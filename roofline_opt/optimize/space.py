@@ -231,8 +231,9 @@ def replica_caps(question: Question, lay: Layouts, which: np.ndarray | None = No
     idx = np.arange(len(lay.tp)) if which is None else np.asarray(which, dtype=int)
     if not len(idx):
         return np.zeros(0, dtype=int)
-    shapes, where = np.unique(np.stack([lay.gpu_index[idx], lay.tp[idx], lay.pp[idx]]), axis=1, return_inverse=True)
-    caps = [max_replicas(question, question.gpus[g], int(t), int(p)) for g, t, p in shapes.T]
+    span = int(max(lay.tp.max(), lay.pp.max())) + 1
+    keys, where = np.unique((lay.gpu_index[idx] * span + lay.tp[idx]) * span + lay.pp[idx], return_inverse=True)
+    caps = [max_replicas(question, question.gpus[k // span // span], k // span % span, k % span) for k in keys.tolist()]
     return np.array(caps, dtype=int)[where.reshape(-1)]
 
 

@@ -601,7 +601,7 @@ def _assemble(
         a0[sel], a1[sel] = _pieces(question, gi, bits, lay, idx, lo[sel], hi[sel])
         m0[sel], m1[sel], mcap[sel] = _memory_line(question, gi, bits, lay, idx)
     n_gpus = lay.n_gpus[layout_of].astype(float)
-    usd_per_s = np.array([question.gpus[g].usd_per_s for g in lay.gpu_index[layout_of]])
+    usd_per_s = np.array([gpu.usd_per_s for gpu in question.gpus])[lay.gpu_index[layout_of]]
     unit = (_time_unit_s(a0, a1, lo) if len(rows) else 1e-3) if time_unit_s is None else time_unit_s
     coef = n_gpus * usd_per_s * 1e6 / question.max_utilisation
     floor = np.zeros(len(rows))
