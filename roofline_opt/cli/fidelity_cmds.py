@@ -235,8 +235,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="per accelerator, measured points against our frontier (tok/s per GPU vs tok/s per user), coloured by "
-        "whether the bound holds",
+        help="per accelerator, measured points against the bound's frontier (tok/s per GPU vs tok/s per user, at "
+        "peak), coloured by whether the bound holds",
     )
     p.set_defaults(func=run_validate)
 
