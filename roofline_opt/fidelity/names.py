@@ -41,6 +41,7 @@ GPU_PATTERNS = (
     ("mi325x", "mi325x"),
     ("mi300x", "mi300x"),
     ("v100", "v100"),
+    ("l40s", "l40s"),
 )
 """Substring of a lower-cased measured accelerator name -> catalog card, first match wins (GB200 before B200,
 GH200 before H200)."""
@@ -50,6 +51,19 @@ _OTHER_VARIANTS = {
     "a100-80gb": re.compile(r"\b40\s*gb|-40gb"),
 }
 """Variants with other figures than the card their family maps to (H100 PCIe and NVL, A100 40GB): not mapped."""
+
+
+UNMODELLED_ARCHITECTURES = (
+    ("llama-4", "uses chunked local attention (8,192 tokens) in three of every four layers"),
+    ("gpt-oss", "alternates 128-token sliding-window attention layers with full-context ones"),
+)
+"""Families the roofline cannot describe yet (its KV cache is read over the whole context in every layer), with why."""
+
+
+def unmodelled_reason(name: str) -> str | None:
+    """Why a model family has no card (its attention is not the roofline's), or None."""
+    low = normalise(name)
+    return next((why for family, why in UNMODELLED_ARCHITECTURES if family in low), None)
 
 
 def normalise(name: str) -> str:
