@@ -28,18 +28,11 @@ from roofline_opt.optimize.formulation import (
     load_choices,
     target_batch_bounds,
 )
+from roofline_opt.optimize.nearest import best_ttft_s, demand_range_tok_s, gpus_available
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
 from roofline_opt.optimize.space import Layouts, Question
-from roofline_opt.optimize.tables import (
-    Tables,
-    best_ttft_s,
-    build_tables,
-    demand_range_tok_s,
-    gpus_available,
-    refine_rows,
-    split_choice,
-)
+from roofline_opt.optimize.tables import Tables, build_tables, refine_rows, split_choice
 
 TABLE_CACHE_SIZE = 16
 SCREEN_KEEP = 8

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline_opt.optimize import pairing
-from roofline_opt.optimize.space import Layouts, Question, layouts, prefill_layouts, replica_caps
+from roofline_opt.optimize.space import Layouts, Question, layouts, replica_caps
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 
@@ -283,7 +283,7 @@ def split_choice(tables: Tables, question: Question, choice: int, batch: int) ->
     """
     lo, hi = tables.batch_lo[choice], tables.batch_hi[choice]
     parts = [(lo, batch - 1.0), (float(batch), float(batch)), (batch + 1.0, hi)]
-    layout, option = int(tables.layout_of[choice]), int(_option_of(tables)[choice])
+    layout, option = int(tables.layout_of[choice]), int(option_of_rows(tables)[choice])
     rows = [(layout, a, b, option) for a, b in parts if a <= b]
     new = _assemble(
         question,
@@ -297,7 +297,8 @@ def split_choice(tables: Tables, question: Question, choice: int, batch: int) ->
     return tables.take(np.delete(np.arange(len(tables)), choice)).extended(new)
 
 
-def _option_of(tables: Tables) -> np.ndarray:
+def option_of_rows(tables: Tables) -> np.ndarray:
+    """The prefill option paired with each row (-1 for aggregated rows)."""
     return np.full(len(tables), -1) if tables.option_of is None else tables.option_of
 
 
@@ -322,53 +323,6 @@ def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, bat
         why[idx[(hi >= lo) & (first_slow <= lo)]] = "ttft"
         hi = np.minimum(hi, first_slow - 1.0)
     batch_hi[idx] = hi
-
-
-def best_ttft_s(question: Question) -> float:
-    """The lowest TTFT any layout offered reaches at its smallest batch (memory aside): the nearest achievable."""
-    best = np.inf
-    lay = layouts(question)
-    for gi, bits, idx in lay.groups(np.flatnonzero(~lay.disagg)):
-        layout = group_layout(lay, idx, question)
-        ttft = rq.ttft_aggregated_s(
-            question.model, question.gpus[gi], question.preset, bits, layout, lay.pp[idx], question.workload,
-            lay.chunk[idx],
-        )  # fmt: skip
-        best = min(best, float(np.min(ttft)))
-    pre = prefill_layouts(question)
-    for d in (g for g in range(len(question.gpus)) if question.offers(rq.DISAGG, g)):
-        for gi, bits, idx in pre.groups():
-            fig = pairing.prefill_points(question, pre, idx, gi, bits, pre.pp[idx], d, False)
-            best = min(best, float(np.min(fig["ttft_s"])))
-    return best
-
-
-def demand_range_tok_s(question: Question) -> tuple[float, float, float]:
-    """(least, most, best per GPU) output tok/s of this space: one aggregated instance at its smallest batch serves
-    the least (a smaller demand cannot fill it), the most is what any setup serves within the GPU limit and the
-    cluster (its units times their throughput at the largest batch), and the best tok/s per GPU of an aggregated
-    instance (at its largest batch) says how many GPUs a demand needs at least."""
-    t = build_tables(replace(question, demand_tok_s=None), coarse=True)
-    least, most, per_gpu = np.inf, 0.0, 0.0
-    option_of = _option_of(t)
-    for gi, bits, pos in t.layouts.groups(t.layout_of):
-        j, q = t.layout_of[pos], option_of[pos]
-        top = unit_throughput(question, gi, bits, t.layouts, t.options, j, q, t.batch_hi[pos])
-        most = max(most, float(np.max(np.minimum(t.replicas_cap[pos], 1 << 20) * top)))
-        agg = q < 0
-        if agg.any():
-            low = unit_throughput(question, gi, bits, t.layouts, t.options, j[agg], q[agg], t.batch_lo[pos][agg])
-            least = min(least, float(np.min(low)))
-            per_gpu = max(per_gpu, float(np.max(top[agg] / t.n_gpus[pos][agg])))
-    return least, most, per_gpu
-
-
-def gpus_available(question: Question) -> int:
-    """GPUs the question may use in all: --max-gpus and the cluster's count of its accelerators (0: unlimited)."""
-    limits = [] if question.max_gpus is None else [question.max_gpus]
-    if question.instance_limit is not None:
-        limits.append(sum(question.instance_limit(g, 1, 1) for g in question.gpus))
-    return min(limits) if limits else 0
 
 
 def build_tables(question: Question, coarse: bool = False) -> Tables:
@@ -450,7 +404,7 @@ def refine_rows(tables: Tables, question: Question, rows: np.ndarray) -> Tables:
     are valid optimistic bounds and refining raises them. Queries refine the rows their screening keeps until every
     kept row is refined (no other row is evaluated again).
     """
-    option_of = _option_of(tables)
+    option_of = option_of_rows(tables)
     parts = [
         (int(tables.layout_of[r]), float(tables.batch_lo[r]), float(tables.batch_hi[r]), int(option_of[r]))
         for r in rows

@@ -512,10 +512,9 @@ def time_per_token_with_gamma(
     target = step(model, gpu, preset, weight_bits, layout.verifying(gamma), batch).step_time_s
     if draft is None:
         return target / layout.tokens_per_step
-    draft_s = draft_step_s
-    if draft_s is None:
-        draft_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s
-    rounds = (target + gamma * draft_s) / expected_tokens_per_round(acceptance, gamma)
+    if draft_step_s is None:
+        draft_step_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s
+    rounds = (target + gamma * draft_step_s) / expected_tokens_per_round(acceptance, gamma)
     return np.where(gamma > 0, rounds, target)
 
 
@@ -544,32 +543,19 @@ def evaluate(
     if use_draft:
         draft_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s
         draft_step_s = np.broadcast_to(draft_s, shape)
+        setup = (model, gpu, preset, weight_bits, layout, batch)
         gammas = np.arange(1, gamma_max + 1) if gamma is None else None
         if gammas is not None:
             best = no_spec
             for g in gammas:
-                t = time_per_token_with_gamma(
-                    model, gpu, preset, weight_bits, layout, batch, g, draft, acceptance, draft_weight_bits, draft_s
-                )
+                t = time_per_token_with_gamma(*setup, g, draft, acceptance, draft_weight_bits, draft_s)
                 better = t < best
                 best_gamma = np.where(better, g, best_gamma)
                 best = np.minimum(best, t)
             per_token = best
         else:
             best_gamma = np.broadcast_to(np.asarray(gamma, dtype=float), shape)
-            per_token = time_per_token_with_gamma(
-                model,
-                gpu,
-                preset,
-                weight_bits,
-                layout,
-                batch,
-                best_gamma,
-                draft,
-                acceptance,
-                draft_weight_bits,
-                draft_s,
-            )
+            per_token = time_per_token_with_gamma(*setup, best_gamma, draft, acceptance, draft_weight_bits, draft_s)
     mem = memory(model, gpu, preset, weight_bits, layout, batch, draft if use_draft else None)
     n = np.broadcast_to(layout.n_gpus, shape)
     throughput = batch / per_token
