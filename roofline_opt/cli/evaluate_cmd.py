@@ -468,11 +468,12 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``evaluate``."""
+    from roofline_opt.cli import command_help
     from roofline_opt.optimize.space import DEFAULT_CONTEXT
 
     p = subparsers.add_parser(
         "evaluate",
-        help="figures of fully specified setups (flags, or --from-csv FILE)",
+        help=command_help("evaluate"),
         description="Every figure of one setup given by flags, or of each row of --from-csv FILE (columns "
         "model, gpu, tp, pp, batch required; weight_bits, tp_2d, ep, dp_attention, context, tokens_per_step, draft, "
         "acceptance, gamma_max, preset optional: a blank or absent cell takes the flag's value).",

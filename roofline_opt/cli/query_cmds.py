@@ -430,11 +430,12 @@ def _add_top_n(p: argparse.ArgumentParser) -> None:
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``fastest``, ``cheapest`` and ``frontier``."""
     from roofline_opt import report
+    from roofline_opt.cli import command_help
     from roofline_opt.optimize.space import DEFAULT_CONTEXT
 
     p = subparsers.add_parser(
         "fastest",
-        help="the most tok/s per request within a budget in $/Mtok",
+        help=command_help("fastest"),
         description="The fastest setup (tokens/s per request) whose cost is at most --max-usd-per-mtok, "
         f"proven optimal over the layouts offered.\nCosts assume a decode context of --context tokens "
         f"({DEFAULT_CONTEXT}).",
@@ -449,7 +450,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "cheapest",
-        help="the least $/Mtok at a speed in tok/s per request",
+        help=command_help("cheapest"),
         description="The cheapest setup ($ per million tokens) that serves each request at --min-tok-s tokens/s or "
         f"faster, proven optimal over the layouts offered.\nAssumes a decode context of --context tokens "
         f"({DEFAULT_CONTEXT}).",
@@ -464,7 +465,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "frontier",
-        help="the speed-vs-cost frontier from the cheapest to the fastest setup",
+        help=command_help("frontier"),
         description="Optimal setups for budgets spaced geometrically from the cheapest setup's cost to the fastest "
         "setup's, one row per distinct setup, and the preferred point (max speed^a / price over the whole frontier,\n"
         "whatever --points). A progress bar is drawn on stderr when it is a terminal. Assumes a decode context of "
