@@ -56,6 +56,22 @@ def test_dispatch_and_combine_cross_scaleup_links_in_one_domain_and_scaleout_bey
     assert (network[1] - network[0]) / (big[1] - big[0]) == pytest.approx(expected, rel=1e-9)
 
 
+def test_two_batch_overlap_runs_the_all_to_all_alongside_compute_and_memory() -> None:
+    plain = ev.step(DEEPSEEK, H200, DEFAULT, 8, _dp(16), BATCHES)
+    overlapped = ev.step(DEEPSEEK, H200, DEFAULT, 8, replace(_dp(16), a2a_overlap=np.array(True)), BATCHES)
+    all_to_all = plain.network_s - overlapped.network_s
+    assert np.all(all_to_all > 0)
+    np.testing.assert_allclose(overlapped.overlapped_network_s, all_to_all, rtol=1e-12)
+    busy = np.maximum(np.maximum(plain.memory_s, plain.compute_s), all_to_all)
+    np.testing.assert_allclose(overlapped.step_time_s, plain.kernel_launch_s + overlapped.network_s + busy, rtol=1e-12)
+    assert np.all(overlapped.step_time_s < plain.step_time_s)
+
+
+def test_two_batch_overlap_is_a_property_of_data_parallel_attention_only() -> None:
+    assert not ev.Layout.of(8, False, 1, 2000, 1, 8, a2a_overlap=True).a2a_overlap
+    assert ev.Layout.of(8, False, 1, 2000, 1, 8, dp_attention=True, a2a_overlap=True).a2a_overlap
+
+
 def test_dp_attention_has_no_tensor_parallel_all_reduce() -> None:
     at_one = ev.step(DEEPSEEK, H200, DEFAULT, 8, _dp(8), 8.0).network_s
     alone = ev.collectives(DEEPSEEK, H200, DEFAULT, 8, _dp(8))

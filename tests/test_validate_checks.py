@@ -21,6 +21,9 @@ from roofline_opt.fidelity.validate import largest_fitting_batch
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.specs import DEFAULT
 
+PEAK = DEFAULT.at_peak()
+"""The physics of the bound validate checks: the default preset at peak FLOP/s and HBM bandwidth."""
+
 SHARED = Path(__file__).parent / "data" / "measured_points.csv"
 COLUMNS = (
     "model,precision,gpu,n_gpus,layout,batch_or_concurrency,input_len,output_len,tpot_ms,tok_s_per_request,"
@@ -154,11 +157,46 @@ def test_a_data_parallel_attention_prediction_is_the_evaluators(tmp_path: Path) 
     cells = _row(model="DeepSeek-R1", gpu="H200", n_gpus="8", layout="DEP8", batch_or_concurrency="concurrency 1024")
     (row,) = _validate(tmp_path, cells)
     figures = evaluator.evaluate(
-        catalog.load_model("deepseek-v3"), catalog.load_gpu("h200"), DEFAULT, 8,
+        catalog.load_model("deepseek-v3"), catalog.load_gpu("h200"), PEAK, 8,
         evaluator.Layout.of(8, False, 1, 1500, 1, 8, dp_attention=True), 1024.0,
     )  # fmt: skip
     assert row.predicted_tok_s_per_request == pytest.approx(float(figures["tok_s_per_request"]))
     assert row.predicted_tok_s_per_gpu == pytest.approx(float(figures["throughput_tok_s"]) / 8)
+
+
+def test_a_stated_two_batch_overlap_hides_the_all_to_all_behind_compute(tmp_path: Path) -> None:
+    cells = _row(model="DeepSeek-V3", gpu="H100 SXM 80GB", n_gpus="16", layout="DEP16", batch_or_concurrency="bs 512")
+    plain, overlapped = _validate(tmp_path, cells, cells | {"layout": "DEP16, two-batch overlap"})
+    assert (plain.row.setup.a2a_overlap, overlapped.row.setup.a2a_overlap) == (False, True)
+    figures = evaluator.evaluate(
+        catalog.load_model("deepseek-v3"), catalog.load_gpu("h100-sxm"), PEAK, 8,
+        evaluator.Layout.of(16, False, 1, 1500, 1, 16, dp_attention=True, a2a_overlap=True), 512.0,
+    )  # fmt: skip
+    assert overlapped.predicted_tok_s_per_request == pytest.approx(float(figures["tok_s_per_request"]))
+    assert overlapped.predicted_tok_s_per_request > plain.predicted_tok_s_per_request
+
+
+def test_the_bound_is_at_peak_and_the_estimate_at_the_presets_efficiencies(tmp_path: Path) -> None:
+    (row,) = _validate(tmp_path, _row())
+    model, gpu, layout = (
+        catalog.load_model("llama-3.3-70b"),
+        catalog.load_gpu("h100-sxm"),
+        evaluator.Layout.of(2, 0, 1, 1500),
+    )
+    at_peak, estimate = (
+        float(evaluator.evaluate(model, gpu, p, 8, layout, 8.0)["tok_s_per_request"]) for p in (PEAK, DEFAULT)
+    )
+    assert row.predicted_tok_s_per_request == pytest.approx(at_peak)
+    assert row.estimate.tok_s_per_request == pytest.approx(estimate)
+    assert row.estimate_ratio == pytest.approx(min(estimate / 20.0, row.estimate.tok_s_per_gpu / 80.0))
+
+
+def test_a_measurement_beyond_the_realistic_estimate_but_below_peak_is_bounded(tmp_path: Path) -> None:
+    (probe,) = _validate(tmp_path, _row())
+    between = (probe.estimate.tok_s_per_request + probe.predicted_tok_s_per_request) / 2
+    (row,) = _validate(tmp_path, _row(tok_s_per_request=f"{between:.6f}", tok_s_per_gpu=f"{between * 4:.6f}"))
+    assert row.estimate_ratio < 1.0 < row.ratio
+    assert row.bound_holds is True
 
 
 # ----------------------------------------------------------------------------------------------- checks
@@ -170,7 +208,7 @@ def test_a_row_at_maximum_load_is_checked_against_the_best_fitting_batch(tmp_pat
     top = largest_fitting_batch(setup, DEFAULT)
     layout = evaluator.Layout.of(2, False, 1, 1500)
     model, gpu = catalog.load_model("llama-3.3-70b"), catalog.load_gpu("h100-sxm")
-    figures = evaluator.evaluate(model, gpu, DEFAULT, 8, layout, np.arange(1.0, top + 2))
+    figures = evaluator.evaluate(model, gpu, PEAK, 8, layout, np.arange(1.0, top + 2))
     assert figures["fits_in_memory"][top - 1] and not figures["fits_in_memory"][top]
     assert row.check == "throughput ceiling"
     assert row.predicted_tok_s_per_gpu == pytest.approx(float(np.max(figures["throughput_tok_s"][:top])) / 2)
@@ -182,7 +220,7 @@ def test_a_row_with_a_speed_and_a_throughput_is_checked_against_the_frontier(tmp
     setup = row.row.setup
     model, gpu = catalog.load_model("llama-3.3-70b"), catalog.load_gpu("h100-sxm")
     batches = np.arange(1.0, largest_fitting_batch(setup, DEFAULT) + 1)
-    figures = evaluator.evaluate(model, gpu, DEFAULT, 8, evaluator.Layout.of(2, False, 1, 1500), batches)
+    figures = evaluator.evaluate(model, gpu, PEAK, 8, evaluator.Layout.of(2, False, 1, 1500), batches)
     fast_enough = figures["tok_s_per_request"] >= 25.0
     assert row.check == "frontier"
     assert row.predicted_tok_s_per_gpu == pytest.approx(float(np.max(figures["throughput_tok_s"][fast_enough])) / 2)
@@ -192,7 +230,7 @@ def test_a_row_with_a_speed_and_a_throughput_is_checked_against_the_frontier(tmp
 def test_a_row_with_only_a_per_user_speed_is_checked_against_the_fastest_batch(tmp_path: Path) -> None:
     (row,) = _validate(tmp_path, _row(batch_or_concurrency="not stated", tok_s_per_gpu=""))
     model, gpu = catalog.load_model("llama-3.3-70b"), catalog.load_gpu("h100-sxm")
-    fastest = evaluator.evaluate(model, gpu, DEFAULT, 8, evaluator.Layout.of(2, False, 1, 1500), 1.0)
+    fastest = evaluator.evaluate(model, gpu, PEAK, 8, evaluator.Layout.of(2, False, 1, 1500), 1.0)
     assert row.check == "speed ceiling"
     assert row.predicted_tok_s_per_request == pytest.approx(float(fastest["tok_s_per_request"]))
     assert row.bound_holds is True
@@ -296,6 +334,7 @@ def test_json_gives_every_row_a_verdict_and_its_kind_or_null_with_a_reason(share
             assert r["check"] in CHECKS and r["reason"] is None and r["ratio"] > 0
     summary = fidelity.summarise(_shared_rows())
     assert summary.compared / summary.well_stated >= 0.85
+    assert summary.bounded / summary.compared >= 0.95
 
 
 def test_plot_draws_every_accelerator_with_a_verdict(shared_cli) -> None:

@@ -24,6 +24,7 @@ VALIDATE_TABLE = {
     "measured_tok_s_per_gpu": "meas_tok_s_gpu",
     "predicted_tok_s_per_gpu": "pred_tok_s_gpu",
     "ratio": "ratio",
+    "estimate_ratio": "est_ratio",
     "bottleneck": "bound_by",
     "bound_holds": "bound_holds",
 }
@@ -217,11 +218,18 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         description="Evaluate the roofline at the setup of each row of a measured-points CSV (columns of "
         "shared/reference/measured_points.csv; context = input_len + output_len / 2) and check that the prediction "
         "bounds the measurement: at the stated batch (point), at maximum load (throughput ceiling) or at the "
-        "measured per-user speed (frontier). Rows that cannot be mapped are listed with the reason.",
+        "measured per-user speed (frontier). The bound is the preset's physics at 100% of peak FLOP/s and HBM "
+        "bandwidth (pred_*, ratio); est_ratio is the preset's realistic estimate over the measurement. Rows that "
+        "cannot be mapped are listed with the reason.",
     )
     p.add_argument("--measured", required=True, metavar="FILE",
                    help="measured-points CSV (examples/measured_points.csv ships with the package)")  # fmt: skip
-    p.add_argument("--preset", default="default", help="physics: default (realistic, the default) or paper")
+    p.add_argument(
+        "--preset",
+        default="default",
+        help="physics: default (realistic, the default) or paper; the bound takes its settings at peak FLOP/s and HBM "
+        "bandwidth, the estimate its efficiencies",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON list of row objects (summary on stderr)")
     p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")
     p.add_argument(

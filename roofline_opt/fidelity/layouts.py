@@ -11,7 +11,7 @@ output token, so its prediction bounds the deployment's output speed and through
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
@@ -27,6 +27,7 @@ _REPLICAS_RE = re.compile(
     r"[x×]\s*(\d+)\s*(?:instances?|replicas?|copies)|(\d+)\s*(?:instances|replicas|copies)|(?<![a-z])dp\s*[=:]?\s*(\d+)"
     r"|tp\s*\d+\s*[x×]\s*(\d+)\b(?!\s*gpu)|(\d+)\s*[x×]\s*tp\s*\d"
 )
+_OVERLAP_RE = re.compile(r"(?:two|dual|2)[\s-]*(?:micro[\s-]*)?batch(?:es)?[\s-]*overlap|\btbo\b")
 _UNSIZED_EP_RE = re.compile(r"\bep\b(?!\s*\d)")
 _PER_GPU_BATCH_RE = re.compile(r"(\d+)\s*(?:seqs?|sequences|requests)?\s*(?:/|per)\s*(?:gpu|device|rank)")
 _LITTLE_RE = re.compile(r"~?\s*(\d+)\s+in flight")
@@ -48,6 +49,7 @@ class ParsedLayout:
     dp_attention: bool
     serving: str
     total_gpus: int
+    a2a_overlap: bool = False
 
 
 def _number(text: str) -> int | None:
@@ -86,6 +88,7 @@ def map_layout(
     """The layout of a measured row, or None with the reason; impossible degrees are InvalidInput naming ``where``."""
     low = text.lower()
     stated = _number(n_gpus)
+    overlap = bool(_OVERLAP_RE.search(low))
     disaggregated = bool(_DISAGG_RE.search(low)) or low.startswith("decode")
     pool = stated
     if disaggregated:
@@ -106,7 +109,13 @@ def map_layout(
     serving = "disaggregated" if disaggregated else "aggregated"
     if dp_attention:
         group = dep or ep or dp_degree or tp or pool
-        return _dp_attention(text, group, pool, stated, model, serving, reasons, notes)
+        parsed = _dp_attention(text, group, pool, stated, model, serving, reasons, notes)
+        if parsed is None or not overlap:
+            return parsed
+        notes.append("two-batch overlap: the expert all-to-all runs alongside compute and memory")
+        return replace(parsed, a2a_overlap=True)
+    if overlap:
+        notes.append("two-batch overlap stated without data-parallel attention: not modelled")
     if tp is None:
         reasons.append(f"layout {text!r} gives no tensor-parallel degree TPn")
         return None

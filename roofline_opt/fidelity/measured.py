@@ -104,6 +104,7 @@ class MeasuredSetup:
     batch: int | None
     context: int
     dp_attention: bool = False
+    a2a_overlap: bool = False
     total_gpus: int = 0
     check: str = "point"
     serving: str = "aggregated"
@@ -133,7 +134,8 @@ class MeasuredSetup:
         copies = f" x{self.instances}" if self.instances > 1 else ""
         mtp = f" mtp{self.mtp_depth}" if self.mtp_depth else ""
         side = " (decode side)" if self.serving == "disaggregated" else ""
-        return f"{shape}{copies}{mtp}{side}"
+        overlap = " tbo" if self.a2a_overlap else ""
+        return f"{shape}{overlap}{copies}{mtp}{side}"
 
 
 @dataclass(frozen=True)
@@ -337,6 +339,7 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             batch,
             context,
             dp_attention=layout.dp_attention,
+            a2a_overlap=layout.a2a_overlap,
             total_gpus=layout.total_gpus,
             check=check,
             serving=layout.serving,

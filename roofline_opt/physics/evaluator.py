@@ -88,7 +88,8 @@ class Layout:
 
     ``dp_attention`` marks data-parallel attention with wide expert parallelism (model-notes 10.5): the instance is
     a group of ``tp`` GPUs, each holding all attention weights and ``batch / tp`` sequences, experts spread over
-    ``ep`` = ``tp`` GPUs, ``pp`` = 1 (physics in ``dp_attention.py``).
+    ``ep`` = ``tp`` GPUs, ``pp`` = 1 (physics in ``dp_attention.py``). ``a2a_overlap`` marks data-parallel
+    attention run with two-batch overlap: its dispatch/combine hides behind the step's compute and memory time.
     """
 
     tp: np.ndarray
@@ -99,9 +100,12 @@ class Layout:
     tokens_per_step: np.ndarray
     kv_bits: np.ndarray
     dp_attention: np.ndarray
+    a2a_overlap: np.ndarray
 
     @classmethod
-    def of(cls, tp, tp_2d, pp, context, tokens_per_step=1, ep=1, kv_bits=DEFAULT_KV_BITS, dp_attention=False) -> Layout:
+    def of(
+        cls, tp, tp_2d, pp, context, tokens_per_step=1, ep=1, kv_bits=DEFAULT_KV_BITS, dp_attention=False, a2a_overlap=0
+    ) -> Layout:
         arrays = np.broadcast_arrays(
             np.asarray(tp, dtype=float),
             np.asarray(tp_2d, dtype=bool),
@@ -111,6 +115,7 @@ class Layout:
             np.asarray(tokens_per_step, dtype=float),
             np.asarray(kv_bits, dtype=float),
             np.asarray(dp_attention, dtype=bool),
+            np.asarray(a2a_overlap, dtype=bool) & np.asarray(dp_attention, dtype=bool),
         )
         return cls(*arrays)
 
@@ -221,22 +226,25 @@ def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int
     out.append(_collective(preset, gpu, pp - 1.0, np.where(pp > 1, two, 1.0), two, send_bytes, POINT_TO_POINT))
     if layout.any_dp_attention:
         out = [replace(c, count=np.where(layout.dp_attention, 0.0, c.count)) for c in out]
-        out.append(dp_attention.dispatch_combine(model, gpu, preset, layout))
+        out.append(dp_attention.dispatch_combine(model, gpu, preset, layout, overlapped=False))
     return out
 
 
 @dataclass(frozen=True)
 class StepFigures:
-    """Seconds of one decoding step and its parts."""
+    """Seconds of one decoding step and its parts; ``overlapped_network_s`` runs alongside compute and memory
+    (two-batch overlap of data-parallel attention's all-to-all), the rest of the network time in series."""
 
     kernel_launch_s: np.ndarray
     network_s: np.ndarray
     memory_s: np.ndarray
     compute_s: np.ndarray
+    overlapped_network_s: np.ndarray | float = 0.0
 
     @property
     def step_time_s(self) -> np.ndarray:
-        return self.kernel_launch_s + self.network_s + np.maximum(self.memory_s, self.compute_s)
+        busy = np.maximum(np.maximum(self.memory_s, self.compute_s), self.overlapped_network_s)
+        return self.kernel_launch_s + self.network_s + busy
 
 
 def flop_rate(gpu: GpuSpec, weight_bits: int) -> float:
@@ -331,7 +339,10 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     memory_s = traffic / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
     network_s = sum(c.time_s(batch) for c in collectives(model, gpu, preset, weight_bits, layout))
     launch = np.full_like(compute_s, model.n_layers * 4.0 * gpu.kernel_launch_s * preset.kernel_launch_factor)
-    return StepFigures(launch, network_s + np.zeros_like(compute_s), memory_s, compute_s)
+    hidden = 0.0
+    if np.any(layout.a2a_overlap):
+        hidden = dp_attention.dispatch_combine(model, gpu, preset, layout, overlapped=True).time_s(batch)
+    return StepFigures(launch, network_s + np.zeros_like(compute_s), memory_s, compute_s, hidden)
 
 
 @dataclass(frozen=True)
@@ -472,8 +483,9 @@ def evaluate(
     useful_flop = 2.0 * model_sizes(model).active_params * batch
     peak = flop_rate(gpu, weight_bits)
     mfu = useful_flop / (per_token * n * peak)
+    busy = np.maximum(base.memory_s, base.compute_s)
     binding = np.select(
-        [base.network_s >= np.maximum(base.memory_s, base.compute_s), base.memory_s >= base.compute_s],
+        [np.maximum(base.network_s, base.overlapped_network_s) >= busy, base.memory_s >= base.compute_s],
         ["network", "memory"],
         "compute",
     )
@@ -482,6 +494,7 @@ def evaluate(
         "step_time_s": np.broadcast_to(base.step_time_s, shape),
         "kernel_launch_s": np.broadcast_to(base.kernel_launch_s, shape),
         "network_s": np.broadcast_to(base.network_s, shape),
+        "overlapped_network_s": np.broadcast_to(base.overlapped_network_s, shape),
         "memory_s": np.broadcast_to(base.memory_s, shape),
         "compute_s": np.broadcast_to(base.compute_s, shape),
         "no_spec_time_per_token_s": no_spec,
