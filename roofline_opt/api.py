@@ -580,10 +580,8 @@ def plan(
     mip_gap: float = 1e-4,
     baseline: bool = False,
 ):
-    """A fleet plan (``optimize.fleet.FleetPlan``) for a fleet file path or the same structure as a dict.
-
-    ``baseline`` also plans each model alone and packs the results, for comparison (single-period fleets).
-    """
+    """A fleet plan (``optimize.fleet.FleetPlan``) for a fleet file path or the same structure as a dict;
+    ``baseline`` also plans each model alone and packs the results, for comparison (single-period fleets)."""
     from roofline_opt.optimize import fleet as fl
 
     is_path = isinstance(fleet, str | os.PathLike)

@@ -204,13 +204,10 @@ def load_yaml(text: str, source: str) -> Any:
     import yaml
 
     try:
-        return _parse_yaml(text, c_parser=True)
-    except _Refused as exc:
-        raise _refusal(source, exc) from None
-    except (yaml.YAMLError, ValueError, RecursionError):
-        pass  # parsed again below, for the message
-    try:
-        return _parse_yaml(text, c_parser=False)
+        try:
+            return _parse_yaml(text, c_parser=True)
+        except (yaml.YAMLError, ValueError, RecursionError):
+            return _parse_yaml(text, c_parser=False)  # PyYAML's own parser words the message
     except _Refused as exc:
         raise _refusal(source, exc) from None
     except yaml.YAMLError as exc:
