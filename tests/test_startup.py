@@ -73,6 +73,10 @@ def test_only_the_command_run_has_its_module_imported():
     assert not loaded & {f"roofline_opt.cli.{module}" for module, _ in COMMANDS.values() if module != "catalog_cmds"}
 
 
+def test_the_command_registry_lists_every_command_the_modules_register_in_help_order():
+    assert list(_subparser_action(build_parser()).choices) == list(COMMANDS)
+
+
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_command_built_alone_has_the_same_help_as_in_the_whole_parser(command):
     alone, whole = build_parser([command]), build_parser()
@@ -81,8 +85,12 @@ def test_a_command_built_alone_has_the_same_help_as_in_the_whole_parser(command)
     assert _subparser(alone, command).format_help() == _subparser(whole, command).format_help()
 
 
+def _subparser_action(parser):
+    return next(a for a in parser._actions if a.dest == "command")
+
+
 def _subparser(parser, name: str):
-    return next(a for a in parser._actions if a.dest == "command").choices[name]
+    return _subparser_action(parser).choices[name]
 
 
 def test_records_print_as_the_same_table_as_their_data_frame():
