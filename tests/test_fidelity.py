@@ -96,7 +96,15 @@ def test_unmappable_rows_are_listed_with_their_reason(tmp_path: Path) -> None:
     assert code == 0
     assert "line 2 (Foo-13B, H100 SXM 80GB): model 'Foo-13B' has no catalog card" in out
     assert "layout 'not disclosed' gives no tensor-parallel degree TPn" in out
-    assert "validate: 1 of 3 rows mapped (2 listed with a reason; 1 of 1 well-stated rows have a verdict)" in out
+    assert "validate: 1 of 3 rows mapped (2 listed with a reason; 1 of 2 well-stated rows have a verdict)" in out
+
+
+def test_a_failed_point_whose_batch_does_not_fit_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "m.csv"
+    path.write_text(f"{HEADER}\nLlama-2-70B,FP16,A100 SXM 80GB,2,TP2,batch 4096,2000,2000,1000,100000\n")
+    code, out, _ = _run(["validate", "--measured", str(path)])
+    assert code == 0
+    assert "(the stated batch does not fit in memory here: at most " in out
 
 
 def test_speculative_measurement_of_a_model_without_mtp_module_gets_no_verdict(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ PEAK = DEFAULT.at_peak()
 """The physics of the bound validate checks: the default preset at peak FLOP/s and HBM bandwidth."""
 
 SHARED = Path(__file__).parent / "data" / "measured_points.csv"
+EXTRA = Path(__file__).parent / "data" / "measured_public_extra.csv"
 COLUMNS = (
     "model,precision,gpu,n_gpus,layout,batch_or_concurrency,input_len,output_len,tpot_ms,tok_s_per_request,"
     "tok_s_per_gpu,framework,notes"
@@ -34,7 +35,7 @@ COLUMNS = (
 def _row(**cells: str) -> dict[str, str]:
     """A well-stated row of decode-only figures (whole requests: tests/test_validate_whole_requests.py)."""
     base = dict(
-        model="Llama-3.3-70B", precision="FP8", gpu="H100 SXM 80GB", n_gpus="2", layout="TP2",
+        model="Llama-3.3-70B", precision="FP8, BF16 KV", gpu="H100 SXM 80GB", n_gpus="2", layout="TP2",
         batch_or_concurrency="batch 8", input_len="1000", output_len="1000", tpot_ms="", tok_s_per_request="20",
         tok_s_per_gpu="80", framework="vLLM", notes="decode-only figures",
     )  # fmt: skip
@@ -109,6 +110,21 @@ def test_precision_spellings(text: str, bits: tuple[int, int]) -> None:
     assert (s.weight_bits, s.kv_bits) == bits
 
 
+def test_an_unstated_kv_cache_is_16_bit_for_the_estimate_and_8_bit_for_the_bound_under_fp8_weights() -> None:
+    s = fidelity.map_row(_row(precision="FP8")).setup
+    assert (s.kv_bits, s.for_bound().kv_bits, s.kv_stated) == (16, 8, False)
+    assert s.bound_assumptions == ("KV precision not stated: 16-bit for the estimate, 8-bit for the bound",)
+
+
+@pytest.mark.parametrize(
+    ("precision", "notes", "kv_bits"),
+    [("BF16", "", 16), ("FP8, BF16 KV", "", 16), ("FP8", "FP8 KV for DeepSeek", 16), ("FP8", "FP8 KV for llama", 8)],
+)
+def test_a_stated_kv_cache_is_read_the_same_by_the_bound(precision: str, notes: str, kv_bits: int) -> None:
+    s = fidelity.map_row(_row(precision=precision, notes=notes)).setup
+    assert s.kv_bits == s.for_bound().kv_bits == kv_bits
+
+
 def test_numbers_with_thousands_separators_and_k_suffixes() -> None:
     s = fidelity.map_row(_row(input_len="8k", output_len="1,024", tok_s_per_gpu="10,907")).setup
     assert s.context == 8512
@@ -140,6 +156,18 @@ def test_dep_layouts_are_data_parallel_attention_groups(layout: str, n_gpus: str
     assert row.reasons == ()
     s = row.setup
     assert (s.dp_attention, s.tp, s.ep, s.pp, s.instances) == (True, group, group, 1, instances)
+
+
+def test_attention_dp_stated_in_the_notes_makes_a_moe_tp_group_an_attention_group() -> None:
+    cells = _row(model="Qwen3-235B-A22B", n_gpus="8", layout="TP8", notes="yaml sets enable_attention_dp: true")
+    s = fidelity.map_row(cells).setup
+    assert (s.dp_attention, s.tp, s.ep) == (True, 8, 8)
+    assert "data-parallel attention stated in the notes: the TP degree is the attention group" in s.assumptions
+
+
+def test_attention_dp_in_the_notes_of_a_dense_model_changes_nothing() -> None:
+    s = fidelity.map_row(_row(notes="enable_attention_dp: true")).setup
+    assert (s.dp_attention, s.tp) == (False, 2)
 
 
 def test_disaggregated_rows_are_predicted_on_their_decode_side_over_all_gpus() -> None:
@@ -297,6 +325,9 @@ def test_an_mtp_row_gets_a_verdict_from_the_mtp_draft(tmp_path: Path) -> None:
         ("Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"),
         ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
         ("Mistral-Large-Instruct-2407", "mistral-large-2"),
+        ("llama2-70b-99.9", "llama-2-70b"),
+        ("llama3.1-405b", "llama-3.1-405b"),
+        ("gptj-99", "gpt-j-6b"),
     ],
 )
 def test_model_aliases_resolve_to_the_architectures_card(name: str, card: str) -> None:
@@ -307,7 +338,7 @@ def test_model_aliases_resolve_to_the_architectures_card(name: str, card: str) -
 @pytest.mark.parametrize(
     ("name", "card"),
     [("H100-SXM-80GB", "h100-sxm"), ("B200-180GB", "b200"), ("GH200 144GB", "gh200"), ("GB200 NVL72", "gb200"),
-     ("MI355X", "mi355x"), ("H100 PCIe", None), ("H100 NVL", None)],
+     ("MI355X", "mi355x"), ("L40S 48GB", "l40s"), ("H100 PCIe", None), ("H100 NVL", None)],
 )  # fmt: skip
 def test_accelerator_aliases(name: str, card: str | None) -> None:
     assert gpu_card_name(name) == card
@@ -337,6 +368,15 @@ def test_json_gives_every_row_a_verdict_and_its_kind_or_null_with_a_reason(share
     assert summary.bounded / summary.compared >= 0.95
 
 
+def test_public_rows_outside_the_shared_file_get_verdicts_and_the_bound_holds() -> None:
+    """80 rows collected from public sources not in ../shared (TensorRT-LLM performance docs of v0.9 and v1.0,
+    LMDeploy, MLPerf Inference v4.1/v5.0, OCI's MI300X blog, SGLang), each with its source and arithmetic."""
+    summary = fidelity.summarise(fidelity.validate(EXTRA))
+    assert summary.rows == 80
+    assert summary.compared / summary.well_stated >= 0.85
+    assert summary.bounded / summary.compared >= 0.95
+
+
 def test_plot_draws_every_accelerator_with_a_verdict(shared_cli) -> None:
     plot = shared_cli[3]
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -359,6 +399,9 @@ def test_per_framework_summary_counts_every_row() -> None:
         ({"tok_s_per_request": "", "tok_s_per_gpu": ""}, "no measured tok/s per request or per GPU"),
         ({"gpu": "H100 PCIe"}, "has no catalog card"),
         ({"model": "Kimi-K2"}, "has no catalog card"),
+        ({"model": "Llama-4-Scout-17B-16E"}, "chunked local attention"),
+        ({"model": "GPT-OSS-120B"}, "sliding-window attention"),
+        ({"model": "Qwen3-30B-A3B", "layout": "DEP2,PP2", "n_gpus": "4"}, "with pipeline parallelism PP2 is not"),
     ],
 )
 def test_rows_that_cannot_be_checked_name_what_is_missing(cells: dict[str, str], reason: str) -> None:

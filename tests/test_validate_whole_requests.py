@@ -20,7 +20,7 @@ COLUMNS = (
 
 def _validate(tmp_path: Path, input_len: str, output_len: str, batch: str, notes: str = "") -> fidelity.ValidationRow:
     path = tmp_path / "m.csv"
-    row = f'Llama-3.3-70B,FP8,H100 SXM 80GB,2,TP2,{batch},{input_len},{output_len},20,80,"{notes}"'
+    row = f'Llama-3.3-70B,"FP8, BF16 KV",H100 SXM 80GB,2,TP2,{batch},{input_len},{output_len},20,80,"{notes}"'
     path.write_text(f"{COLUMNS}\n{row}\n")
     (out,) = fidelity.validate(path)
     return out

@@ -97,6 +97,8 @@ def run_validate(args: argparse.Namespace) -> int:
         print("\nrows the bound does not hold on:")
         for record in failed.to_dict("records"):
             why = record["why_not_bounded"] or f"predicted/measured {report.format_number(record['ratio'])}"
+            if record["check"] == "point" and record["fits_in_memory"] is False:
+                why += f" (the stated batch does not fit in memory here: at most {record['largest_fitting_batch']})"
             print(f"  line {record['line']} ({record['model']}, {record['gpu']}, {record['check']}): {why}")
     listed = frame[frame["reason"].notna()]
     if len(listed):
@@ -235,8 +237,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="per accelerator, measured points against our frontier (tok/s per GPU vs tok/s per user), coloured by "
-        "whether the bound holds",
+        help="per accelerator, measured points against the bound's frontier (tok/s per GPU vs tok/s per user, at "
+        "peak), coloured by whether the bound holds",
     )
     p.set_defaults(func=run_validate)
 

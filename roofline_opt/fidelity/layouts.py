@@ -83,9 +83,17 @@ def _decode_side(low: str, stated: int | None, reasons: list[str]) -> tuple[str,
 
 
 def map_layout(
-    text: str, n_gpus: str, model: ModelSpec | None, reasons: list[str], notes: list[str], where: str = "layout"
+    text: str,
+    n_gpus: str,
+    model: ModelSpec | None,
+    reasons: list[str],
+    notes: list[str],
+    where: str = "layout",
+    remarks: str = "",
 ) -> ParsedLayout | None:
-    """The layout of a measured row, or None with the reason; impossible degrees are InvalidInput naming ``where``."""
+    """The layout of a measured row, or None with the reason; impossible degrees are InvalidInput naming ``where``.
+    ``remarks`` (the row's framework and notes) may state data-parallel attention for a MoE model
+    (``enable_attention_dp``): its TP degree is then the attention group."""
     low = text.lower()
     stated = _number(n_gpus)
     overlap = bool(_OVERLAP_RE.search(low))
@@ -101,12 +109,18 @@ def map_layout(
         reasons.append(f"layout {text!r} names a GPU count of 0")
         return None
     dp_attention = dep is not None or bool(_DP_ATTENTION_RE.search(low))
+    if not dp_attention and model is not None and model.is_moe and _DP_ATTENTION_RE.search(remarks.lower()):
+        dp_attention = True
+        notes.append("data-parallel attention stated in the notes: the TP degree is the attention group")
     dp_degree = _degree(low, "dp", where)
     wide_ep = (ep is not None or _UNSIZED_EP_RE.search(low)) and tp is None
     if not dp_attention and wide_ep:
         dp_attention = True
         notes.append("attention layout not stated with wide EP: data-parallel attention (the wide-EP convention)")
     serving = "disaggregated" if disaggregated else "aggregated"
+    if dp_attention and pp is not None and pp > 1:
+        reasons.append(f"layout {text!r}: data-parallel attention with pipeline parallelism PP{pp} is not modelled")
+        return None
     if dp_attention:
         group = dep or ep or dp_degree or tp or pool
         parsed = _dp_attention(text, group, pool, stated, model, serving, reasons, notes)

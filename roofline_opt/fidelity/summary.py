@@ -12,13 +12,17 @@ import numpy as np
 from roofline_opt import report
 from roofline_opt.fidelity.validate import ValidationRow
 
-UNSTATED = ("model ", "precision ", "gpu ", "layout ")
-"""A reason starting with one of these says the row does not name its model, precision, accelerator or layout."""
+UNSTATED_RE = re.compile(
+    r"^\s*(?:-|n/?a|none|unknown|undisclosed|not (?:disclosed|stated|reported|recovered|given|available)\b.*)?\s*$",
+    re.IGNORECASE,
+)
+"""A cell that names nothing: empty, a dash, "unknown", "not disclosed", "not recovered (...)"."""
 
 
 def well_stated(row: ValidationRow) -> bool:
-    """Model, precision, accelerator and layout named (and known): the rows a verdict is owed to."""
-    return not any(reason.startswith(UNSTATED) for reason in row.row.reasons)
+    """Model, precision, accelerator and layout named (known to our catalog or not): the rows a verdict is owed to."""
+    r = row.row
+    return not any(UNSTATED_RE.match(cell) for cell in (r.model, r.precision, r.gpu, r.layout))
 
 
 def framework_family(text: str) -> str:

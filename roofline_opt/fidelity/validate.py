@@ -156,7 +156,7 @@ class ValidationRow:
             "bottleneck": p.bottleneck,
             "bound_holds": self.bound_holds,
             "why_not_bounded": p.explanation,
-            "assumptions": "; ".join(s.assumptions) if s and s.assumptions else None,
+            "assumptions": ("; ".join(s.assumptions + s.bound_assumptions) or None) if s else None,
             "speed_basis": s.speed_basis if s else None,
             "static_batch": s.static_batch if s else None,
             "reason": "; ".join(self.row.reasons) or None,
@@ -323,15 +323,17 @@ def _at(sweep, per_gpu, batches, i: int, why: str | None, curve: dict) -> Predic
 
 
 def validate(path: str | Path, preset: Preset = DEFAULT) -> list[ValidationRow]:
-    """Every row of a measured-points CSV with the roofline's bound (``preset`` at peak FLOP/s and HBM bandwidth)
-    and its realistic estimate (``preset`` itself) where it maps to a setup."""
+    """Every row of a measured-points CSV with the roofline's bound (``preset`` at peak FLOP/s and HBM bandwidth,
+    unstated settings read favourably: ``MeasuredSetup.for_bound``) and its realistic estimate (``preset`` itself)
+    where it maps to a setup."""
     bound = preset.at_peak()
     out = []
     for row in map(map_row, read_measured(path)):
         if row.setup is None:
             out.append(ValidationRow(row))
             continue
-        at_peak = predict(row.setup, row.measured_tok_s_per_request, bound)
-        estimate = at_peak if bound is preset else predict(row.setup, row.measured_tok_s_per_request, preset)
+        at_peak = predict(row.setup.for_bound(), row.measured_tok_s_per_request, bound)
+        same = bound is preset and row.setup.for_bound() is row.setup
+        estimate = at_peak if same else predict(row.setup, row.measured_tok_s_per_request, preset)
         out.append(ValidationRow(row, at_peak, estimate))
     return out

@@ -44,7 +44,10 @@ class Collective:
     s_per_seq: np.ndarray
 
     def time_s(self, batch: np.ndarray) -> np.ndarray:
-        per_protocol = self.latency_s + self.s_per_seq * np.asarray(batch, dtype=float)[..., None]
+        batch = np.asarray(batch, dtype=float)
+        if not np.any(self.count):
+            return np.zeros(np.broadcast_shapes(np.shape(self.count), batch.shape))
+        per_protocol = self.latency_s + self.s_per_seq * batch[..., None]
         return self.count * np.min(per_protocol, axis=-1)
 
 
