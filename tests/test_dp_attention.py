@@ -3,6 +3,7 @@ per GPU, the all-to-all over scale-up or scale-out links, and the optimiser choo
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -65,6 +66,22 @@ def test_two_batch_overlap_runs_the_all_to_all_alongside_compute_and_memory() ->
     busy = np.maximum(np.maximum(plain.memory_s, plain.compute_s), all_to_all)
     np.testing.assert_allclose(overlapped.step_time_s, plain.kernel_launch_s + overlapped.network_s + busy, rtol=1e-12)
     assert np.all(overlapped.step_time_s < plain.step_time_s)
+
+
+def test_evaluate_two_batch_overlap_prints_the_evaluators_overlapped_figures(capsys: pytest.CaptureFixture) -> None:
+    from roofline_opt.cli import main
+
+    argv = (
+        "evaluate --model deepseek-v3 --weight-bits 8 --gpu h200 --tp 16 --pp 1 --ep 16 --dp-attention "
+        "--two-batch-overlap --batch 2048 --context 2000 --json"
+    ).split()
+    assert main(argv) == 0
+    (printed,) = json.loads(capsys.readouterr().out)
+    layout = ev.Layout.of(16, False, 1, 2000, 1, 16, dp_attention=True, a2a_overlap=True)
+    expected = ev.evaluate(DEEPSEEK, H200, DEFAULT, 8, layout, 2048.0)
+    assert printed["two_batch_overlap"] is True
+    assert printed["overlapped_network_s"] == pytest.approx(float(expected["overlapped_network_s"]))
+    assert printed["tok_s_per_request"] == pytest.approx(float(expected["tok_s_per_request"]))
 
 
 def test_two_batch_overlap_is_a_property_of_data_parallel_attention_only() -> None:

@@ -325,6 +325,9 @@ def test_an_mtp_row_gets_a_verdict_from_the_mtp_draft(tmp_path: Path) -> None:
         ("Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"),
         ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
         ("Mistral-Large-Instruct-2407", "mistral-large-2"),
+        ("llama2-70b-99.9", "llama-2-70b"),
+        ("llama3.1-405b", "llama-3.1-405b"),
+        ("gptj-99", "gpt-j-6b"),
     ],
 )
 def test_model_aliases_resolve_to_the_architectures_card(name: str, card: str) -> None:

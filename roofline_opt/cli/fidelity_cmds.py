@@ -212,9 +212,11 @@ def run_sensitivity(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``validate``, ``calibrate``, ``reproduce`` and ``sensitivity``."""
+    from roofline_opt.cli import command_help
+
     p = subparsers.add_parser(
         "validate",
-        help="measured serving figures against the roofline bound",
+        help=command_help("validate"),
         description="Evaluate the roofline at the setup of each row of a measured-points CSV (columns of "
         "shared/reference/measured_points.csv; context = input_len + output_len / 2) and check that the prediction "
         "bounds the measurement: at the stated batch (point), at maximum load (throughput ceiling) or at the "
@@ -242,7 +244,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "calibrate",
-        help="fit efficiency caps to measurements and write an accelerator card",
+        help=command_help("calibrate"),
         description="Fit FLOP efficiency, HBM efficiency and the NCCL latency factor to the rows of one accelerator "
         "in a measured-points CSV (least squared log error of tok/s per request), report the leave-one-out error "
         "and write a card carrying the fit, for use with the default preset.",
@@ -256,7 +258,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "reproduce",
-        help="the paper's headline comparisons with our integer frontiers",
+        help=command_help("reproduce"),
         description="Frontiers (paper preset) of the notebook's headline settings (model-notes section 8), each as "
         "CSV and PNG, and reproduce.md comparing our max speed, cost, N, batch, cheapest and preferred point with the "
         "notebook's continuous numbers.",
@@ -269,7 +271,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "sensitivity",
-        help="how the optimum moves when contested assumptions move",
+        help=command_help("sensitivity"),
         description="Re-solve the frontier with all-reduce scaling, FLOP/HBM efficiency, NCCL latency, kernel launch, "
         "draft acceptance and the utility exponent moved; report max speed, cheapest cost and preferred point.",
     )

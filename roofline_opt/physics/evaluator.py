@@ -2,7 +2,9 @@
 
 Every figure roofline_opt prints comes from here. ``step`` evaluates one decoding step for arrays of layouts,
 ``evaluate`` adds speculative decoding, cost and memory, and ``collectives`` exposes the network term as a list
-of affine-in-batch pieces per NCCL protocol so the MIP tables can be derived from the same code.
+of affine-in-batch pieces per NCCL protocol so the MIP tables can be derived from the same code. A model's static
+sizes (parameters, KV-cache bytes per token) are ``physics.sizes``, re-exported here: the catalog listing reads them
+without importing numpy.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 
 from roofline_opt.errors import InvalidInput
 from roofline_opt.physics import dp_attention
+from roofline_opt.physics.sizes import kv_bytes_per_token, model_sizes
 from roofline_opt.physics.specs import GpuSpec, ModelSpec, Preset
 
 DRAFT_WEIGHT_BITS = 16
@@ -22,85 +25,6 @@ DEFAULT_KV_BITS = 16
 KV_BITS = (16, 8, 4)
 ALLREDUCE = "allreduce"
 POINT_TO_POINT = "p2p"
-
-
-@dataclass(frozen=True)
-class ModelSizes:
-    """Parameter and per-token sizes derived from a ModelSpec (model-notes section 2)."""
-
-    attn_params_per_layer: float
-    qkv_params_per_layer: float
-    out_params_per_layer: float
-    qkv_out_width: float
-    attn_out_in_width: float
-    ff_params_per_expert: float
-    dense_ff_params: float
-    n_dense_layers: int
-    n_moe_layers: int
-    embedding_params: float
-    total_params: float
-    active_params: float
-    kv_values_per_token_per_layer: float
-    kv_heads: float
-    attn_flop_per_ctx_token_per_layer: float
-
-
-def model_sizes(model: ModelSpec) -> ModelSizes:
-    """Parameter counts, KV-cache width and attention FLOP of ``model``."""
-    d, nq, dh = model.d_model, model.n_q_heads, model.d_head
-    if model.is_mla:
-        rope, v_dim = model.qk_rope_head_dim, model.v_head_dim or dh
-        if model.q_lora_rank:
-            q_params = d * model.q_lora_rank + model.q_lora_rank * nq * (dh + rope)
-        else:
-            q_params = d * nq * (dh + rope)
-        qkv_params = q_params + d * (model.kv_lora_rank + rope) + model.kv_lora_rank * nq * (dh + v_dim)
-        out_params = nq * v_dim * d
-        qkv_out_width = nq * (dh + rope) + model.kv_lora_rank + rope
-        out_in_width = nq * v_dim
-        kv_heads = 0.0
-        kv_values = model.kv_lora_rank + rope
-        attn_flop = 2.0 * nq * (model.kv_lora_rank + rope) + 2.0 * nq * model.kv_lora_rank
-    else:
-        kv_heads = 2.0 * nq / model.group_size
-        qkv_out_width = (nq + kv_heads) * dh
-        qkv_params = qkv_out_width * d
-        out_params = nq * dh * d
-        out_in_width = nq * dh
-        kv_values = kv_heads * dh
-        attn_flop = 4.0 * dh * nq
-    ff_expert = (model.m_in + model.m_out) * d * model.d_ff
-    n_dense = model.n_dense_layers if model.is_moe else 0
-    n_moe = model.n_layers - n_dense
-    dense_ff = (model.m_in + model.m_out) * d * (model.dense_layer_d_ff or model.d_ff)
-    embedding = (1 if model.tie_embeddings else 2) * model.vocab * d
-    attn = qkv_params + out_params
-    experts_held = model.n_experts + model.n_shared_experts
-    experts_used = model.n_active_experts + model.n_shared_experts
-    total = model.n_layers * attn + n_moe * experts_held * ff_expert + n_dense * dense_ff + embedding
-    active = model.n_layers * attn + n_moe * experts_used * ff_expert + n_dense * dense_ff + embedding
-    return ModelSizes(
-        attn_params_per_layer=attn,
-        qkv_params_per_layer=qkv_params,
-        out_params_per_layer=out_params,
-        qkv_out_width=qkv_out_width,
-        attn_out_in_width=out_in_width,
-        ff_params_per_expert=ff_expert,
-        dense_ff_params=dense_ff,
-        n_dense_layers=n_dense,
-        n_moe_layers=n_moe,
-        embedding_params=embedding,
-        total_params=total,
-        active_params=active,
-        kv_values_per_token_per_layer=kv_values,
-        kv_heads=kv_heads,
-        attn_flop_per_ctx_token_per_layer=attn_flop,
-    )
-
-
-def kv_bytes_per_token(model: ModelSpec, kv_bytes_per_value=2.0):
-    """KV-cache bytes one context token occupies across all layers (``kv_bytes_per_value`` = kv_bits / 8)."""
-    return model_sizes(model).kv_values_per_token_per_layer * model.n_layers * kv_bytes_per_value
 
 
 def weight_bytes_per_param(weight_bits: int) -> float:
