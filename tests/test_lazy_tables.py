@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from roofline_opt import api
+from roofline_opt.optimize import queries
 from roofline_opt.optimize.enumerate import enumerate_best, feasible_points
+from roofline_opt.optimize.formulation import CHEAPEST, FASTEST, choice_bounds, target_batch_bounds
 from roofline_opt.optimize.queries import Prepared, SolverOptions, prepare, smallest, solve_cheapest, solve_fastest
 from roofline_opt.optimize.tables import build_tables, refine_rows
 
@@ -99,6 +101,26 @@ def test_a_query_refines_few_of_many_layouts():
     refined_layouts = len(np.unique(prep.tables.layout_of[prep.tables.refined]))
     assert layouts > 1000
     assert 0 < refined_layouts < layouts // 10
+
+
+def test_screening_in_order_of_untargeted_bounds_keeps_the_rows_of_screening_every_row(monkeypatch):
+    monkeypatch.setattr(queries, "SCAN_FIRST", 4)
+    prep = prepare(_moe_spec())
+    cheapest = solve_cheapest(prep, None)
+    fastest = solve_fastest(prep, None)
+    targets = [(FASTEST, {"max_usd_per_mtok": cheapest.usd_per_mtok * f}) for f in (1.0, 1.3, 2.0, 4.0, 1e3)] + [
+        (CHEAPEST, {"max_time_per_token": 1.0 / (fastest.tok_s_per_request * f * prep.tables.time_unit_s)})
+        for f in (1.0, 0.8, 0.5, 0.2, 1e-3)
+    ]
+    scanned = []
+    for kind, target in targets:
+        rows, _, _, bound, ahead = prep._screen(kind, target)
+        lo, hi = target_batch_bounds(prep.tables, **target)
+        every = choice_bounds(prep.tables, kind, lo, hi)
+        np.testing.assert_array_equal(rows[ahead], smallest(every, queries.REFINE_AHEAD))
+        np.testing.assert_array_equal(bound[ahead], every[rows[ahead]])
+        scanned.append(len(rows))
+    assert min(scanned) < len(prep.tables)  # the scan stopped early at least once
 
 
 @pytest.mark.parametrize("k", [1, 3, 8, 64, 500])

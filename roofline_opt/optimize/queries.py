@@ -77,7 +77,7 @@ class Prepared:
     excluded_layouts: set[int] = field(default_factory=set)
     """Layout indices no query may pick (the runner-up search excludes the answers already given)."""
     _worst: tuple[Tables, np.ndarray] | None = None
-    _order_for: tuple[Tables | None, dict] = (None, {})
+    _orders: dict[str, tuple[Tables, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def start_query(self) -> None:
         """Forget the previous query's rejected points and repair count (splits themselves are kept)."""
@@ -142,16 +142,13 @@ class Prepared:
         only where time per token rises and cost per token falls with the batch in every piece (a0, a1 >= 0, as
         chords of the evaluator's terms are); otherwise every row is screened (an order whose first bound is inf)."""
         t = self.tables
-        if self._order_for[0] is not t:
-            self._order_for = (t, {})
-        cached = self._order_for[1]
-        if kind not in cached:
+        if kind not in self._orders or self._orders[kind][0] is not t:
             if np.all(t.pieces_a0 >= 0) and np.all(t.pieces_a1 >= 0):
                 floor = choice_bounds(t, kind, t.batch_lo, t.batch_hi)
             else:
                 floor = np.full(len(t), -np.inf)
-            cached[kind] = (np.argsort(floor, kind="stable"), floor)
-        return cached[kind]
+            self._orders[kind] = (t, np.argsort(floor, kind="stable"), floor)
+        return self._orders[kind][1:]
 
     @property
     def objective_scale(self) -> float:
