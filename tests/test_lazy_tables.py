@@ -131,3 +131,27 @@ def test_smallest_is_the_head_of_a_stable_argsort(k):
     values[rng.integers(0, 300, 5)] = np.nan
     for v in (values, values[np.isfinite(values)], np.full(50, np.inf)):
         np.testing.assert_array_equal(smallest(v, k), np.argsort(v, kind="stable")[:k])
+
+
+MOE_CARDS = ("deepseek-v3", "gpt-4-paper", "mixtral-8x7b", "mixtral-8x22b", "qwen3-235b-a22b", "qwen3-30b-a3b")
+
+
+@pytest.mark.parametrize("card", MOE_CARDS)
+def test_every_piece_of_a_moe_step_is_concave_in_the_batch_so_chords_bound_it_from_below(card):
+    """Coarse chords are optimistic only if each max() piece (launch + network + memory, launch + network + compute)
+    is concave in the batch. The expert-activation traffic u(tok) x tok is convex at small batches on its own; the
+    expert weights u(tok) x W dominate it for every MoE card of the catalog, layouts with EP and DP attention too."""
+    from roofline_opt import catalog
+    from roofline_opt.physics import evaluator as ev
+    from roofline_opt.physics.specs import DEFAULT, PAPER
+
+    model, gpu = catalog.load_model(card), catalog.load_gpu("h100-sxm")
+    batch = np.arange(1.0, 513.0)
+    layouts = [ev.Layout.of(tp, False, pp, 2000, s, ep) for tp, pp, ep, s in [(1, 1, 1, 1), (8, 1, 8, 1), (8, 2, 2, 3)]]
+    layouts.append(ev.Layout.of(8, False, 1, 2000, 1, 8, dp_attention=True))
+    for preset in (DEFAULT, PAPER):
+        for layout in layouts:
+            step = ev.step(model, gpu, preset, 8, layout, batch)
+            for piece in (step.memory_s, step.compute_s):
+                term = step.kernel_launch_s + step.network_s + piece
+                assert np.all(np.diff(term, 2) <= 1e-12 * term[2:]), (card, preset.name, layout.tp, layout.pp)
