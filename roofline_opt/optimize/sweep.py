@@ -108,13 +108,15 @@ def utility(answer: Answer, exponent: float) -> float:
 def preferred_search(
     frontier: list[Answer], fastest_within: Callable[[float], Answer | None], exponent: float
 ) -> list[Answer]:
-    """The frontier point between the sampled ones that beats their best speed^a / price, if any, by bisection.
+    """The frontier point between the sampled ones that beats their best speed^a / price, if any.
 
     A gap (lo, hi) holds setups costing more than ``lo`` and less than ``hi.price`` and so running no faster than
     ``hi``: none scores above hi.speed^a / lo, and the gap is dropped when that bound is no better than the best
-    score. Otherwise the fastest setup P within the geometric middle budget m is solved: setups costing between
-    P's price and m are slower and dearer than P, so the gaps left are (lo, P) and (m, hi). The gaps shrink
-    geometrically, so the maximum over the whole frontier is found whatever the sampling (to 1e-7 relative).
+    score. Otherwise the fastest setup P within a budget m is solved: setups costing between P's price and m are
+    slower and dearer than P, so the gaps left are (lo, P) and (m, hi). m is the geometric middle of the gap (the
+    gaps shrink geometrically), except under the best point found so far, whose own gap that bound never drops:
+    there m is just below hi (1e-7), which settles (P, hi) at once. The maximum over the whole frontier is found whatever
+    the sampling (to 1e-7 relative).
     """
     best = max(utility(a, exponent) for a in frontier)
     found: Answer | None = None
@@ -124,10 +126,12 @@ def preferred_search(
         bound = exponent * np.log(hi.tok_s_per_request) - np.log(lo_cost)
         if bound <= best + 1e-9 or hi.usd_per_mtok <= lo_cost * (1 + 1e-7):
             continue
-        middle = float(np.sqrt(lo_cost * hi.usd_per_mtok))
-        inside = fastest_within(middle)
-        gaps.append((middle, hi))
-        if inside is None or inside.usd_per_mtok <= lo_cost * (1 + 1e-9):
+        under_best = utility(hi, exponent) >= best - 1e-9
+        budget = hi.usd_per_mtok * (1 - 1e-7) if under_best else float(np.sqrt(lo_cost * hi.usd_per_mtok))
+        inside = fastest_within(budget)
+        if not under_best:
+            gaps.append((budget, hi))
+        if inside is None or inside.usd_per_mtok <= lo_cost * (1 + 1e-9) or inside.usd_per_mtok > budget:
             continue
         if utility(inside, exponent) > best:
             found, best = inside, utility(inside, exponent)
