@@ -5,20 +5,20 @@ answered four ways, interleaved in every repetition so that they share the machi
 
 - loop: a plain loop in this process over the same batches (execute.answer_batch, the worker's own code: tables
   shared along each budget sweep), no Dask and no files;
-- 1 worker / 2 workers: ``run_study`` against a freshly started LocalCluster of that many single-threaded worker
-  processes (started before the clock, so cluster start-up is reported separately), rows written as Parquet chunks
-  and assembled into the output file;
+- 1 worker / 2 workers: ``run_study`` against a freshly started embedded cluster of that many single-threaded worker
+  processes (runner.local_cluster, the one ``study`` starts; started before the clock, so cluster start-up is
+  reported separately), rows written as Parquet chunks and assembled into the output file;
 - naive: one ``api.fastest_answer`` per question (no shared tables), timed on the first 200 questions.
 
-Prints per-repetition wall and CPU seconds (CPU: the workers' and the driver's, so the overhead is also measured
-independently of other load on a shared machine), the ratios of each repetition, their medians, and the load
+Prints per-repetition wall and CPU seconds (CPU: the worker processes' as the OS counts them, and the driver's, which
+holds the scheduler, the nannies and the client; so the overhead is also measured independently of other load on a
+shared machine), the ratios of each repetition, their medians, and the load
 average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import statistics
 import tempfile
@@ -29,7 +29,7 @@ import yaml
 
 from roofline_opt import api
 from roofline_opt.study import execute, load_study
-from roofline_opt.study.runner import plan_tasks, run_study
+from roofline_opt.study.runner import group_key, local_cluster, plan_tasks, run_study
 
 BUDGETS = [round(0.4 * 1.15**i, 4) for i in range(25)]
 
@@ -62,19 +62,25 @@ def plain_loop(study) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-def on_cluster(study, folder: Path, workers: int) -> tuple[float, float, float]:
-    """(seconds to start the cluster, wall seconds of run_study against it, CPU seconds of workers and driver)."""
-    from distributed import Client, LocalCluster
+def workers_cpu(cluster) -> float:
+    """CPU seconds (user + system) of the cluster's worker processes so far, read by the OS (no extra client)."""
+    import psutil
 
+    times = [psutil.Process(nanny.pid).cpu_times() for nanny in cluster.workers.values()]
+    return sum(t.user + t.system for t in times)
+
+
+def on_cluster(study, folder: Path, workers: int) -> tuple[float, float, float]:
+    """(seconds to start the embedded cluster, wall seconds of run_study against it, CPU seconds of workers and
+    driver); the cluster is the study's own (runner.local_cluster), started before the clock."""
     start = time.perf_counter()
-    kwargs = {"threads_per_worker": 1, "dashboard_address": ":0", "silence_logs": logging.ERROR}
-    with LocalCluster(n_workers=workers, **kwargs) as cluster, Client(cluster) as client:
+    with local_cluster(workers) as cluster:
         started = time.perf_counter()
-        worker_cpu, driver_cpu = client.run(time.process_time), time.process_time()
+        worker_cpu, driver_cpu = workers_cpu(cluster), time.process_time()
         out = folder / f"out-{workers}-{time.time_ns()}.parquet"
         report = run_study(study, out, scheduler=cluster.scheduler_address)
         wall = time.perf_counter() - started
-        cpu = time.process_time() - driver_cpu + sum(client.run(time.process_time).values()) - sum(worker_cpu.values())
+        cpu = time.process_time() - driver_cpu + workers_cpu(cluster) - worker_cpu
         assert report.answered_now == len(study.questions)
         return started - start, wall, cpu
 
@@ -102,7 +108,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         study = load_study(study_file(Path(tmp), args.questions))
         n = len(study.questions)
-        print(f"{n} questions, {len(plan_tasks(study.questions, 1))} budget sweeps")
+        sweeps = len({group_key(q) for q in study.questions})
+        print(f"{n} questions, {sweeps} budget sweeps, {len(plan_tasks(study.questions, 1))} tasks on 1 worker")
         rows = []
         for rep in range(args.repeat):
             loop, loop_cpu = plain_loop(study)
