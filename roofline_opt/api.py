@@ -39,8 +39,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from roofline_opt import catalog, checks, files
 from roofline_opt.catalog.prices import parse_price_overrides, with_prices
@@ -69,6 +68,9 @@ from roofline_opt.optimize.sweep import frontier_answers, is_monotone, preferred
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics.evaluator import KV_BITS
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a pandas object is built: answering a question needs none
 
 WORKLOAD_COLUMNS = ("isl", "osl", "weight")
 
@@ -558,11 +560,15 @@ def evaluate(
 
 def answer_series(answer: Answer) -> pd.Series:
     """An answer's record as a Series; each value keeps its Python type (int, float, bool, str)."""
+    import pandas as pd
+
     return pd.Series(answer.to_record(), dtype=object)
 
 
 def answers_frame(answers: Sequence[Answer]) -> pd.DataFrame:
     """Answers as a DataFrame, one row each, with numeric, boolean and text columns typed as such."""
+    import pandas as pd
+
     return pd.DataFrame([a.to_record() for a in answers]).infer_objects()
 
 
@@ -574,10 +580,8 @@ def plan(
     mip_gap: float = 1e-4,
     baseline: bool = False,
 ):
-    """A fleet plan (``optimize.fleet.FleetPlan``) for a fleet file path or the same structure as a dict.
-
-    ``baseline`` also plans each model alone and packs the results, for comparison (single-period fleets).
-    """
+    """A fleet plan (``optimize.fleet.FleetPlan``) for a fleet file path or the same structure as a dict;
+    ``baseline`` also plans each model alone and packs the results, for comparison (single-period fleets)."""
     from roofline_opt.optimize import fleet as fl
 
     is_path = isinstance(fleet, str | os.PathLike)

@@ -76,6 +76,11 @@ CASES = {
         "must match the precision suffix",
     ),
     "weight bits 3": (with_flag("--weight-bits", "3"), "--weight-bits", "must be one of 16, 8, 4"),
+    "two-batch overlap without dp attention": (
+        lambda p: [*SETUP, "--model", "deepseek-v3", "--weight-bits", "8", "--two-batch-overlap"],
+        "--two-batch-overlap",
+        "give --dp-attention too",
+    ),
     "acceptance above one": (with_flag("--acceptance", "1.5"), "--acceptance", "must be a number in (0, 1)"),
     "gamma max without a draft": (with_flag("--gamma-max", "4"), "--gamma-max", "must be 0 without a draft"),
     "draft without gamma max": (with_flag("--draft", "llama-3-8b"), "--gamma-max", "must be at least 1 with a draft"),

@@ -3,6 +3,7 @@ per GPU, the all-to-all over scale-up or scale-out links, and the optimiser choo
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -54,6 +55,38 @@ def test_dispatch_and_combine_cross_scaleup_links_in_one_domain_and_scaleout_bey
     per_seq = 2 * sz.n_moe_layers * (group - 1) / group * DEEPSEEK.n_active_experts * DEEPSEEK.d_model * 2.0
     expected = per_seq / group / bandwidth
     assert (network[1] - network[0]) / (big[1] - big[0]) == pytest.approx(expected, rel=1e-9)
+
+
+def test_two_batch_overlap_runs_the_all_to_all_alongside_compute_and_memory() -> None:
+    plain = ev.step(DEEPSEEK, H200, DEFAULT, 8, _dp(16), BATCHES)
+    overlapped = ev.step(DEEPSEEK, H200, DEFAULT, 8, replace(_dp(16), a2a_overlap=np.array(True)), BATCHES)
+    all_to_all = plain.network_s - overlapped.network_s
+    assert np.all(all_to_all > 0)
+    np.testing.assert_allclose(overlapped.overlapped_network_s, all_to_all, rtol=1e-12)
+    busy = np.maximum(np.maximum(plain.memory_s, plain.compute_s), all_to_all)
+    np.testing.assert_allclose(overlapped.step_time_s, plain.kernel_launch_s + overlapped.network_s + busy, rtol=1e-12)
+    assert np.all(overlapped.step_time_s < plain.step_time_s)
+
+
+def test_evaluate_two_batch_overlap_prints_the_evaluators_overlapped_figures(capsys: pytest.CaptureFixture) -> None:
+    from roofline_opt.cli import main
+
+    argv = (
+        "evaluate --model deepseek-v3 --weight-bits 8 --gpu h200 --tp 16 --pp 1 --ep 16 --dp-attention "
+        "--two-batch-overlap --batch 2048 --context 2000 --json"
+    ).split()
+    assert main(argv) == 0
+    (printed,) = json.loads(capsys.readouterr().out)
+    layout = ev.Layout.of(16, False, 1, 2000, 1, 16, dp_attention=True, a2a_overlap=True)
+    expected = ev.evaluate(DEEPSEEK, H200, DEFAULT, 8, layout, 2048.0)
+    assert printed["two_batch_overlap"] is True
+    assert printed["overlapped_network_s"] == pytest.approx(float(expected["overlapped_network_s"]))
+    assert printed["tok_s_per_request"] == pytest.approx(float(expected["tok_s_per_request"]))
+
+
+def test_two_batch_overlap_is_a_property_of_data_parallel_attention_only() -> None:
+    assert not ev.Layout.of(8, False, 1, 2000, 1, 8, a2a_overlap=True).a2a_overlap
+    assert ev.Layout.of(8, False, 1, 2000, 1, 8, dp_attention=True, a2a_overlap=True).a2a_overlap
 
 
 def test_dp_attention_has_no_tensor_parallel_all_reduce() -> None:

@@ -54,8 +54,9 @@ def test_validate_maps_a_row_and_predicts_with_the_evaluator() -> None:
     row = next(r for r in fidelity.validate(MEASURED) if r.row.line == 17)  # Llama-2-7B A100 batch 1, 128 in 2048 out
     model, gpu = catalog.load_model("llama-2-7b"), catalog.load_gpu("a100-80gb")
     layout = evaluator.Layout.of(1, False, 1, 1152)
-    prefill = requests.prefill_step(model, gpu, DEFAULT, 16, layout, 1.0, 128).step_time_s
-    decode = evaluator.step(model, gpu, DEFAULT, 16, layout, 1.0).step_time_s
+    peak = DEFAULT.at_peak()
+    prefill = requests.prefill_step(model, gpu, peak, 16, layout, 1.0, 128).step_time_s
+    decode = evaluator.step(model, gpu, peak, 16, layout, 1.0).step_time_s
     expected = 2048 / float(prefill + 2048 * decode)  # a static batch's whole request: its per_request spans it
     assert row.row.setup == MeasuredSetup(
         "llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152, total_gpus=1, input_len=128, output_len=2048,
@@ -95,7 +96,15 @@ def test_unmappable_rows_are_listed_with_their_reason(tmp_path: Path) -> None:
     assert code == 0
     assert "line 2 (Foo-13B, H100 SXM 80GB): model 'Foo-13B' has no catalog card" in out
     assert "layout 'not disclosed' gives no tensor-parallel degree TPn" in out
-    assert "validate: 1 of 3 rows mapped (2 listed with a reason; 1 of 1 well-stated rows have a verdict)" in out
+    assert "validate: 1 of 3 rows mapped (2 listed with a reason; 1 of 2 well-stated rows have a verdict)" in out
+
+
+def test_a_failed_point_whose_batch_does_not_fit_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "m.csv"
+    path.write_text(f"{HEADER}\nLlama-2-70B,FP16,A100 SXM 80GB,2,TP2,batch 4096,2000,2000,1000,100000\n")
+    code, out, _ = _run(["validate", "--measured", str(path)])
+    assert code == 0
+    assert "(the stated batch does not fit in memory here: at most " in out
 
 
 def test_speculative_measurement_of_a_model_without_mtp_module_gets_no_verdict(tmp_path: Path) -> None:
@@ -107,11 +116,13 @@ def test_speculative_measurement_of_a_model_without_mtp_module_gets_no_verdict(t
     assert "speculative decoding but the model has no MTP module" in row.to_record()["reason"]
 
 
-def test_default_efficiencies_bound_the_synthetic_measurements() -> None:
-    summary = fidelity.summarise(fidelity.validate(SYNTHETIC))
+def test_the_bound_and_the_estimate_both_exceed_measurements_made_at_lower_efficiencies() -> None:
+    rows = fidelity.validate(SYNTHETIC)  # measured at 55% FLOP/s, 60% HBM: below the default's 70% / 75%
+    summary = fidelity.summarise(rows)
     assert (summary.compared, summary.bounded) == (11, 11)
-    assert summary.median_ratio_tok_s_per_request == pytest.approx(1.2, abs=0.2)
-    assert f"bound holds on 11/11 = 100%; median predicted/measured {summary.median_ratio:.4g}" in summary.line()
+    assert all(r.ratio > r.estimate_ratio > 1.0 for r in rows)
+    assert summary.median_estimate_ratio == pytest.approx(0.75 / 0.60, rel=0.05)
+    assert f"bound holds on 11/11 = 100%; median bound/measured {summary.median_ratio:.4g}" in summary.line()
 
 
 # ----------------------------------------------------------------------------------------------- calibrate

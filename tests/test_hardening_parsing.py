@@ -142,6 +142,45 @@ def test_a_huge_value_in_an_error_message_is_cut_short(tmp_path, capsys):
     assert len(err) < MAX_MESSAGE_CHARS + 50
 
 
+@pytest.fixture
+def without_libyaml(monkeypatch):
+    """PyYAML as installed without libyaml: every document is parsed by its pure-Python parser."""
+    import yaml
+
+    files._yaml_loader.cache_clear()
+    monkeypatch.setattr(yaml, "__with_libyaml__", False)
+    yield
+    files._yaml_loader.cache_clear()
+
+
+def _outcome(text: str) -> object:
+    try:
+        return files.load_yaml(text, "doc.yaml")
+    except files.InvalidInput as exc:
+        return str(exc)
+
+
+HOSTILE_YAML = {
+    "deep": "name: " + "[" * DEEP + "]" * DEEP + "\n",
+    "bomb": alias_bomb(),
+    "narrow bomb": alias_bomb(levels=40, width=2),
+    "duplicate key": LLAMA_CARD + "\nn_layers: 2\n",
+    "unclosed": "name: [unclosed\n",
+    "tab indent": "a:\n\tb: 1\n",
+    "aliases": "a: &x [1, {b: 2}]\nc: *x\n",
+}
+
+
+def test_libyaml_and_pure_python_parsing_agree_on_every_catalog_card_and_hostile_document(request):
+    cards = sorted((REPO_ROOT / "models").glob("*.yaml")) + sorted((REPO_ROOT / "instances").rglob("*.yaml"))
+    texts = [p.read_text() for p in cards] + list(HOSTILE_YAML.values())
+    with_c = [_outcome(t) for t in texts]
+    assert files._yaml_loader().__name__ == "CBoundedLoader"  # libyaml did run (PyYAML's wheels carry it)
+    request.getfixturevalue("without_libyaml")
+    assert [_outcome(t) for t in texts] == with_c
+    assert files._yaml_loader().__name__ == "BoundedLoader"  # the pure-Python parser did run
+
+
 # ----------------------------------------------------------------------------------------------- cluster files
 
 

@@ -21,7 +21,11 @@ from roofline_opt.fidelity.validate import largest_fitting_batch
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.specs import DEFAULT
 
+PEAK = DEFAULT.at_peak()
+"""The physics of the bound validate checks: the default preset at peak FLOP/s and HBM bandwidth."""
+
 SHARED = Path(__file__).parent / "data" / "measured_points.csv"
+EXTRA = Path(__file__).parent / "data" / "measured_public_extra.csv"
 COLUMNS = (
     "model,precision,gpu,n_gpus,layout,batch_or_concurrency,input_len,output_len,tpot_ms,tok_s_per_request,"
     "tok_s_per_gpu,framework,notes"
@@ -31,7 +35,7 @@ COLUMNS = (
 def _row(**cells: str) -> dict[str, str]:
     """A well-stated row of decode-only figures (whole requests: tests/test_validate_whole_requests.py)."""
     base = dict(
-        model="Llama-3.3-70B", precision="FP8", gpu="H100 SXM 80GB", n_gpus="2", layout="TP2",
+        model="Llama-3.3-70B", precision="FP8, BF16 KV", gpu="H100 SXM 80GB", n_gpus="2", layout="TP2",
         batch_or_concurrency="batch 8", input_len="1000", output_len="1000", tpot_ms="", tok_s_per_request="20",
         tok_s_per_gpu="80", framework="vLLM", notes="decode-only figures",
     )  # fmt: skip
@@ -106,6 +110,21 @@ def test_precision_spellings(text: str, bits: tuple[int, int]) -> None:
     assert (s.weight_bits, s.kv_bits) == bits
 
 
+def test_an_unstated_kv_cache_is_16_bit_for_the_estimate_and_8_bit_for_the_bound_under_fp8_weights() -> None:
+    s = fidelity.map_row(_row(precision="FP8")).setup
+    assert (s.kv_bits, s.for_bound().kv_bits, s.kv_stated) == (16, 8, False)
+    assert s.bound_assumptions == ("KV precision not stated: 16-bit for the estimate, 8-bit for the bound",)
+
+
+@pytest.mark.parametrize(
+    ("precision", "notes", "kv_bits"),
+    [("BF16", "", 16), ("FP8, BF16 KV", "", 16), ("FP8", "FP8 KV for DeepSeek", 16), ("FP8", "FP8 KV for llama", 8)],
+)
+def test_a_stated_kv_cache_is_read_the_same_by_the_bound(precision: str, notes: str, kv_bits: int) -> None:
+    s = fidelity.map_row(_row(precision=precision, notes=notes)).setup
+    assert s.kv_bits == s.for_bound().kv_bits == kv_bits
+
+
 def test_numbers_with_thousands_separators_and_k_suffixes() -> None:
     s = fidelity.map_row(_row(input_len="8k", output_len="1,024", tok_s_per_gpu="10,907")).setup
     assert s.context == 8512
@@ -139,6 +158,18 @@ def test_dep_layouts_are_data_parallel_attention_groups(layout: str, n_gpus: str
     assert (s.dp_attention, s.tp, s.ep, s.pp, s.instances) == (True, group, group, 1, instances)
 
 
+def test_attention_dp_stated_in_the_notes_makes_a_moe_tp_group_an_attention_group() -> None:
+    cells = _row(model="Qwen3-235B-A22B", n_gpus="8", layout="TP8", notes="yaml sets enable_attention_dp: true")
+    s = fidelity.map_row(cells).setup
+    assert (s.dp_attention, s.tp, s.ep) == (True, 8, 8)
+    assert "data-parallel attention stated in the notes: the TP degree is the attention group" in s.assumptions
+
+
+def test_attention_dp_in_the_notes_of_a_dense_model_changes_nothing() -> None:
+    s = fidelity.map_row(_row(notes="enable_attention_dp: true")).setup
+    assert (s.dp_attention, s.tp) == (False, 2)
+
+
 def test_disaggregated_rows_are_predicted_on_their_decode_side_over_all_gpus() -> None:
     row = fidelity.map_row(
         _row(model="DeepSeek-R1-0528", precision="NVFP4", gpu="GB200 NVL72", n_gpus="36",
@@ -154,11 +185,46 @@ def test_a_data_parallel_attention_prediction_is_the_evaluators(tmp_path: Path) 
     cells = _row(model="DeepSeek-R1", gpu="H200", n_gpus="8", layout="DEP8", batch_or_concurrency="concurrency 1024")
     (row,) = _validate(tmp_path, cells)
     figures = evaluator.evaluate(
-        catalog.load_model("deepseek-v3"), catalog.load_gpu("h200"), DEFAULT, 8,
+        catalog.load_model("deepseek-v3"), catalog.load_gpu("h200"), PEAK, 8,
         evaluator.Layout.of(8, False, 1, 1500, 1, 8, dp_attention=True), 1024.0,
     )  # fmt: skip
     assert row.predicted_tok_s_per_request == pytest.approx(float(figures["tok_s_per_request"]))
     assert row.predicted_tok_s_per_gpu == pytest.approx(float(figures["throughput_tok_s"]) / 8)
+
+
+def test_a_stated_two_batch_overlap_hides_the_all_to_all_behind_compute(tmp_path: Path) -> None:
+    cells = _row(model="DeepSeek-V3", gpu="H100 SXM 80GB", n_gpus="16", layout="DEP16", batch_or_concurrency="bs 512")
+    plain, overlapped = _validate(tmp_path, cells, cells | {"layout": "DEP16, two-batch overlap"})
+    assert (plain.row.setup.a2a_overlap, overlapped.row.setup.a2a_overlap) == (False, True)
+    figures = evaluator.evaluate(
+        catalog.load_model("deepseek-v3"), catalog.load_gpu("h100-sxm"), PEAK, 8,
+        evaluator.Layout.of(16, False, 1, 1500, 1, 16, dp_attention=True, a2a_overlap=True), 512.0,
+    )  # fmt: skip
+    assert overlapped.predicted_tok_s_per_request == pytest.approx(float(figures["tok_s_per_request"]))
+    assert overlapped.predicted_tok_s_per_request > plain.predicted_tok_s_per_request
+
+
+def test_the_bound_is_at_peak_and_the_estimate_at_the_presets_efficiencies(tmp_path: Path) -> None:
+    (row,) = _validate(tmp_path, _row())
+    model, gpu, layout = (
+        catalog.load_model("llama-3.3-70b"),
+        catalog.load_gpu("h100-sxm"),
+        evaluator.Layout.of(2, 0, 1, 1500),
+    )
+    at_peak, estimate = (
+        float(evaluator.evaluate(model, gpu, p, 8, layout, 8.0)["tok_s_per_request"]) for p in (PEAK, DEFAULT)
+    )
+    assert row.predicted_tok_s_per_request == pytest.approx(at_peak)
+    assert row.estimate.tok_s_per_request == pytest.approx(estimate)
+    assert row.estimate_ratio == pytest.approx(min(estimate / 20.0, row.estimate.tok_s_per_gpu / 80.0))
+
+
+def test_a_measurement_beyond_the_realistic_estimate_but_below_peak_is_bounded(tmp_path: Path) -> None:
+    (probe,) = _validate(tmp_path, _row())
+    between = (probe.estimate.tok_s_per_request + probe.predicted_tok_s_per_request) / 2
+    (row,) = _validate(tmp_path, _row(tok_s_per_request=f"{between:.6f}", tok_s_per_gpu=f"{between * 4:.6f}"))
+    assert row.estimate_ratio < 1.0 < row.ratio
+    assert row.bound_holds is True
 
 
 # ----------------------------------------------------------------------------------------------- checks
@@ -170,7 +236,7 @@ def test_a_row_at_maximum_load_is_checked_against_the_best_fitting_batch(tmp_pat
     top = largest_fitting_batch(setup, DEFAULT)
     layout = evaluator.Layout.of(2, False, 1, 1500)
     model, gpu = catalog.load_model("llama-3.3-70b"), catalog.load_gpu("h100-sxm")
-    figures = evaluator.evaluate(model, gpu, DEFAULT, 8, layout, np.arange(1.0, top + 2))
+    figures = evaluator.evaluate(model, gpu, PEAK, 8, layout, np.arange(1.0, top + 2))
     assert figures["fits_in_memory"][top - 1] and not figures["fits_in_memory"][top]
     assert row.check == "throughput ceiling"
     assert row.predicted_tok_s_per_gpu == pytest.approx(float(np.max(figures["throughput_tok_s"][:top])) / 2)
@@ -182,7 +248,7 @@ def test_a_row_with_a_speed_and_a_throughput_is_checked_against_the_frontier(tmp
     setup = row.row.setup
     model, gpu = catalog.load_model("llama-3.3-70b"), catalog.load_gpu("h100-sxm")
     batches = np.arange(1.0, largest_fitting_batch(setup, DEFAULT) + 1)
-    figures = evaluator.evaluate(model, gpu, DEFAULT, 8, evaluator.Layout.of(2, False, 1, 1500), batches)
+    figures = evaluator.evaluate(model, gpu, PEAK, 8, evaluator.Layout.of(2, False, 1, 1500), batches)
     fast_enough = figures["tok_s_per_request"] >= 25.0
     assert row.check == "frontier"
     assert row.predicted_tok_s_per_gpu == pytest.approx(float(np.max(figures["throughput_tok_s"][fast_enough])) / 2)
@@ -192,7 +258,7 @@ def test_a_row_with_a_speed_and_a_throughput_is_checked_against_the_frontier(tmp
 def test_a_row_with_only_a_per_user_speed_is_checked_against_the_fastest_batch(tmp_path: Path) -> None:
     (row,) = _validate(tmp_path, _row(batch_or_concurrency="not stated", tok_s_per_gpu=""))
     model, gpu = catalog.load_model("llama-3.3-70b"), catalog.load_gpu("h100-sxm")
-    fastest = evaluator.evaluate(model, gpu, DEFAULT, 8, evaluator.Layout.of(2, False, 1, 1500), 1.0)
+    fastest = evaluator.evaluate(model, gpu, PEAK, 8, evaluator.Layout.of(2, False, 1, 1500), 1.0)
     assert row.check == "speed ceiling"
     assert row.predicted_tok_s_per_request == pytest.approx(float(fastest["tok_s_per_request"]))
     assert row.bound_holds is True
@@ -259,6 +325,9 @@ def test_an_mtp_row_gets_a_verdict_from_the_mtp_draft(tmp_path: Path) -> None:
         ("Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"),
         ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
         ("Mistral-Large-Instruct-2407", "mistral-large-2"),
+        ("llama2-70b-99.9", "llama-2-70b"),
+        ("llama3.1-405b", "llama-3.1-405b"),
+        ("gptj-99", "gpt-j-6b"),
     ],
 )
 def test_model_aliases_resolve_to_the_architectures_card(name: str, card: str) -> None:
@@ -269,7 +338,7 @@ def test_model_aliases_resolve_to_the_architectures_card(name: str, card: str) -
 @pytest.mark.parametrize(
     ("name", "card"),
     [("H100-SXM-80GB", "h100-sxm"), ("B200-180GB", "b200"), ("GH200 144GB", "gh200"), ("GB200 NVL72", "gb200"),
-     ("MI355X", "mi355x"), ("H100 PCIe", None), ("H100 NVL", None)],
+     ("MI355X", "mi355x"), ("L40S 48GB", "l40s"), ("H100 PCIe", None), ("H100 NVL", None)],
 )  # fmt: skip
 def test_accelerator_aliases(name: str, card: str | None) -> None:
     assert gpu_card_name(name) == card
@@ -296,6 +365,16 @@ def test_json_gives_every_row_a_verdict_and_its_kind_or_null_with_a_reason(share
             assert r["check"] in CHECKS and r["reason"] is None and r["ratio"] > 0
     summary = fidelity.summarise(_shared_rows())
     assert summary.compared / summary.well_stated >= 0.85
+    assert summary.bounded / summary.compared >= 0.95
+
+
+def test_public_rows_outside_the_shared_file_get_verdicts_and_the_bound_holds() -> None:
+    """80 rows collected from public sources not in ../shared (TensorRT-LLM performance docs of v0.9 and v1.0,
+    LMDeploy, MLPerf Inference v4.1/v5.0, OCI's MI300X blog, SGLang), each with its source and arithmetic."""
+    summary = fidelity.summarise(fidelity.validate(EXTRA))
+    assert summary.rows == 80
+    assert summary.compared / summary.well_stated >= 0.85
+    assert summary.bounded / summary.compared >= 0.95
 
 
 def test_plot_draws_every_accelerator_with_a_verdict(shared_cli) -> None:
@@ -320,6 +399,9 @@ def test_per_framework_summary_counts_every_row() -> None:
         ({"tok_s_per_request": "", "tok_s_per_gpu": ""}, "no measured tok/s per request or per GPU"),
         ({"gpu": "H100 PCIe"}, "has no catalog card"),
         ({"model": "Kimi-K2"}, "has no catalog card"),
+        ({"model": "Llama-4-Scout-17B-16E"}, "chunked local attention"),
+        ({"model": "GPT-OSS-120B"}, "sliding-window attention"),
+        ({"model": "Qwen3-30B-A3B", "layout": "DEP2,PP2", "n_gpus": "4"}, "with pipeline parallelism PP2 is not"),
     ],
 )
 def test_rows_that_cannot_be_checked_name_what_is_missing(cells: dict[str, str], reason: str) -> None:

@@ -64,6 +64,14 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
+class _Version(argparse._VersionAction):
+    """``--version``, looked up only when asked (importlib.metadata is a measurable part of start-up)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # type: ignore[no-untyped-def]
+        self.version = f"roofline-opt {package_version()}"
+        super().__call__(parser, namespace, values, option_string)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2, and shows every flag's default."""
 
@@ -77,16 +85,49 @@ class OneLineParser(argparse.ArgumentParser):
         raise InvalidInput(self.prog.removeprefix("roofline-opt").strip() or "arguments", message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from roofline_opt.cli import (
-        catalog_cmds,
-        cluster_cmds,
-        evaluate_cmd,
-        fidelity_cmds,
-        plan_cmd,
-        query_cmds,
-        study_cmd,
-    )
+COMMANDS = {
+    "evaluate": ("evaluate_cmd", "figures of fully specified setups (flags, or --from-csv FILE)"),
+    "fastest": ("query_cmds", "the most tok/s per request within a budget in $/Mtok"),
+    "cheapest": ("query_cmds", "the least $/Mtok at a speed in tok/s per request"),
+    "frontier": ("query_cmds", "the speed-vs-cost frontier from the cheapest to the fastest setup"),
+    "plan": ("plan_cmd", "plan a fleet: several models, their demands and latency limits on one cluster, one MIP"),
+    "models": (
+        "catalog_cmds",
+        "list the model cards: parameters (billions), KV bytes per token, layers, experts, source",
+    ),
+    "gpus": (
+        "catalog_cmds",
+        "list the accelerator cards: dense TFLOP/s per precision, HBM GB and TB/s, scale-up size, $/h with its basis "
+        "and date",
+    ),
+    "cluster": ("cluster_cmds", "inspect, draw and build cluster topology graphs"),
+    "validate": ("fidelity_cmds", "measured serving figures against the roofline bound"),
+    "calibrate": ("fidelity_cmds", "fit efficiency caps to measurements and write an accelerator card"),
+    "reproduce": ("fidelity_cmds", "the paper's headline comparisons with our integer frontiers"),
+    "sensitivity": ("fidelity_cmds", "how the optimum moves when contested assumptions move"),
+    "study": ("study_cmd", "answer every question of a study file (a grid or a list) on Dask, into one Parquet file"),
+}
+"""Every command, in the order ``--help`` lists them: the module of this package that registers it (its
+``add_parsers`` adds the module's commands, each with the help given here) and its one-line help."""
+
+
+def command_help(name: str) -> str:
+    """The one-line help of a command, as ``roofline-opt --help`` lists it."""
+    return COMMANDS[name][1]
+
+
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names (the first word that is not an option: the top level's options take no value)."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line. Given ``argv``, only the command it names is built in full; the others are listed with
+    their help and their modules are not imported, so a command starts with only what it uses."""
+    import importlib
 
     parser = OneLineParser(
         prog="roofline-opt",
@@ -94,10 +135,16 @@ def build_parser() -> argparse.ArgumentParser:
         "in $/Mtok or a speed in tok/s per request, from the roofline model of Erdil 2025, solved exactly by HiGHS.",
         epilog=EXAMPLES,
     )
-    parser.add_argument("--version", action="version", version=f"roofline-opt {package_version()}")
+    parser.add_argument("--version", action=_Version, version="")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser, metavar="COMMAND")
-    for module in (evaluate_cmd, query_cmds, plan_cmd, catalog_cmds, cluster_cmds, fidelity_cmds, study_cmd):
-        module.add_parsers(sub)
+    full = {module for module, _ in COMMANDS.values()} if argv is None else set()
+    if argv is not None and (named := _named_command(argv)) is not None:
+        full.add(COMMANDS[named][0])
+    for name, (module, text) in COMMANDS.items():
+        if module not in full:
+            sub.add_parser(name, help=text)
+        elif name == next(n for n, (m, _) in COMMANDS.items() if m == module):
+            importlib.import_module(f"roofline_opt.cli.{module}").add_parsers(sub)
     return parser
 
 
@@ -192,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else as an internal error (exit 4) asking to report it."""
     with _signals_interrupt(), _guarded_stdout():
         try:
-            parser = build_parser()
+            argv = sys.argv[1:] if argv is None else list(argv)
+            parser = build_parser(argv)
             args = parser.parse_args(argv)
             if getattr(args, "question", None):
                 from roofline_opt.cli.run_files import apply_question_file

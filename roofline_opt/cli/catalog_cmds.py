@@ -1,4 +1,8 @@
-"""``roofline-opt models`` and ``roofline-opt gpus``: the catalogs with their key figures and sources."""
+"""``roofline-opt models`` and ``roofline-opt gpus``: the catalogs with their key figures and sources.
+
+Imports neither numpy nor pandas: a model's figures are its static sizes (``physics.sizes``), printed by
+``report.records_table``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from roofline_opt.physics import evaluator
+from roofline_opt.physics import sizes
 from roofline_opt.physics.specs import DEFAULT, WEIGHT_BITS, GpuSpec, ModelSpec
 
 TABLE_HIDDEN = ["aliases", "price_source"]
@@ -29,12 +33,12 @@ def model_figures(model: ModelSpec) -> dict[str, Any]:
     """Key figures of a model card: parameters in billions, KV-cache bytes per token, layers, experts."""
     from roofline_opt import catalog
 
-    sizes = evaluator.model_sizes(model)
+    model_sizes = sizes.model_sizes(model)
     return {
         "name": model.name,
-        "params_total_b": sizes.total_params / 1e9,
-        "params_active_b": sizes.active_params / 1e9,
-        "kv_bytes_per_token": evaluator.kv_bytes_per_token(model, DEFAULT.activation_bytes),
+        "params_total_b": model_sizes.total_params / 1e9,
+        "params_active_b": model_sizes.active_params / 1e9,
+        "kv_bytes_per_token": sizes.kv_bytes_per_token(model, DEFAULT.activation_bytes),
         "n_layers": model.n_layers,
         "experts": f"{model.n_experts}/{model.n_active_experts}" if model.is_moe else "-",
         "attention": _attention(model),
@@ -62,16 +66,17 @@ def gpu_figures(gpu: GpuSpec) -> dict[str, Any]:
 
 def _show(specs: list[Any], figures: Callable[[Any], dict[str, Any]], as_json: bool) -> int:
     """Print every card field plus its figures as JSON, or its figures as a table with sources shortened."""
-    import pandas as pd
-
     from roofline_opt import report
 
     if as_json:
         print(report.to_json([asdict(spec) | figures(spec) for spec in specs]))
         return 0
-    frame = pd.DataFrame([figures(spec) for spec in specs]).drop(columns=TABLE_HIDDEN, errors="ignore")
-    frame["source"] = [textwrap.shorten(s, SOURCE_WIDTH, placeholder="...") for s in frame["source"]]
-    print(report.frame_to_table(frame))
+    rows = [
+        {key: value for key, value in figures(spec).items() if key not in TABLE_HIDDEN}
+        | {"source": textwrap.shorten(spec.source, SOURCE_WIDTH, placeholder="...")}
+        for spec in specs
+    ]
+    print(report.records_table(rows))
     return 0
 
 
@@ -89,15 +94,10 @@ def run_gpus(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``models`` and ``gpus``."""
-    for name, func, what in (
-        ("models", run_models, "model cards: parameters (billions), KV bytes per token, layers, experts, source"),
-        (
-            "gpus",
-            run_gpus,
-            "accelerator cards: dense TFLOP/s per precision, HBM GB and TB/s, scale-up size, $/h with "
-            "its basis and date",
-        ),
-    ):
-        p = subparsers.add_parser(name, help=f"list the {what}", description=f"List the {what}.")
+    from roofline_opt.cli import command_help
+
+    for name, func in (("models", run_models), ("gpus", run_gpus)):
+        text = command_help(name)
+        p = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}.")
         p.add_argument("--json", action="store_true", help="print a JSON list with every card field")
         p.set_defaults(func=func)

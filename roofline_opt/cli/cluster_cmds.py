@@ -271,9 +271,11 @@ def run_build(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``cluster`` with its sub-commands ``show``, ``draw`` and ``build``."""
+    from roofline_opt.cli import command_help
+
     cluster = subparsers.add_parser(
         "cluster",
-        help="inspect, draw and build cluster topology graphs",
+        help=command_help("cluster"),
         description="Cluster topologies: GraphML, node-link JSON or compact YAML (README section Clusters).",
     )
     sub = cluster.add_subparsers(

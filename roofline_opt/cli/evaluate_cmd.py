@@ -24,6 +24,7 @@ OPTIONAL_DEFAULTS = {
     "tp_2d": False,
     "ep": 1,
     "dp_attention": False,
+    "two_batch_overlap": False,
     "context": None,
     "tokens_per_step": 1,
     "draft": None,
@@ -92,6 +93,7 @@ class Setup:
     prefill_batch: int = 1
     prefill_instances: int = 1
     decode_instances: int = 1
+    two_batch_overlap: bool = False
 
     @property
     def is_request(self) -> bool:
@@ -213,6 +215,10 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
         ep = _check_dp_attention(label("dp_attention"), model, tp, pp, ep)
     else:
         _check_expert_parallel(label("ep"), model, ep, tp)
+    two_batch_overlap = _bool(label("two_batch_overlap"), values["two_batch_overlap"])
+    if two_batch_overlap and not dp_attention:
+        msg = "overlaps data-parallel attention's all-to-all: give --dp-attention too. Got it without."
+        raise InvalidInput(label("two_batch_overlap"), msg)
     draft_text = "" if values["draft"] is None else _text(label("draft"), values["draft"])
     draft_bits = DRAFT_DEFAULT_BITS
     if draft_text:
@@ -235,6 +241,7 @@ def parse_setup(values: Mapping[str, Any], label: Callable[[str], str], specs: _
         pp=pp,
         ep=ep,
         dp_attention=dp_attention,
+        two_batch_overlap=two_batch_overlap,
         batch=checks.positive_int(label("batch"), values["batch"], maximum=MAX_BATCH_LIMIT),
         context=checks.positive_int(label("context"), context, minimum=0, maximum=MAX_CONTEXT),
         tokens_per_step=checks.positive_int(
@@ -338,7 +345,15 @@ def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
     preset = PRESETS[setup.preset]
     workload = rq.Workload.single(setup.isl, setup.osl)
     layout = evaluator.Layout.of(
-        setup.tp, setup.tp_2d, setup.pp, setup.context, 1, setup.ep, setup.kv_bits, dp_attention=setup.dp_attention
+        setup.tp,
+        setup.tp_2d,
+        setup.pp,
+        setup.context,
+        1,
+        setup.ep,
+        setup.kv_bits,
+        dp_attention=setup.dp_attention,
+        a2a_overlap=setup.two_batch_overlap,
     )
     batch = np.array([float(setup.batch)])
     if setup.serving == rq.DISAGG:
@@ -379,6 +394,7 @@ def _evaluate_group(setups: list[Setup], specs: _Specs) -> dict[str, np.ndarray]
         column("ep"),
         column("kv_bits"),
         dp_attention=column("dp_attention"),
+        a2a_overlap=column("two_batch_overlap"),
     )
     return evaluator.evaluate(
         model,
@@ -468,14 +484,16 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``evaluate``."""
+    from roofline_opt.cli import command_help
     from roofline_opt.optimize.space import DEFAULT_CONTEXT
 
     p = subparsers.add_parser(
         "evaluate",
-        help="figures of fully specified setups (flags, or --from-csv FILE)",
+        help=command_help("evaluate"),
         description="Every figure of one setup given by flags, or of each row of --from-csv FILE (columns "
-        "model, gpu, tp, pp, batch required; weight_bits, tp_2d, ep, dp_attention, context, tokens_per_step, draft, "
-        "acceptance, gamma_max, preset optional: a blank or absent cell takes the flag's value).",
+        "model, gpu, tp, pp, batch required; weight_bits, tp_2d, ep, dp_attention, two_batch_overlap, context, "
+        "tokens_per_step, draft, acceptance, gamma_max, preset optional: a blank or absent cell takes the flag's "
+        "value).",
     )
     need = "(required unless --from-csv)"
     p.add_argument("--model", help=f"catalog name or alias (a -int8/-int4 suffix sets the weight bits), YAML card or "
@@ -490,6 +508,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="data-parallel attention with wide expert parallelism (MoE): --tp GPUs each hold the attention and "
         "batch/tp sequences, experts spread over all of them (pp 1)",
+    )
+    p.add_argument(
+        "--two-batch-overlap",
+        dest="two_batch_overlap",
+        action="store_true",
+        help="with --dp-attention: two half-batches overlap the expert all-to-all with compute (SGLang TBO), the "
+        "ideal case: step = launch + other network + max(memory, compute, all-to-all)",
     )
     p.add_argument("--pp", help=f"pipeline degree P {need}")
     p.add_argument("--ep", default=OPTIONAL_DEFAULTS["ep"], help="expert-parallel degree inside TP")

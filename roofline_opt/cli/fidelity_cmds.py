@@ -24,6 +24,7 @@ VALIDATE_TABLE = {
     "measured_tok_s_per_gpu": "meas_tok_s_gpu",
     "predicted_tok_s_per_gpu": "pred_tok_s_gpu",
     "ratio": "ratio",
+    "estimate_ratio": "est_ratio",
     "bottleneck": "bound_by",
     "bound_holds": "bound_holds",
 }
@@ -96,6 +97,8 @@ def run_validate(args: argparse.Namespace) -> int:
         print("\nrows the bound does not hold on:")
         for record in failed.to_dict("records"):
             why = record["why_not_bounded"] or f"predicted/measured {report.format_number(record['ratio'])}"
+            if record["check"] == "point" and record["fits_in_memory"] is False:
+                why += f" (the stated batch does not fit in memory here: at most {record['largest_fitting_batch']})"
             print(f"  line {record['line']} ({record['model']}, {record['gpu']}, {record['check']}): {why}")
     listed = frame[frame["reason"].notna()]
     if len(listed):
@@ -209,30 +212,39 @@ def run_sensitivity(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``validate``, ``calibrate``, ``reproduce`` and ``sensitivity``."""
+    from roofline_opt.cli import command_help
+
     p = subparsers.add_parser(
         "validate",
-        help="measured serving figures against the roofline bound",
+        help=command_help("validate"),
         description="Evaluate the roofline at the setup of each row of a measured-points CSV (columns of "
         "shared/reference/measured_points.csv; context = input_len + output_len / 2) and check that the prediction "
         "bounds the measurement: at the stated batch (point), at maximum load (throughput ceiling) or at the "
-        "measured per-user speed (frontier). Rows that cannot be mapped are listed with the reason.",
+        "measured per-user speed (frontier). The bound is the preset's physics at 100% of peak FLOP/s and HBM "
+        "bandwidth (pred_*, ratio); est_ratio is the preset's realistic estimate over the measurement. Rows that "
+        "cannot be mapped are listed with the reason.",
     )
     p.add_argument("--measured", required=True, metavar="FILE",
                    help="measured-points CSV (examples/measured_points.csv ships with the package)")  # fmt: skip
-    p.add_argument("--preset", default="default", help="physics: default (realistic, the default) or paper")
+    p.add_argument(
+        "--preset",
+        default="default",
+        help="physics: default (realistic, the default) or paper; the bound takes its settings at peak FLOP/s and HBM "
+        "bandwidth, the estimate its efficiencies",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON list of row objects (summary on stderr)")
     p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")
     p.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="per accelerator, measured points against our frontier (tok/s per GPU vs tok/s per user), coloured by "
-        "whether the bound holds",
+        help="per accelerator, measured points against the bound's frontier (tok/s per GPU vs tok/s per user, at "
+        "peak), coloured by whether the bound holds",
     )
     p.set_defaults(func=run_validate)
 
     p = subparsers.add_parser(
         "calibrate",
-        help="fit efficiency caps to measurements and write an accelerator card",
+        help=command_help("calibrate"),
         description="Fit FLOP efficiency, HBM efficiency and the NCCL latency factor to the rows of one accelerator "
         "in a measured-points CSV (least squared log error of tok/s per request), report the leave-one-out error "
         "and write a card carrying the fit, for use with the default preset.",
@@ -246,7 +258,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "reproduce",
-        help="the paper's headline comparisons with our integer frontiers",
+        help=command_help("reproduce"),
         description="Frontiers (paper preset) of the notebook's headline settings (model-notes section 8), each as "
         "CSV and PNG, and reproduce.md comparing our max speed, cost, N, batch, cheapest and preferred point with the "
         "notebook's continuous numbers.",
@@ -259,7 +271,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "sensitivity",
-        help="how the optimum moves when contested assumptions move",
+        help=command_help("sensitivity"),
         description="Re-solve the frontier with all-reduce scaling, FLOP/HBM efficiency, NCCL latency, kernel launch, "
         "draft acceptance and the utility exponent moved; report max speed, cheapest cost and preferred point.",
     )

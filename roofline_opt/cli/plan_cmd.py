@@ -218,9 +218,11 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``plan``."""
+    from roofline_opt.cli import command_help
+
     p = subparsers.add_parser(
         "plan",
-        help="plan a fleet: several models, their demands and latency limits on one cluster, one MIP",
+        help=command_help("plan"),
         description="Replica counts per layout for every model, each instance's batch within its TPOT limit, and "
         "their placement on the cluster graph, at the least provisioned $/hour (or the most weighted demand served "
         "within a budget). The fleet file is described in the README section Fleet planning.",

@@ -73,65 +73,58 @@ def _question(args: argparse.Namespace) -> Question:
 # ----------------------------------------------------------------------------------------------- formatting
 
 
-def _requests_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
+def _request_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Headline columns of answers about whole requests: serving mode, prefill side, TTFT, TPOT and prices."""
-    import pandas as pd
-
-    return pd.DataFrame(
+    return [
         {
-            "serving": [r["serving"] for r in records],
-            "decode (y x layout)": [
-                f"{r['decode_instances']} x {r['gpu']} {r['decode_layout']}"
-                if r["serving"] == "disagg"
-                else f"{r['gpu']} {r['decode_layout']}"
-                for r in records
-            ],
-            "prefill (x x layout, batch)": [
-                f"{int(r['prefill_instances'])} x {r['prefill_gpu']} {r['prefill_layout']}, {int(r['prefill_batch'])}"
-                if r["serving"] == "disagg"
-                else f"chunk {r['chunk_tokens']}"
-                for r in records
-            ],
-            "batch": [r["batch"] for r in records],
-            "weight_bits": [r["weight_bits"] for r in records],
-            "kv_bits": [r["kv_bits"] for r in records],
-            "replicas": [r["replicas"] for r in records],
-            "total_gpus": [r["total_gpus"] for r in records],
-            "ttft_ms": [r["ttft_s"] * 1e3 for r in records],
-            "tpot_ms": [r["tpot_s"] * 1e3 for r in records],
-            "tok_s_per_request": [r["tok_s_per_request"] for r in records],
-            "requests_per_s": [r["requests_per_s"] for r in records],
-            "usd_per_request": [r["usd_per_request"] for r in records],
-            "usd_per_mtok": [r["usd_per_mtok"] for r in records],
-            "usd_per_mtok_blended": [r["usd_per_mtok_blended"] for r in records],
-            "tok_s_per_gpu": [r["tok_s_per_gpu"] for r in records],
-            "usd_per_hour": [r["usd_per_hour"] for r in records],
-            "bottleneck": [r["bottleneck"] for r in records],
+            "serving": r["serving"],
+            "decode (y x layout)": f"{r['decode_instances']} x {r['gpu']} {r['decode_layout']}"
+            if r["serving"] == "disagg"
+            else f"{r['gpu']} {r['decode_layout']}",
+            "prefill (x x layout, batch)": f"{int(r['prefill_instances'])} x {r['prefill_gpu']} {r['prefill_layout']}, "
+            f"{int(r['prefill_batch'])}"
+            if r["serving"] == "disagg"
+            else f"chunk {r['chunk_tokens']}",
+            "batch": r["batch"],
+            "weight_bits": r["weight_bits"],
+            "kv_bits": r["kv_bits"],
+            "replicas": r["replicas"],
+            "total_gpus": r["total_gpus"],
+            "ttft_ms": r["ttft_s"] * 1e3,
+            "tpot_ms": r["tpot_s"] * 1e3,
+            "tok_s_per_request": r["tok_s_per_request"],
+            "requests_per_s": r["requests_per_s"],
+            "usd_per_request": r["usd_per_request"],
+            "usd_per_mtok": r["usd_per_mtok"],
+            "usd_per_mtok_blended": r["usd_per_mtok_blended"],
+            "tok_s_per_gpu": r["tok_s_per_gpu"],
+            "usd_per_hour": r["usd_per_hour"],
+            "bottleneck": r["bottleneck"],
         }
-    )
+        for r in records
+    ]
 
 
-def summary_frame(records: list[Mapping[str, Any]]) -> pd.DataFrame:
-    """The headline fields of answer records, under the same unit-named names as JSON and CSV."""
-    import pandas as pd
+SUMMARY_COLUMNS = (
+    "gpu", "weight_bits", "layout", "total_gpus", "replicas", "batch", "tok_s_per_request", "tok_s_per_gpu",
+    "ms_per_token", "usd_per_mtok", "usd_per_hour", "mfu_fraction", "bottleneck",
+)  # fmt: skip
+"""Columns of the terminal table of decode-only answers (``ms_per_token`` is ``time_per_token_s`` in ms)."""
+PLACEMENT_COLUMN = "placement (GPU ids per replica: [stage] ...)"
 
+
+def summary_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The headline fields of answer records, under the same unit-named names as JSON and CSV (one dict a row, for
+    ``report.records_table``)."""
     from roofline_opt import report
 
     if records and "serving" in records[0]:
-        return _requests_frame(records)
-    columns = (
-        "gpu", "weight_bits", "layout", "total_gpus", "replicas", "batch", "tok_s_per_request", "tok_s_per_gpu",
-        "usd_per_mtok", "usd_per_hour", "mfu_fraction", "bottleneck",
-    )  # fmt: skip
-    frame = pd.DataFrame({c: [r[c] for r in records] for c in columns})
-    frame.insert(
-        frame.columns.get_loc("tok_s_per_gpu") + 1, "ms_per_token", [r["time_per_token_s"] * 1e3 for r in records]
-    )
+        return _request_rows(records)
+    rows = [{c: r["time_per_token_s"] * 1e3 if c == "ms_per_token" else r[c] for c in SUMMARY_COLUMNS} for r in records]
     if any(r.get("placement") for r in records):
-        frame["placement (GPU ids per replica: [stage] ...)"] = [
-            report.placement_text(r.get("placement")) for r in records
-        ]
-    return frame
+        for row, r in zip(rows, records, strict=True):
+            row[PLACEMENT_COLUMN] = report.placement_text(r.get("placement"))
+    return rows
 
 
 def _solver_line(records: list[Mapping[str, Any]]) -> str:
@@ -164,21 +157,22 @@ def _emit(
 ) -> None:
     """Write --plot, --csv and the --save-dir folder (each atomically; the plot first, as the slowest and the one an
     interruption is likeliest to hit) and print JSON (--json) or the human text."""
-    import pandas as pd
-
     from roofline_opt import files, report
 
-    csv_text = pd.DataFrame(records).to_csv(index=False)
     json_text = report.to_json(records) if as_list else report.to_json_object(records[0])
     if getattr(args, "plot", None) and plot is not None:
         plot(args.plot, "--plot")
+    if args.csv or args.save_dir:
+        import pandas as pd  # for the CSV only: printing an answer needs none
+
+        frame = pd.DataFrame(records)
     if args.csv:
-        files.write_csv(args.csv, pd.DataFrame(records), field="--csv")
+        files.write_csv(args.csv, frame, field="--csv")
     if args.save_dir:
         prices = {g.name: g.usd_per_hour for g in question.gpus}
         if args.context is None and question.workload is None:
             args.context = question.context  # with whole requests it stays derived from the lengths
-        run_files.write_run(Path(args.save_dir), args, csv_text, json_text, prices)
+        run_files.write_run(Path(args.save_dir), args, frame.to_csv(index=False), json_text, prices)
         if plot is not None:
             plot(str(Path(args.save_dir) / "plot.png"), "--save-dir")
     print(json_text if args.json else text)
@@ -187,10 +181,10 @@ def _emit(
 def _answers_text(headline: str, records: list[Mapping[str, Any]]) -> str:
     from roofline_opt import report
 
-    table = summary_frame(records)
+    rows = summary_rows(records)
     if len(records) > 1:
-        table.insert(0, "rank", range(1, len(records) + 1))
-    return "\n".join([headline, report.frame_to_table(table), _solver_line(records)])
+        rows = [{"rank": rank} | row for rank, row in enumerate(rows, start=1)]
+    return "\n".join([headline, report.records_table(rows), _solver_line(records)])
 
 
 def _headline(kind: str, question: Question, limit: str, n: int) -> str:
@@ -207,8 +201,6 @@ def _headline(kind: str, question: Question, limit: str, n: int) -> str:
 
 
 def _run_query(args: argparse.Namespace, kind: str, target: Any, limit: str) -> int:
-    import pandas as pd
-
     from roofline_opt import api, report
 
     with _flag_names(API_FIELDS):
@@ -223,6 +215,8 @@ def _run_query(args: argparse.Namespace, kind: str, target: Any, limit: str) -> 
     title = _plot_title(question)
 
     def plot(path: str, field: str) -> None:
+        import pandas as pd
+
         report.plot_answers(pd.DataFrame(records), path, title=f"{kind} setups: {title}", field=field)
 
     text = _answers_text(_headline(kind, question, limit, len(records)), records)
@@ -298,8 +292,10 @@ def _plot_title(question: Question) -> str:
 def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> str:
     from roofline_opt import report
 
-    table = summary_frame(frame.to_dict("records"))
-    table.insert(0, "pref", ["*" if p else "" for p in frame["preferred"]])
+    records = frame.to_dict("records")
+    rows = [
+        {"pref": "*" if r["preferred"] else ""} | row for r, row in zip(records, summary_rows(records), strict=True)
+    ]
     monotone = "monotone" if frame.attrs.get("monotone") else "NOT monotone"
     return "\n".join(
         [
@@ -307,8 +303,8 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
             f"{question.preset.name} "
             f"preset): {len(frame)} optimal setups from the cheapest to the fastest ({monotone}); * = preferred: "
             f"max speed^{report.format_number(float(exponent))} / price over the whole frontier",
-            report.frame_to_table(table),
-            _solver_line(frame.to_dict("records")),
+            report.records_table(rows),
+            _solver_line(records),
         ]
     )
 
@@ -430,11 +426,12 @@ def _add_top_n(p: argparse.ArgumentParser) -> None:
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``fastest``, ``cheapest`` and ``frontier``."""
     from roofline_opt import report
+    from roofline_opt.cli import command_help
     from roofline_opt.optimize.space import DEFAULT_CONTEXT
 
     p = subparsers.add_parser(
         "fastest",
-        help="the most tok/s per request within a budget in $/Mtok",
+        help=command_help("fastest"),
         description="The fastest setup (tokens/s per request) whose cost is at most --max-usd-per-mtok, "
         f"proven optimal over the layouts offered.\nCosts assume a decode context of --context tokens "
         f"({DEFAULT_CONTEXT}).",
@@ -449,7 +446,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "cheapest",
-        help="the least $/Mtok at a speed in tok/s per request",
+        help=command_help("cheapest"),
         description="The cheapest setup ($ per million tokens) that serves each request at --min-tok-s tokens/s or "
         f"faster, proven optimal over the layouts offered.\nAssumes a decode context of --context tokens "
         f"({DEFAULT_CONTEXT}).",
@@ -464,7 +461,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "frontier",
-        help="the speed-vs-cost frontier from the cheapest to the fastest setup",
+        help=command_help("frontier"),
         description="Optimal setups for budgets spaced geometrically from the cheapest setup's cost to the fastest "
         "setup's, one row per distinct setup, and the preferred point (max speed^a / price over the whole frontier,\n"
         "whatever --points). A progress bar is drawn on stderr when it is a terminal. Assumes a decode context of "

@@ -73,9 +73,11 @@ def run_study(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``study``."""
+    from roofline_opt.cli import command_help
+
     p = subparsers.add_parser(
         "study",
-        help="answer every question of a study file (a grid or a list) on Dask, into one Parquet file",
+        help=command_help("study"),
         description="Answers every question of STUDY.yaml (kind: fastest, cheapest, frontier or plan; axes whose "
         "product is the grid and/or a list of questions; any flag of the query and accelerator card fields) on an "
         "embedded Dask cluster or a running one. Rows are written in chunks as they arrive; re-running skips the "

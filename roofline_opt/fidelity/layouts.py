@@ -11,7 +11,7 @@ output token, so its prediction bounds the deployment's output speed and through
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
@@ -27,6 +27,7 @@ _REPLICAS_RE = re.compile(
     r"[x×]\s*(\d+)\s*(?:instances?|replicas?|copies)|(\d+)\s*(?:instances|replicas|copies)|(?<![a-z])dp\s*[=:]?\s*(\d+)"
     r"|tp\s*\d+\s*[x×]\s*(\d+)\b(?!\s*gpu)|(\d+)\s*[x×]\s*tp\s*\d"
 )
+_OVERLAP_RE = re.compile(r"(?:two|dual|2)[\s-]*(?:micro[\s-]*)?batch(?:es)?[\s-]*overlap|\btbo\b")
 _UNSIZED_EP_RE = re.compile(r"\bep\b(?!\s*\d)")
 _PER_GPU_BATCH_RE = re.compile(r"(\d+)\s*(?:seqs?|sequences|requests)?\s*(?:/|per)\s*(?:gpu|device|rank)")
 _LITTLE_RE = re.compile(r"~?\s*(\d+)\s+in flight")
@@ -48,6 +49,7 @@ class ParsedLayout:
     dp_attention: bool
     serving: str
     total_gpus: int
+    a2a_overlap: bool = False
 
 
 def _number(text: str) -> int | None:
@@ -81,11 +83,20 @@ def _decode_side(low: str, stated: int | None, reasons: list[str]) -> tuple[str,
 
 
 def map_layout(
-    text: str, n_gpus: str, model: ModelSpec | None, reasons: list[str], notes: list[str], where: str = "layout"
+    text: str,
+    n_gpus: str,
+    model: ModelSpec | None,
+    reasons: list[str],
+    notes: list[str],
+    where: str = "layout",
+    remarks: str = "",
 ) -> ParsedLayout | None:
-    """The layout of a measured row, or None with the reason; impossible degrees are InvalidInput naming ``where``."""
+    """The layout of a measured row, or None with the reason; impossible degrees are InvalidInput naming ``where``.
+    ``remarks`` (the row's framework and notes) may state data-parallel attention for a MoE model
+    (``enable_attention_dp``): its TP degree is then the attention group."""
     low = text.lower()
     stated = _number(n_gpus)
+    overlap = bool(_OVERLAP_RE.search(low))
     disaggregated = bool(_DISAGG_RE.search(low)) or low.startswith("decode")
     pool = stated
     if disaggregated:
@@ -98,15 +109,27 @@ def map_layout(
         reasons.append(f"layout {text!r} names a GPU count of 0")
         return None
     dp_attention = dep is not None or bool(_DP_ATTENTION_RE.search(low))
+    if not dp_attention and model is not None and model.is_moe and _DP_ATTENTION_RE.search(remarks.lower()):
+        dp_attention = True
+        notes.append("data-parallel attention stated in the notes: the TP degree is the attention group")
     dp_degree = _degree(low, "dp", where)
     wide_ep = (ep is not None or _UNSIZED_EP_RE.search(low)) and tp is None
     if not dp_attention and wide_ep:
         dp_attention = True
         notes.append("attention layout not stated with wide EP: data-parallel attention (the wide-EP convention)")
     serving = "disaggregated" if disaggregated else "aggregated"
+    if dp_attention and pp is not None and pp > 1:
+        reasons.append(f"layout {text!r}: data-parallel attention with pipeline parallelism PP{pp} is not modelled")
+        return None
     if dp_attention:
         group = dep or ep or dp_degree or tp or pool
-        return _dp_attention(text, group, pool, stated, model, serving, reasons, notes)
+        parsed = _dp_attention(text, group, pool, stated, model, serving, reasons, notes)
+        if parsed is None or not overlap:
+            return parsed
+        notes.append("two-batch overlap: the expert all-to-all runs alongside compute and memory")
+        return replace(parsed, a2a_overlap=True)
+    if overlap:
+        notes.append("two-batch overlap stated without data-parallel attention: not modelled")
     if tp is None:
         reasons.append(f"layout {text!r} gives no tensor-parallel degree TPn")
         return None

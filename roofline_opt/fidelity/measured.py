@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
 from roofline_opt import catalog, checks, files
 from roofline_opt.errors import InvalidInput
 from roofline_opt.fidelity import layouts as parse
-from roofline_opt.fidelity.names import MTP_MODELS, gpu_card_name, model_candidates
+from roofline_opt.fidelity.names import MTP_MODELS, gpu_card_name, model_candidates, unmodelled_reason
 from roofline_opt.optimize.space import MAX_CONTEXT
 from roofline_opt.physics.specs import GpuSpec, ModelSpec
 
@@ -58,9 +58,10 @@ PRECISION_BITS = {
 """Weight precision of a measured row: the first of these words its precision text names."""
 
 _PRECISION_RE = re.compile("|".join(PRECISION_BITS))
-_KV_FORMATS = {"fp8": 8, "int8": 8}
+_KV_FORMATS = {"fp8": 8, "int8": 8, "bf16": 16, "fp16": 16}
 _KV_RE = re.compile(
-    r"(fp8|int8)[\s_-]*(?:kv|\(weights\s*\+\s*kv\))|kv[\s_-]*(?:cache)?[\s_-]*(?:dtype)?[\s=:_-]*(fp8|int8)"
+    r"(fp8|int8|bf16|fp16)[\s_-]*(?:kv|\(weights\s*\+\s*kv\))"
+    r"|kv[\s_-]*(?:cache)?[\s_-]*(?:dtype)?[\s=:_-]*(fp8|int8|bf16|fp16)"
 )
 _FP8_KV_FOR_RE = re.compile(r"fp8 kv for ([\w.-]+)")
 _SPECULATIVE_RE = re.compile(r"\bspeculative\b|\bmtp(-?\d+)?\s+(on|enabled|included)", re.IGNORECASE)
@@ -104,6 +105,8 @@ class MeasuredSetup:
     batch: int | None
     context: int
     dp_attention: bool = False
+    a2a_overlap: bool = False
+    kv_stated: bool = True
     total_gpus: int = 0
     check: str = "point"
     serving: str = "aggregated"
@@ -120,6 +123,18 @@ class MeasuredSetup:
     def n_gpus(self) -> int:
         return self.tp * self.pp
 
+    def for_bound(self) -> MeasuredSetup:
+        """Unstated settings read as favourably to the measurement as they plausibly were: an unstated KV cache under
+        8- or 4-bit weights as 8-bit (a bound must hold whatever the row left out)."""
+        return self if self.kv_stated or self.weight_bits >= 16 else replace(self, kv_bits=8)
+
+    @property
+    def bound_assumptions(self) -> tuple[str, ...]:
+        """What ``for_bound`` reads differently from the estimate, in words."""
+        if self.for_bound() is self:
+            return ()
+        return ("KV precision not stated: 16-bit for the estimate, 8-bit for the bound",)
+
     @property
     def gpus_in_all(self) -> int:
         return self.total_gpus or self.n_gpus * self.instances
@@ -133,7 +148,8 @@ class MeasuredSetup:
         copies = f" x{self.instances}" if self.instances > 1 else ""
         mtp = f" mtp{self.mtp_depth}" if self.mtp_depth else ""
         side = " (decode side)" if self.serving == "disaggregated" else ""
-        return f"{shape}{copies}{mtp}{side}"
+        overlap = " tbo" if self.a2a_overlap else ""
+        return f"{shape}{overlap}{copies}{mtp}{side}"
 
 
 @dataclass(frozen=True)
@@ -212,13 +228,16 @@ def read_measured(path: str | Path, field: str = "--measured") -> list[dict[str,
 def _map_model(text: str, reasons: list[str]) -> ModelSpec | None:
     model = next((m for m in map(model_card, model_candidates(text)) if m is not None), None)
     if model is None:
-        reasons.append(f"model {text!r} has no catalog card")
+        why = unmodelled_reason(text)
+        tail = f": it {why}, which the roofline's KV model (every layer reads the whole context) does not describe"
+        reasons.append(f"model {text!r} has no catalog card" + (tail if why else ""))
     return model
 
 
-def _map_precision(text: str, notes: str, model: ModelSpec | None, reasons: list[str]) -> tuple[int, int] | None:
-    """(weight bits, KV-cache bits) from a precision text such as ``"FP8 (weights+KV)"`` (and ``"FP8 KV for X"``
-    in the notes when the row's model is X)."""
+def _map_precision(text: str, notes: str, model: ModelSpec | None, reasons: list[str]) -> tuple[int, int, bool] | None:
+    """(weight bits, KV-cache bits, whether the KV precision is stated) from a precision text such as ``"FP8
+    (weights+KV)"``, and a note ``"FP8 KV for X"`` (8-bit when the row's model is X, else 16-bit by exclusion).
+    Unstated, the KV cache is read as 16-bit; the bound reads it as 8-bit under 8- or 4-bit weights (``kv_stated``)."""
     low = text.lower()
     match = _PRECISION_RE.search(low)
     if match is None:
@@ -226,10 +245,12 @@ def _map_precision(text: str, notes: str, model: ModelSpec | None, reasons: list
         return None
     noted = _FP8_KV_FOR_RE.search(notes.lower())
     kv = _KV_RE.search(low)
+    weight_bits = PRECISION_BITS[match.group(0)]
     if kv:
-        return PRECISION_BITS[match.group(0)], _KV_FORMATS[kv.group(1) or kv.group(2)]
-    fp8_kv = noted is not None and model is not None and noted.group(1) in model.name
-    return PRECISION_BITS[match.group(0)], 8 if fp8_kv else 16
+        return weight_bits, _KV_FORMATS[kv.group(1) or kv.group(2)], True
+    if noted is not None:
+        return weight_bits, 8 if model is not None and noted.group(1) in model.name else 16, True
+    return weight_bits, 16, False
 
 
 def _map_gpu(text: str, reasons: list[str]) -> str | None:
@@ -304,7 +325,8 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     if bits is not None and gpu_name is not None and not gpu_card(gpu_name).supports(bits[0]):
         reasons.append(f"gpu {gpu_name} has no FLOP rate for {bits[0]}-bit weights")
     where = f"line {text['line'] or '?'}"
-    layout = parse.map_layout(text["layout"], text["n_gpus"], model, reasons, notes, f"{where}: layout")
+    remarks = f"{text['framework']} {text['notes']}"
+    layout = parse.map_layout(text["layout"], text["n_gpus"], model, reasons, notes, f"{where}: layout", remarks)
     batch, cap = (
         parse.map_batch(text["batch_or_concurrency"], layout, reasons, notes, f"{where}: batch_or_concurrency")
         if layout
@@ -337,6 +359,8 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             batch,
             context,
             dp_attention=layout.dp_attention,
+            a2a_overlap=layout.a2a_overlap,
+            kv_stated=bits[2],
             total_gpus=layout.total_gpus,
             check=check,
             serving=layout.serving,

@@ -12,13 +12,17 @@ import numpy as np
 from roofline_opt import report
 from roofline_opt.fidelity.validate import ValidationRow
 
-UNSTATED = ("model ", "precision ", "gpu ", "layout ")
-"""A reason starting with one of these says the row does not name its model, precision, accelerator or layout."""
+UNSTATED_RE = re.compile(
+    r"^\s*(?:-|n/?a|none|unknown|undisclosed|not (?:disclosed|stated|reported|recovered|given|available)\b.*)?\s*$",
+    re.IGNORECASE,
+)
+"""A cell that names nothing: empty, a dash, "unknown", "not disclosed", "not recovered (...)"."""
 
 
 def well_stated(row: ValidationRow) -> bool:
-    """Model, precision, accelerator and layout named (and known): the rows a verdict is owed to."""
-    return not any(reason.startswith(UNSTATED) for reason in row.row.reasons)
+    """Model, precision, accelerator and layout named (known to our catalog or not): the rows a verdict is owed to."""
+    r = row.row
+    return not any(UNSTATED_RE.match(cell) for cell in (r.model, r.precision, r.gpu, r.layout))
 
 
 def framework_family(text: str) -> str:
@@ -37,6 +41,7 @@ class ValidationSummary:
     bounded: int
     median_ratio_tok_s_per_request: float | None
     median_ratio: float | None
+    median_estimate_ratio: float | None = None
 
     @property
     def fraction_bounded(self) -> float | None:
@@ -53,9 +58,10 @@ class ValidationSummary:
         return (
             f"validate: {self.compared} of {self.rows} rows mapped ({self.rows - self.compared} listed with a "
             f"reason; {self.compared} of {self.well_stated} well-stated rows have a verdict); bound holds on "
-            f"{self.bounded}/{self.compared} = {self.fraction_bounded:.0%}; median predicted/measured "
+            f"{self.bounded}/{self.compared} = {self.fraction_bounded:.0%}; median bound/measured "
             f"{report.format_number(self.median_ratio)} (tok/s per request "
-            f"{report.format_number(self.median_ratio_tok_s_per_request)})"
+            f"{report.format_number(self.median_ratio_tok_s_per_request)}); median estimate/measured "
+            f"{report.format_number(self.median_estimate_ratio)}"
         )
 
 
@@ -75,6 +81,7 @@ def summarise(rows: Sequence[ValidationRow]) -> ValidationSummary:
             [r.ratio_tok_s_per_request for r in judged if r.ratio_tok_s_per_request is not None]
         ),
         median_ratio=_median([r.ratio for r in judged if r.ratio is not None]),
+        median_estimate_ratio=_median([r.estimate_ratio for r in judged if r.estimate_ratio is not None]),
     )
 
 
@@ -95,6 +102,7 @@ def by_framework(rows: Sequence[ValidationRow]) -> list[dict]:
                 "fraction_with_verdict": s.fraction_with_verdict,
                 "fraction_bounded": s.fraction_bounded,
                 "median_ratio": s.median_ratio,
+                "median_estimate_ratio": s.median_estimate_ratio,
             }
         )
     return out

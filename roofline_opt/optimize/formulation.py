@@ -23,7 +23,7 @@ choice (a table row) at a time, so one model loaded into HiGHS answers every que
 from __future__ import annotations
 
 import numpy as np
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from roofline_opt.optimize.space import TARGET_RTOL
 from roofline_opt.optimize.tables import Tables

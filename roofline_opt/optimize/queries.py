@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.optimize import tables as tables_module

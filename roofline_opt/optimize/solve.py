@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import highspy
 import numpy as np
-import pyomo.environ as pyo
+import pyomo.core as pyo
 from pyomo.common.timing import HierarchicalTimer
 from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 from pyomo.contrib.solver.solvers.highs import Highs

@@ -8,9 +8,9 @@ proven optimum re-evaluated exactly. Points that repeat a setup are kept once, a
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.enumerate import enumerate_best
@@ -27,6 +27,9 @@ from roofline_opt.optimize.queries import (
 )
 from roofline_opt.optimize.results import Answer
 from roofline_opt.optimize.space import Question
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Progress = Callable[[int, int], None]
 

@@ -6,7 +6,10 @@ with their KV cache (MLA latents included). The routed experts are spread E / G 
 sends each of its tokens' k expert activations (d_model x activation bytes each) to the GPUs holding those experts
 and gets the results back: dispatch and combine, two all-to-all exchanges of which (G - 1) / G leaves the GPU, over
 the scale-up links when G fits in one scale-up domain and over the scale-out links otherwise. The busiest GPU sets
-the step time; ``Preset.expert_load_imbalance`` (>= 1, default 1) scales its share of expert tokens.
+the step time; ``Preset.expert_load_imbalance`` (>= 1, default 1) scales its share of expert tokens. With two-batch
+overlap (``Layout.a2a_overlap``: SGLang's TBO, DeepSeek's dual micro-batch overlap) one half-batch's dispatch and
+combine run while the other computes, so the exchange counts only where it outlasts compute and memory; the ideal
+case is modelled (the second half-batch's weight reads and kernel launches are not charged), as fits a bound.
 
 Every function returns figures of the busiest GPU; the evaluator's hooks scale them to its whole-instance terms.
 """
@@ -60,11 +63,14 @@ def busiest_gpu_flop(model: ModelSpec, preset: Preset, layout: ev.Layout, batch)
     return replicated + attention + experts * preset.expert_load_imbalance
 
 
-def dispatch_combine(model: ModelSpec, gpu: GpuSpec, preset: Preset, layout: ev.Layout) -> ev.Collective:
-    """Two all-to-all exchanges per MoE layer, affine in the batch per NCCL protocol (zero outside DP attention)."""
+def dispatch_combine(
+    model: ModelSpec, gpu: GpuSpec, preset: Preset, layout: ev.Layout, overlapped: bool
+) -> ev.Collective:
+    """Two all-to-all exchanges per MoE layer, affine in the batch per NCCL protocol: those of the layouts run with
+    (``overlapped``) or without two-batch overlap; zero elsewhere and outside DP attention."""
     group = np.maximum(layout.tp, 1.0)
     sz = ev.model_sizes(model)
-    active = layout.dp_attention & (group > 1.0) & model.is_moe
+    active = layout.dp_attention & (group > 1.0) & model.is_moe & (layout.a2a_overlap == overlapped)
     one_domain = group <= gpu.scaleup_gpus
     nodes = np.where(one_domain, 1.0, np.ceil(group / gpu.scaleup_gpus))
     # intra/inter are the notebook's all-reduce bandwidths (a quarter / a half of the link): x2 = one direction

@@ -2,7 +2,9 @@
 
 Every figure roofline_opt prints comes from here. ``step`` evaluates one decoding step for arrays of layouts,
 ``evaluate`` adds speculative decoding, cost and memory, and ``collectives`` exposes the network term as a list
-of affine-in-batch pieces per NCCL protocol so the MIP tables can be derived from the same code.
+of affine-in-batch pieces per NCCL protocol so the MIP tables can be derived from the same code. A model's static
+sizes (parameters, KV-cache bytes per token) are ``physics.sizes``, re-exported here: the catalog listing reads them
+without importing numpy.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 
 from roofline_opt.errors import InvalidInput
 from roofline_opt.physics import dp_attention
+from roofline_opt.physics.sizes import kv_bytes_per_token, model_sizes
 from roofline_opt.physics.specs import GpuSpec, ModelSpec, Preset
 
 DRAFT_WEIGHT_BITS = 16
@@ -22,85 +25,6 @@ DEFAULT_KV_BITS = 16
 KV_BITS = (16, 8, 4)
 ALLREDUCE = "allreduce"
 POINT_TO_POINT = "p2p"
-
-
-@dataclass(frozen=True)
-class ModelSizes:
-    """Parameter and per-token sizes derived from a ModelSpec (model-notes section 2)."""
-
-    attn_params_per_layer: float
-    qkv_params_per_layer: float
-    out_params_per_layer: float
-    qkv_out_width: float
-    attn_out_in_width: float
-    ff_params_per_expert: float
-    dense_ff_params: float
-    n_dense_layers: int
-    n_moe_layers: int
-    embedding_params: float
-    total_params: float
-    active_params: float
-    kv_values_per_token_per_layer: float
-    kv_heads: float
-    attn_flop_per_ctx_token_per_layer: float
-
-
-def model_sizes(model: ModelSpec) -> ModelSizes:
-    """Parameter counts, KV-cache width and attention FLOP of ``model``."""
-    d, nq, dh = model.d_model, model.n_q_heads, model.d_head
-    if model.is_mla:
-        rope, v_dim = model.qk_rope_head_dim, model.v_head_dim or dh
-        if model.q_lora_rank:
-            q_params = d * model.q_lora_rank + model.q_lora_rank * nq * (dh + rope)
-        else:
-            q_params = d * nq * (dh + rope)
-        qkv_params = q_params + d * (model.kv_lora_rank + rope) + model.kv_lora_rank * nq * (dh + v_dim)
-        out_params = nq * v_dim * d
-        qkv_out_width = nq * (dh + rope) + model.kv_lora_rank + rope
-        out_in_width = nq * v_dim
-        kv_heads = 0.0
-        kv_values = model.kv_lora_rank + rope
-        attn_flop = 2.0 * nq * (model.kv_lora_rank + rope) + 2.0 * nq * model.kv_lora_rank
-    else:
-        kv_heads = 2.0 * nq / model.group_size
-        qkv_out_width = (nq + kv_heads) * dh
-        qkv_params = qkv_out_width * d
-        out_params = nq * dh * d
-        out_in_width = nq * dh
-        kv_values = kv_heads * dh
-        attn_flop = 4.0 * dh * nq
-    ff_expert = (model.m_in + model.m_out) * d * model.d_ff
-    n_dense = model.n_dense_layers if model.is_moe else 0
-    n_moe = model.n_layers - n_dense
-    dense_ff = (model.m_in + model.m_out) * d * (model.dense_layer_d_ff or model.d_ff)
-    embedding = (1 if model.tie_embeddings else 2) * model.vocab * d
-    attn = qkv_params + out_params
-    experts_held = model.n_experts + model.n_shared_experts
-    experts_used = model.n_active_experts + model.n_shared_experts
-    total = model.n_layers * attn + n_moe * experts_held * ff_expert + n_dense * dense_ff + embedding
-    active = model.n_layers * attn + n_moe * experts_used * ff_expert + n_dense * dense_ff + embedding
-    return ModelSizes(
-        attn_params_per_layer=attn,
-        qkv_params_per_layer=qkv_params,
-        out_params_per_layer=out_params,
-        qkv_out_width=qkv_out_width,
-        attn_out_in_width=out_in_width,
-        ff_params_per_expert=ff_expert,
-        dense_ff_params=dense_ff,
-        n_dense_layers=n_dense,
-        n_moe_layers=n_moe,
-        embedding_params=embedding,
-        total_params=total,
-        active_params=active,
-        kv_values_per_token_per_layer=kv_values,
-        kv_heads=kv_heads,
-        attn_flop_per_ctx_token_per_layer=attn_flop,
-    )
-
-
-def kv_bytes_per_token(model: ModelSpec, kv_bytes_per_value=2.0):
-    """KV-cache bytes one context token occupies across all layers (``kv_bytes_per_value`` = kv_bits / 8)."""
-    return model_sizes(model).kv_values_per_token_per_layer * model.n_layers * kv_bytes_per_value
 
 
 def weight_bytes_per_param(weight_bits: int) -> float:
@@ -120,7 +44,10 @@ class Collective:
     s_per_seq: np.ndarray
 
     def time_s(self, batch: np.ndarray) -> np.ndarray:
-        per_protocol = self.latency_s + self.s_per_seq * np.asarray(batch, dtype=float)[..., None]
+        batch = np.asarray(batch, dtype=float)
+        if not np.any(self.count):
+            return np.zeros(np.broadcast_shapes(np.shape(self.count), batch.shape))
+        per_protocol = self.latency_s + self.s_per_seq * batch[..., None]
         return self.count * np.min(per_protocol, axis=-1)
 
 
@@ -164,7 +91,8 @@ class Layout:
 
     ``dp_attention`` marks data-parallel attention with wide expert parallelism (model-notes 10.5): the instance is
     a group of ``tp`` GPUs, each holding all attention weights and ``batch / tp`` sequences, experts spread over
-    ``ep`` = ``tp`` GPUs, ``pp`` = 1 (physics in ``dp_attention.py``).
+    ``ep`` = ``tp`` GPUs, ``pp`` = 1 (physics in ``dp_attention.py``). ``a2a_overlap`` marks data-parallel
+    attention run with two-batch overlap: its dispatch/combine hides behind the step's compute and memory time.
     """
 
     tp: np.ndarray
@@ -175,9 +103,12 @@ class Layout:
     tokens_per_step: np.ndarray
     kv_bits: np.ndarray
     dp_attention: np.ndarray
+    a2a_overlap: np.ndarray
 
     @classmethod
-    def of(cls, tp, tp_2d, pp, context, tokens_per_step=1, ep=1, kv_bits=DEFAULT_KV_BITS, dp_attention=False) -> Layout:
+    def of(
+        cls, tp, tp_2d, pp, context, tokens_per_step=1, ep=1, kv_bits=DEFAULT_KV_BITS, dp_attention=False, a2a_overlap=0
+    ) -> Layout:
         arrays = np.broadcast_arrays(
             np.asarray(tp, dtype=float),
             np.asarray(tp_2d, dtype=bool),
@@ -187,6 +118,7 @@ class Layout:
             np.asarray(tokens_per_step, dtype=float),
             np.asarray(kv_bits, dtype=float),
             np.asarray(dp_attention, dtype=bool),
+            np.asarray(a2a_overlap, dtype=bool) & np.asarray(dp_attention, dtype=bool),
         )
         return cls(*arrays)
 
@@ -297,22 +229,25 @@ def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int
     out.append(_collective(preset, gpu, pp - 1.0, np.where(pp > 1, two, 1.0), two, send_bytes, POINT_TO_POINT))
     if layout.any_dp_attention:
         out = [replace(c, count=np.where(layout.dp_attention, 0.0, c.count)) for c in out]
-        out.append(dp_attention.dispatch_combine(model, gpu, preset, layout))
+        out.append(dp_attention.dispatch_combine(model, gpu, preset, layout, overlapped=False))
     return out
 
 
 @dataclass(frozen=True)
 class StepFigures:
-    """Seconds of one decoding step and its parts."""
+    """Seconds of one decoding step and its parts; ``overlapped_network_s`` runs alongside compute and memory
+    (two-batch overlap of data-parallel attention's all-to-all), the rest of the network time in series."""
 
     kernel_launch_s: np.ndarray
     network_s: np.ndarray
     memory_s: np.ndarray
     compute_s: np.ndarray
+    overlapped_network_s: np.ndarray | float = 0.0
 
     @property
     def step_time_s(self) -> np.ndarray:
-        return self.kernel_launch_s + self.network_s + np.maximum(self.memory_s, self.compute_s)
+        busy = np.maximum(np.maximum(self.memory_s, self.compute_s), self.overlapped_network_s)
+        return self.kernel_launch_s + self.network_s + busy
 
 
 def flop_rate(gpu: GpuSpec, weight_bits: int) -> float:
@@ -407,7 +342,10 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     memory_s = traffic / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
     network_s = sum(c.time_s(batch) for c in collectives(model, gpu, preset, weight_bits, layout))
     launch = np.full_like(compute_s, model.n_layers * 4.0 * gpu.kernel_launch_s * preset.kernel_launch_factor)
-    return StepFigures(launch, network_s + np.zeros_like(compute_s), memory_s, compute_s)
+    hidden = 0.0
+    if np.any(layout.a2a_overlap):
+        hidden = dp_attention.dispatch_combine(model, gpu, preset, layout, overlapped=True).time_s(batch)
+    return StepFigures(launch, network_s + np.zeros_like(compute_s), memory_s, compute_s, hidden)
 
 
 @dataclass(frozen=True)
@@ -548,8 +486,9 @@ def evaluate(
     useful_flop = 2.0 * model_sizes(model).active_params * batch
     peak = flop_rate(gpu, weight_bits)
     mfu = useful_flop / (per_token * n * peak)
+    busy = np.maximum(base.memory_s, base.compute_s)
     binding = np.select(
-        [base.network_s >= np.maximum(base.memory_s, base.compute_s), base.memory_s >= base.compute_s],
+        [np.maximum(base.network_s, base.overlapped_network_s) >= busy, base.memory_s >= base.compute_s],
         ["network", "memory"],
         "compute",
     )
@@ -558,6 +497,7 @@ def evaluate(
         "step_time_s": np.broadcast_to(base.step_time_s, shape),
         "kernel_launch_s": np.broadcast_to(base.kernel_launch_s, shape),
         "network_s": np.broadcast_to(base.network_s, shape),
+        "overlapped_network_s": np.broadcast_to(base.overlapped_network_s, shape),
         "memory_s": np.broadcast_to(base.memory_s, shape),
         "compute_s": np.broadcast_to(base.compute_s, shape),
         "no_spec_time_per_token_s": no_spec,

@@ -118,7 +118,7 @@ def _loaded_step(
     compute_s = base.compute_s + attn_flop / (n * ev.flop_rate(gpu, weight_bits) * preset.flop_efficiency)
     kv_bytes = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * np.asarray(prompt_kv_tokens, dtype=float)
     memory_s = base.memory_s + kv_bytes / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
-    return ev.StepFigures(base.kernel_launch_s, base.network_s, memory_s, compute_s)
+    return replace(base, memory_s=memory_s, compute_s=compute_s)
 
 
 def prompt_share(workload: Workload | None, aggregated) -> np.ndarray:
@@ -192,7 +192,7 @@ def prefill_step(
     base = ev.step(model, gpu, preset, weight_bits, prompt, batch)
     written = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * isl * batch
     memory_s = base.memory_s + written / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
-    return ev.StepFigures(base.kernel_launch_s, base.network_s, memory_s, base.compute_s)
+    return replace(base, memory_s=memory_s)
 
 
 def kv_link_bytes_per_s(prefill_gpu: GpuSpec, decode_gpu: GpuSpec, same_domain: bool) -> float:

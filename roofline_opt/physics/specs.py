@@ -7,7 +7,7 @@ C = context length already in the KV cache, gamma = speculative draft length. By
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 WEIGHT_BITS = (16, 8, 4)
 """Weight precisions the tool knows; an accelerator lists a FLOP rate for those it runs."""
@@ -137,6 +137,12 @@ class Preset:
     activation_bytes: float = 2.0
     expert_load_imbalance: float = 1.0
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
+
+    def at_peak(self) -> Preset:
+        """These settings at 100% of peak FLOP/s and HBM bandwidth: the roofline as an upper bound."""
+        if self.flop_efficiency == 1.0 and self.hbm_efficiency == 1.0:
+            return self
+        return replace(self, name=f"{self.name} at peak", flop_efficiency=1.0, hbm_efficiency=1.0)
 
 
 PAPER = Preset(name="paper")

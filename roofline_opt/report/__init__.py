@@ -23,6 +23,7 @@ _HOMES = {
     "MISSING_CELL": "tables",
     "format_number": "tables",
     "frame_to_table": "tables",
+    "records_table": "tables",
     "placement_text": "tables",
     "to_json": "tables",
     "to_json_object": "tables",

@@ -1,14 +1,20 @@
-"""Answers as text: aligned terminal tables and JSON, numbers formatted for reading."""
+"""Answers as text: aligned terminal tables and JSON, numbers formatted for reading.
+
+Imports neither numpy nor pandas at module level: the catalog listings and a single answer print without them
+(numpy's scalars register as ``numbers.Real``/``numbers.Integral``; ``frame_to_table`` imports pandas for its dtypes).
+"""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from numbers import Integral, Real
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 MISSING_CELL = "-"
 
@@ -16,11 +22,16 @@ MISSING_CELL = "-"
 """What a table shows for NaN / None."""
 
 
+def _is_number(value: Any) -> bool:
+    """An int or float of Python or numpy, not a bool (numpy's bool is no ``numbers.Real``)."""
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
 def format_number(value: Any) -> str:
     """A number for a human: integers plainly, else 4 significant digits without trailing zeros; '-' for NaN/None."""
-    if value is None or (isinstance(value, float | np.floating) and math.isnan(value)):
+    if value is None or (_is_number(value) and not isinstance(value, Integral) and math.isnan(value)):
         return MISSING_CELL
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+    if not _is_number(value):
         return str(value)
     value = float(value)
     if math.isinf(value):
@@ -34,11 +45,8 @@ def format_number(value: Any) -> str:
     return f"{value:.4g}"
 
 
-def frame_to_table(df: pd.DataFrame) -> str:
-    """An aligned plain-text table of ``df`` (numbers right-aligned, text left-aligned), without the index."""
-    columns = [str(c) for c in df.columns]
-    cells = [[format_number(v) for v in df[c].tolist()] for c in df.columns]
-    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
+def _aligned(columns: Sequence[str], cells: Sequence[Sequence[str]], numeric: Sequence[bool], n_rows: int) -> str:
+    """Columns of formatted cells as aligned text: numbers right-aligned, text left-aligned, header and rule."""
     widths = [max([len(name), *(len(cell) for cell in col)]) for name, col in zip(columns, cells, strict=True)]
 
     def line(items: Iterable[str]) -> str:
@@ -49,17 +57,38 @@ def frame_to_table(df: pd.DataFrame) -> str:
         return "  ".join(parts).rstrip()
 
     rows = [line(columns), line("-" * w for w in widths)]
-    rows += [line(col[i] for col in cells) for i in range(len(df))]
+    rows += [line(col[i] for col in cells) for i in range(n_rows)]
     return "\n".join(rows)
+
+
+def frame_to_table(df: pd.DataFrame) -> str:
+    """An aligned plain-text table of ``df`` (numbers right-aligned, text left-aligned), without the index."""
+    import pandas as pd
+
+    columns = [str(c) for c in df.columns]
+    cells = [[format_number(v) for v in df[c].tolist()] for c in df.columns]
+    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
+    return _aligned(columns, cells, numeric, len(df))
+
+
+def records_table(records: Sequence[Mapping[str, Any]]) -> str:
+    """The table ``frame_to_table`` prints for ``pandas.DataFrame(records)``, without pandas: columns in first-seen
+    order; a column is a number column when its values are numbers or missing (NaN/None), at least one a number."""
+    columns = list(dict.fromkeys(key for record in records for key in record))
+    values = [[record.get(c) for record in records] for c in columns]
+    numeric = [all(_is_number(v) or v is None for v in col) and any(_is_number(v) for v in col) for col in values]
+    cells = [[format_number(v) for v in col] for col in values]
+    return _aligned([str(c) for c in columns], cells, numeric, len(records))
 
 
 def _plain(value: Any) -> Any:
     """``value`` with numpy scalars and arrays turned into Python values and NaN/inf into None."""
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | np.ndarray):
+    np = sys.modules.get("numpy")  # numpy values exist only once numpy is imported
+    if isinstance(value, list | tuple) or (np is not None and isinstance(value, np.ndarray)):
         return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
+    if np is not None and isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None

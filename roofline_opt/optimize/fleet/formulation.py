@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from roofline_opt.optimize.fleet.candidates import Candidate
 from roofline_opt.optimize.fleet.problem import COST, SERVED, Fleet

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-import pyomo.environ as pyo
+import pyomo.core as pyo
 
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.optimize.fleet.candidates import Candidate, ModelCandidates, model_candidates
