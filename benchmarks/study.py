@@ -1,4 +1,4 @@
-"""Study benchmark, run by hand: ``python benchmarks/study.py [--repeat 3] [--questions 2000]``.
+"""Study benchmark, run by hand: ``python benchmarks/study.py [--repeat 3] [--questions 2000] [--fresh N]``.
 
 One study of N fastest-under-budget questions (2 models x 2 accelerators x 2 precisions x contexts x 25 budgets)
 answered four ways, interleaved in every repetition so that they share the machine's load:
@@ -9,6 +9,9 @@ answered four ways, interleaved in every repetition so that they share the machi
   processes (runner.local_cluster, the one ``study`` starts; started before the clock, so cluster start-up is
   reported separately), rows written as Parquet chunks and assembled into the output file;
 - naive: one ``api.fastest_answer`` per question (no shared tables), timed on the first 200 questions.
+
+``--fresh N`` instead runs N fresh processes one after the other, each answering the loop and then the 1-worker study
+(the overhead alone, measured minutes apart less often than between repetitions in one long process).
 
 Prints per-repetition wall and CPU seconds (CPU: the worker processes' as the OS counts them, and the driver's, which
 holds the scheduler, the nannies and the client; so the overhead is also measured independently of other load on a
@@ -21,8 +24,11 @@ average before and after.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -111,12 +117,43 @@ def naive(study, n: int = 200) -> float:
     return (time.perf_counter() - start) / len(questions)
 
 
+def fresh_pair(questions: int) -> None:
+    """The 1-worker study's overhead over the loop, both run in this fresh process: a line, then the ratios (JSON)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        study = load_study(study_file(Path(tmp), questions))
+        loop, loop_cpu = plain_loop(study)
+        _, one, one_cpu, one_dask = on_cluster(study, Path(tmp), 1)
+    print(
+        f"fresh process: loop {loop:.2f}s ({loop_cpu:.2f}s CPU), 1 worker {one:.2f}s ({one_cpu:.2f}s CPU); overhead "
+        f"wall {one / loop - 1:+.1%}, CPU {one_cpu / loop_cpu - 1:+.1%} (driver + worker event loop "
+        f"{one_dask / loop_cpu:.1%}); load {os.getloadavg()[0]:.1f}"
+    )
+    print(json.dumps({"wall": one / loop - 1, "cpu": one_cpu / loop_cpu - 1}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--questions", type=int, default=2000)
+    parser.add_argument("--fresh", type=int, default=0, metavar="N", help="instead: N fresh processes, each running "
+                        "the loop and then the 1-worker study")  # fmt: skip
+    parser.add_argument("--pair", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.pair:
+        fresh_pair(args.questions)
+        return
     print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
+    if args.fresh:
+        command = [sys.executable, __file__, "--pair", "--questions", str(args.questions)]
+        ratios = []
+        for _ in range(args.fresh):
+            line, ratio = subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()[-2:]
+            print(line, flush=True)
+            ratios.append(json.loads(ratio))
+        wall, cpu = (statistics.median(r[k] for r in ratios) for k in ("wall", "cpu"))
+        print(f"medians of {len(ratios)}: overhead wall {wall:+.1%}, CPU {cpu:+.1%}")
+        print(f"load average after: {os.getloadavg()}")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         study = load_study(study_file(Path(tmp), args.questions))
         n = len(study.questions)
