@@ -6,17 +6,20 @@ decoding, the same frontiers by brute-force enumeration, and a large space (4 ac
 gamma <= 8 x TP/PP/EP) where one MIP query is compared with one enumeration. Whole requests (``--requests``): Llama 3
 70B, 4000 in / 1000 out tokens, TTFT <= 2 s, serving agg,disagg over H100 and H200 and KV 16/8 (default degrees and
 batches): a warm cheapest (same question again: tables cached), the same with its tables built, a 50-point frontier,
-and the same by enumeration.
+and the same by enumeration. The large space alone (``--large``): one query and a 50-point frontier, each with its
+tables built and with them cached, and the peak memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
 from collections.abc import Callable
 
 from roofline_opt import api
+from roofline_opt.optimize import queries
 from roofline_opt.optimize.enumerate import best_point, feasible_points
 from roofline_opt.optimize.sweep import budgets
 
@@ -65,18 +68,9 @@ def _request_rows(r: int) -> list[tuple[str, float]]:
     ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--requests", action="store_true", help="only the whole-request benchmarks")
-    args = parser.parse_args()
-    r = args.repeat
-    if args.requests:
-        _print(_request_rows(r))
-        return
-    llama = api.question("llama-3-70b", "h100-sxm", preset="paper")
-    spec = api.question("llama-3-70b", "h100-sxm", preset="paper", draft="llama-3-8b", gamma_max=20)
-    large = api.question(
+def _large_question():
+    """The large space: Mixtral 8x22B, 4 accelerator types x 3 precisions x gamma <= 8 x TP/PP/EP."""
+    return api.question(
         "mixtral-8x22b",
         "h100-sxm,h200,b200,mi300x",
         weight_bits=(16, 8, 4),
@@ -84,6 +78,46 @@ def main() -> None:
         draft="llama-3-8b",
         gamma_max=8,
     )
+
+
+def _large_rows(r: int) -> list[tuple[str, float]]:
+    """The large space alone (``--large``): a query and a frontier with their tables built (the question's cache
+    emptied first) and with them cached, wall and CPU, then the process's peak memory in MB."""
+    large = _large_question()
+    api.fastest_answer(api.question("llama-3-70b", "h100-sxm", preset="paper"), 2.0)  # imports and HiGHS loaded
+
+    def cold(run: Callable[[], object]) -> Callable[[], object]:
+        return lambda: (queries._cached_tables.cache_clear(), run())
+
+    query, frontier = (lambda: api.fastest_answer(large, 5.0)), (lambda: api.frontier_frame(large, 50))
+    rows = [
+        *_wall_and_cpu("large space: one fastest query, tables built", cold(query), r),
+        *_wall_and_cpu("large space: one fastest query, tables cached", query, r),
+        *_wall_and_cpu("large space: 50-point frontier, tables built", cold(frontier), r),
+        *_wall_and_cpu("large space: 50-point frontier, tables cached", frontier, r),
+    ]
+    return [
+        *rows,
+        ("large space: peak memory of the process, MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--requests", action="store_true", help="only the whole-request benchmarks")
+    parser.add_argument("--large", action="store_true", help="only the large-space benchmarks (cold and cached)")
+    args = parser.parse_args()
+    r = args.repeat
+    if args.requests:
+        _print(_request_rows(r))
+        return
+    if args.large:
+        _print(_large_rows(r))
+        return
+    llama = api.question("llama-3-70b", "h100-sxm", preset="paper")
+    spec = api.question("llama-3-70b", "h100-sxm", preset="paper", draft="llama-3-8b", gamma_max=20)
+    large = _large_question()
     api.fastest_answer(llama, 2.0)
     rows = [
         (

@@ -117,22 +117,27 @@ def define_cost_variables(m: pyo.ConcreteModel) -> None:
 
 
 def target_batch_bounds(
-    t: Tables, max_usd_per_mtok: float | None = None, max_time_per_token: float | None = None
+    t: Tables,
+    max_usd_per_mtok: float | None = None,
+    max_time_per_token: float | None = None,
+    rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Whole-batch range of each choice implied by its budget or speed constraint (hi < lo: choice excluded).
+    """Whole-batch range of each choice (or of ``rows``) implied by its budget or speed constraint (hi < lo: choice
+    excluded).
 
     Budget: coef (a0 + a1 b) <= X b for every piece gives b >= coef a0 / (X - coef a1), rounded up.
     Speed: a0 + a1 b <= max_time for every piece gives b <= (max_time - a0) / a1, rounded down.
     """
-    lo, hi = t.batch_lo.copy(), t.batch_hi.copy()
-    a0, a1 = t.pieces_a0, t.pieces_a1
+    sel = slice(None) if rows is None else rows
+    lo, hi = t.batch_lo[sel].copy(), t.batch_hi[sel].copy()
+    a0, a1 = t.pieces_a0[sel], t.pieces_a1[sel]
     if max_usd_per_mtok is not None:
-        coef = t.usd_per_mtok_coef[:, None]
+        coef = t.usd_per_mtok_coef[sel][:, None]
         room = max_usd_per_mtok * (1 + TARGET_RTOL) - coef * a1
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             need = np.where(room > 0, coef * a0 / np.where(room > 0, room, 1.0), np.where(a0 <= 0, 0.0, np.inf))
         lo = np.maximum(lo, np.ceil(need.max(axis=1)))
-        lo = np.where(t.floors > max_usd_per_mtok * (1 + TARGET_RTOL), np.inf, lo)
+        lo = np.where(t.floors[sel] > max_usd_per_mtok * (1 + TARGET_RTOL), np.inf, lo)
     if max_time_per_token is not None:
         max_time = max_time_per_token * (1 + TARGET_RTOL)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -145,17 +150,18 @@ def target_batch_bounds(
     return lo, hi
 
 
-def choice_bounds(t: Tables, kind: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Each choice's best objective within its target batch range (inf when the range is empty).
+def choice_bounds(t: Tables, kind: str, lo: np.ndarray, hi: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """Each choice's (or each of ``rows``') best objective within its target batch range (inf when it is empty).
 
     Time per token rises with the batch and cost per token falls, so a choice's fastest point is its smallest
     allowed batch and its cheapest point its largest: these values are the MIP restricted to that choice.
     """
+    sel = slice(None) if rows is None else rows
     ok = (hi >= lo) & np.isfinite(lo)
     b = np.where(kind == FASTEST, lo, hi)
     b = np.where(ok, b, 1.0)
-    tau = (t.pieces_a0 + t.pieces_a1 * b[:, None]).max(axis=1)
-    value = tau if kind == FASTEST else np.maximum(t.usd_per_mtok_coef * tau / b, t.floors)
+    tau = (t.pieces_a0[sel] + t.pieces_a1[sel] * b[:, None]).max(axis=1)
+    value = tau if kind == FASTEST else np.maximum(t.usd_per_mtok_coef[sel] * tau / b, t.floors[sel])
     return np.where(ok, value, np.inf)
 
 

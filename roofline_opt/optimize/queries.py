@@ -28,23 +28,18 @@ from roofline_opt.optimize.formulation import (
     load_choices,
     target_batch_bounds,
 )
+from roofline_opt.optimize.nearest import best_ttft_s, demand_range_tok_s, gpus_available
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
 from roofline_opt.optimize.space import Layouts, Question
-from roofline_opt.optimize.tables import (
-    Tables,
-    best_ttft_s,
-    build_tables,
-    demand_range_tok_s,
-    gpus_available,
-    refine_rows,
-    split_choice,
-)
+from roofline_opt.optimize.tables import Tables, build_tables, refine_rows, split_choice
 
 TABLE_CACHE_SIZE = 16
 SCREEN_KEEP = 8
 REFINE_AHEAD = 64
 """Rows among this many best that are coarse and could enter the kept ones are refined together."""
+SCAN_FIRST = 1024
+"""Rows a query's screening bounds first, in order of their bound without a target (more when they do not settle it)."""
 EXACT_RTOL = 1e-7
 MAX_REPAIRS = 60
 MAX_DINKELBACH_STEPS = 40
@@ -81,6 +76,8 @@ class Prepared:
     query_repairs: int = 0
     excluded_layouts: set[int] = field(default_factory=set)
     """Layout indices no query may pick (the runner-up search excludes the answers already given)."""
+    _worst: tuple[Tables, np.ndarray] | None = None
+    _orders: dict[str, tuple[Tables, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def start_query(self) -> None:
         """Forget the previous query's rejected points and repair count (splits themselves are kept)."""
@@ -95,31 +92,63 @@ class Prepared:
         """
         while True:
             t = self.tables
-            lo, hi = target_batch_bounds(t, **target)
-            for layout, batch in self.blocked:
-                hi[(t.layout_of == layout) & (t.batch_lo == batch) & (t.batch_hi == batch)] = batch - 1.0
-            if self.excluded_layouts:
-                off = np.isin(t.layout_of, list(self.excluded_layouts))
-                hi[off] = lo[off] - 1.0
-            bound = choice_bounds(t, kind, lo, hi)
-            keep = np.argsort(bound, kind="stable")[:SCREEN_KEEP]
+            rows, lo, hi, bound, ahead = self._screen(kind, target)
+            keep = ahead[:SCREEN_KEEP]
             keep = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
-            ahead = np.argsort(bound, kind="stable")[:REFINE_AHEAD]
-            coarse = ahead[~t.refined[ahead] & np.isfinite(bound[ahead])] if not t.refined[keep].all() else keep[:0]
+            refined = t.refined[rows]
+            coarse = ahead[~refined[ahead] & np.isfinite(bound[ahead])] if not refined[keep].all() else keep[:0]
             if not len(coarse):
                 break
-            self.tables = refine_rows(t, self.question, coarse)
+            self.tables = refine_rows(t, self.question, rows[coarse])
         best = float(bound.min())
         self.best_bound = best if np.isfinite(best) and best > 0 else None
-        self.rows = keep
+        self.rows = rows[keep]
         if kind not in self._solvers:
             model = build_model(t, kind, slots=SCREEN_KEEP)
             self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
         solver = self._solvers[kind]
         solver.configure(self.options.time_limit_s, self.options.mip_gap)
-        load_choices(solver.model, t, keep, lo[keep], hi[keep])
+        load_choices(solver.model, t, self.rows, lo[keep], hi[keep])
         solver.model.objective_scale.set_value(self.objective_scale)
         return solver
+
+    def _screen(self, kind: str, target: dict) -> tuple[np.ndarray, ...]:
+        """Rows screened, their target batch ranges and bounds, and the REFINE_AHEAD best (positions in rows).
+
+        The bounds are computed for rows in order of their bound without a target (a target only shrinks a row's
+        batch range, so its bound only rises): the scan stops once the REFINE_AHEAD-th best bound is below every
+        unscanned row's untargeted bound, so the best rows, ties broken by row as over all rows, are the same.
+        """
+        t = self.tables
+        order, floor = self._screen_order(kind)
+        size = min(len(t), SCAN_FIRST)
+        while True:
+            rows = np.arange(len(t)) if size == len(t) else np.sort(order[:size])
+            lo, hi = target_batch_bounds(t, **target, rows=rows)
+            layout_of = t.layout_of[rows]
+            for layout, batch in self.blocked:
+                hi[(layout_of == layout) & (t.batch_lo[rows] == batch) & (t.batch_hi[rows] == batch)] = batch - 1.0
+            if self.excluded_layouts:
+                off = np.isin(layout_of, list(self.excluded_layouts))
+                hi[off] = lo[off] - 1.0
+            bound = choice_bounds(t, kind, lo, hi, rows=rows)
+            ahead = smallest(bound, REFINE_AHEAD)
+            if size == len(t) or (len(ahead) == REFINE_AHEAD and bound[ahead[-1]] < floor[order[size]]):
+                return rows, lo, hi, bound, ahead
+            size = min(len(t), size * 4)
+
+    def _screen_order(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """Rows by their bound without a target, and those bounds, once per version of the tables and kind. Valid
+        only where time per token rises and cost per token falls with the batch in every piece (a0, a1 >= 0, as
+        chords of the evaluator's terms are); otherwise every row is screened (an order whose first bound is inf)."""
+        t = self.tables
+        if kind not in self._orders or self._orders[kind][0] is not t:
+            if np.all(t.pieces_a0 >= 0) and np.all(t.pieces_a1 >= 0):
+                floor = choice_bounds(t, kind, t.batch_lo, t.batch_hi)
+            else:
+                floor = np.full(len(t), -np.inf)
+            self._orders[kind] = (t, np.argsort(floor, kind="stable"), floor)
+        return self._orders[kind][1:]
 
     @property
     def objective_scale(self) -> float:
@@ -149,20 +178,36 @@ class Prepared:
     @property
     def max_cost_usd_per_mtok(self) -> float:
         """A budget no choice reaches (an inactive budget constraint with sane coefficients)."""
-        t = self.tables
-        worst = (t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max(axis=1)
-        most = float(np.max(t.usd_per_mtok_coef * worst / t.batch_lo))
+        most = float(np.max(self.tables.usd_per_mtok_coef * self._worst_tau() / self.tables.batch_lo))
         return most * 2.0 if most > 0 else 1.0  # relative headroom: an absolute one swamps $1e-300 prices
 
     @property
     def max_time_per_token(self) -> float:
-        t = self.tables
-        return float((t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max() * 2.0 + 1.0)
+        return float(self._worst_tau().max() * 2.0 + 1.0)
+
+    def _worst_tau(self) -> np.ndarray:
+        """Each row's time per token at its largest batch, computed once per version of the tables."""
+        if self._worst is None or self._worst[0] is not self.tables:
+            t = self.tables
+            self._worst = (t, (t.pieces_a0 + t.pieces_a1 * t.batch_hi[:, None]).max(axis=1))
+        return self._worst[1]
+
+
+def smallest(values: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k smallest values in order, ties by index: ``np.argsort(values, kind="stable")[:k]`` without
+    sorting all of them."""
+    if len(values) <= k:
+        return np.argsort(values, kind="stable")
+    kth = np.partition(values, k - 1)[k - 1]
+    if np.isnan(kth):
+        return np.argsort(values, kind="stable")[:k]
+    candidates = np.flatnonzero(values <= kth)
+    return candidates[np.argsort(values[candidates], kind="stable")][:k]
 
 
 @functools.lru_cache(maxsize=TABLE_CACHE_SIZE)
 def _cached_tables(question: Question, chord_tolerance: float) -> Tables:
-    return build_tables(question)
+    return build_tables(question, coarse=True)
 
 
 def prepare(question: Question, options: SolverOptions | None = None) -> Prepared:

@@ -228,9 +228,13 @@ def prefill_layouts(question: Question) -> Layouts:
 
 def replica_caps(question: Question, lay: Layouts, which: np.ndarray | None = None) -> np.ndarray:
     """max_replicas of every layout (or of the layouts ``which``)."""
-    idx = np.arange(len(lay.tp)) if which is None else which
-    shapes = zip(lay.gpu_index[idx], lay.tp[idx], lay.pp[idx], strict=True)
-    return np.array([max_replicas(question, question.gpus[g], int(t), int(p)) for g, t, p in shapes], dtype=int)
+    idx = np.arange(len(lay.tp)) if which is None else np.asarray(which, dtype=int)
+    if not len(idx):
+        return np.zeros(0, dtype=int)
+    span = int(max(lay.tp.max(), lay.pp.max())) + 1
+    keys, where = np.unique((lay.gpu_index[idx] * span + lay.tp[idx]) * span + lay.pp[idx], return_inverse=True)
+    caps = [max_replicas(question, question.gpus[k // span // span], k // span % span, k % span) for k in keys.tolist()]
+    return np.array(caps, dtype=int)[where.reshape(-1)]
 
 
 def max_replicas(question: Question, gpu: GpuSpec, tp: int, pp: int) -> int:

@@ -9,6 +9,12 @@ until that gap is below ``MOE_CHORD_TOLERANCE`` of the term (``refine_rows``: th
 optimistic chords, valid bounds that only rise when refined), and queries re-evaluate the answer and split again
 where it still differs (see queries.py), so answers are exact.
 
+Queries start from coarse tables (``build_tables(question, coarse=True)``): one row per layout (and prefill option)
+over its whole batch range. For a fixed layout the time per token is concave in the batch (network time is a
+minimum of affine protocols, MoE memory is concave, the rest affine), so these chords lie below it and touch it at
+both ends: valid optimistic bounds. ``refine_rows`` cuts the rows a query's screening keeps at protocol changes (and
+refines their MoE chords); no other row is cut, which is most of the saving on large spaces.
+
 Questions about whole requests (a workload) use the request physics (physics/requests.py): the time per token is
 the TPOT step (with the steady-state prompt tokens when aggregated), an aggregated layout's batch range is also capped
 by its TTFT limit and by the chunk budget (both exact, by bisection and division), and a disaggregated decode layout
@@ -26,7 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline_opt.optimize import pairing
-from roofline_opt.optimize.space import Layouts, Question, layouts, prefill_layouts, replica_caps
+from roofline_opt.optimize.space import Layouts, Question, layouts, replica_caps
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 
@@ -223,14 +229,12 @@ PIECE_PICKS = (
 def _pieces(question, gpu_index, bits, lay, idx, lo, hi):
     """a0, a1 of every convex piece on [lo, hi] (chords of the evaluator between the interval ends)."""
     gamma = lay.gamma[idx].astype(float)
-    at_lo = _step_terms(question, gpu_index, bits, lay, idx, lo)
-    at_hi = _step_terms(question, gpu_index, bits, lay, idx, hi)
+    at_ends = _step_terms(question, gpu_index, bits, lay, idx, np.stack([lo, hi]))  # one call: collectives once
     picks = PIECE_PICKS if question.draft is not None else PIECE_PICKS[::3]
     a0s, a1s = [], []
     width = np.maximum(hi - lo, 1.0)
     for pick in picks:
-        y_lo = _per_token_s(question, at_lo, gamma, pick)
-        y_hi = _per_token_s(question, at_hi, gamma, pick)
+        y_lo, y_hi = _per_token_s(question, at_ends, gamma, pick)
         slope = np.where(hi > lo, (y_hi - y_lo) / width, 0.0)
         a1s.append(slope)
         a0s.append(y_lo - slope * lo)
@@ -244,11 +248,19 @@ def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
     tokens_lo = lo * tokens / layout.pp
     saturated = 1.0 - ev.expert_touched_fraction(question.model, tokens_lo) < MOE_CHORD_TOLERANCE * 1e-3
     mid = np.floor((lo + hi) / 2.0)
-    vals = [target_step(question, gpu_index, bits, lay, idx, b).memory_s for b in (lo, mid, hi)]
+    vals = _target_memory_s(question, gpu_index, bits, lay, idx, np.stack([lo, mid, hi]))
     width = np.maximum(hi - lo, 1.0)
     chord = vals[0] + (vals[2] - vals[0]) * (mid - lo) / width
     gap = np.abs(vals[1] - chord) / np.maximum(vals[1], 1e-300)
     return np.where(saturated, 0.0, gap)
+
+
+def _target_memory_s(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch):
+    """The target step's memory time alone (all MoE refinement needs: no network term is evaluated)."""
+    if question.workload is not None:
+        return target_step(question, gpu_index, bits, lay, idx, batch).memory_s
+    layout = group_layout(lay, idx, question).verifying(lay.gamma[idx])
+    return ev.memory_time_s(question.model, question.gpus[gpu_index], question.preset, bits, layout, batch)
 
 
 def _intervals(lo: float, hi: float, breaks: np.ndarray) -> list[tuple[float, float]]:
@@ -271,7 +283,7 @@ def split_choice(tables: Tables, question: Question, choice: int, batch: int) ->
     """
     lo, hi = tables.batch_lo[choice], tables.batch_hi[choice]
     parts = [(lo, batch - 1.0), (float(batch), float(batch)), (batch + 1.0, hi)]
-    layout, option = int(tables.layout_of[choice]), int(_option_of(tables)[choice])
+    layout, option = int(tables.layout_of[choice]), int(option_of_rows(tables)[choice])
     rows = [(layout, a, b, option) for a, b in parts if a <= b]
     new = _assemble(
         question,
@@ -285,7 +297,8 @@ def split_choice(tables: Tables, question: Question, choice: int, batch: int) ->
     return tables.take(np.delete(np.arange(len(tables)), choice)).extended(new)
 
 
-def _option_of(tables: Tables) -> np.ndarray:
+def option_of_rows(tables: Tables) -> np.ndarray:
+    """The prefill option paired with each row (-1 for aggregated rows)."""
     return np.full(len(tables), -1) if tables.option_of is None else tables.option_of
 
 
@@ -312,55 +325,12 @@ def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, bat
     batch_hi[idx] = hi
 
 
-def best_ttft_s(question: Question) -> float:
-    """The lowest TTFT any layout offered reaches at its smallest batch (memory aside): the nearest achievable."""
-    best = np.inf
-    lay = layouts(question)
-    for gi, bits, idx in lay.groups(np.flatnonzero(~lay.disagg)):
-        layout = group_layout(lay, idx, question)
-        ttft = rq.ttft_aggregated_s(
-            question.model, question.gpus[gi], question.preset, bits, layout, lay.pp[idx], question.workload,
-            lay.chunk[idx],
-        )  # fmt: skip
-        best = min(best, float(np.min(ttft)))
-    pre = prefill_layouts(question)
-    for d in (g for g in range(len(question.gpus)) if question.offers(rq.DISAGG, g)):
-        for gi, bits, idx in pre.groups():
-            fig = pairing.prefill_points(question, pre, idx, gi, bits, pre.pp[idx], d, False)
-            best = min(best, float(np.min(fig["ttft_s"])))
-    return best
+def build_tables(question: Question, coarse: bool = False) -> Tables:
+    """Evaluate the question's layouts into MIP choices, dropping those that cannot fit, meet a limit or be placed.
 
-
-def demand_range_tok_s(question: Question) -> tuple[float, float, float]:
-    """(least, most, best per GPU) output tok/s of this space: one aggregated instance at its smallest batch serves
-    the least (a smaller demand cannot fill it), the most is what any setup serves within the GPU limit and the
-    cluster (its units times their throughput at the largest batch), and the best tok/s per GPU of an aggregated
-    instance (at its largest batch) says how many GPUs a demand needs at least."""
-    t = build_tables(replace(question, demand_tok_s=None))
-    least, most, per_gpu = np.inf, 0.0, 0.0
-    option_of = _option_of(t)
-    for gi, bits, pos in t.layouts.groups(t.layout_of):
-        j, q = t.layout_of[pos], option_of[pos]
-        top = unit_throughput(question, gi, bits, t.layouts, t.options, j, q, t.batch_hi[pos])
-        most = max(most, float(np.max(np.minimum(t.replicas_cap[pos], 1 << 20) * top)))
-        agg = q < 0
-        if agg.any():
-            low = unit_throughput(question, gi, bits, t.layouts, t.options, j[agg], q[agg], t.batch_lo[pos][agg])
-            least = min(least, float(np.min(low)))
-            per_gpu = max(per_gpu, float(np.max(top[agg] / t.n_gpus[pos][agg])))
-    return least, most, per_gpu
-
-
-def gpus_available(question: Question) -> int:
-    """GPUs the question may use in all: --max-gpus and the cluster's count of its accelerators (0: unlimited)."""
-    limits = [] if question.max_gpus is None else [question.max_gpus]
-    if question.instance_limit is not None:
-        limits.append(sum(question.instance_limit(g, 1, 1) for g in question.gpus))
-    return min(limits) if limits else 0
-
-
-def build_tables(question: Question) -> Tables:
-    """Evaluate the question's layouts into MIP choices, dropping those that cannot fit, meet a limit or be placed."""
+    ``coarse``: one row per layout (and prefill option) over its whole batch range, unrefined (see ``refine_rows``);
+    otherwise the range is cut where a collective changes protocol (the rows are refined unless the model is MoE).
+    """
     lay = layouts(question)
     with_disagg = question.workload is not None and rq.DISAGG in question.serving
     options = pairing.build_options(question) if with_disagg else None
@@ -403,31 +373,49 @@ def build_tables(question: Question) -> Tables:
     }
     exclusions[limit_kind] = int((open_layouts & ~demand_blocked & place_blocked).sum())
     kept = np.flatnonzero(served & placeable)
-    rows = []
-    for gi, bits, pos in lay.groups(unit_j[kept]):
-        units = kept[pos]
-        breaks = _breakpoints(question, gi, bits, lay, unit_j[units])
-        for u, br in zip(units, breaks, strict=True):
-            j, q = int(unit_j[u]), int(unit_q[u])
-            rows += [(j, a, b, q) for a, b in _intervals(float(lo[u]), float(hi[u]), br)]
+    rows = list(zip(unit_j[kept].tolist(), lo[kept].tolist(), hi[kept].tolist(), unit_q[kept].tolist(), strict=True))
+    if coarse:
+        return _assemble(question, lay, rows, exclusions, options, refined=False)
+    rows = _cut_at_protocols(question, lay, rows)
     return _assemble(question, lay, rows, exclusions, options, refined=not question.model.is_moe)
 
 
-def refine_rows(tables: Tables, question: Question, rows: np.ndarray) -> Tables:
-    """Tables whose given (unrefined MoE) rows are split until their memory chords are within MOE_CHORD_TOLERANCE.
+def _cut_at_protocols(question: Question, lay: Layouts, rows):
+    """(layout, lo, hi, option) rows split at the batches where some collective of their layout changes protocol."""
+    if not rows:
+        return rows
+    j = np.array([r[0] for r in rows], dtype=int)
+    out = []
+    for gi, bits, pos in lay.groups(j):
+        layouts_here, where = np.unique(j[pos], return_inverse=True)
+        breaks = _breakpoints(question, gi, bits, lay, layouts_here)
+        for p, w in zip(pos, where, strict=True):
+            layout, lo, hi, option = rows[p]
+            out += [(layout, a, b, option) for a, b in _intervals(float(lo), float(hi), breaks[w])]
+    return out
 
-    Chords of a concave term only rise when an interval is split, so refining rows raises their bounds; queries
-    refine the rows their screening keeps until every kept row is refined (no other row is evaluated again).
+
+def refine_rows(tables: Tables, question: Question, rows: np.ndarray) -> Tables:
+    """Tables whose given (unrefined) rows are cut where a collective changes protocol and, for a MoE model, split
+    until their memory chords are within MOE_CHORD_TOLERANCE.
+
+    Time per token is concave in the batch for a fixed layout (network time is the minimum of affine protocols, MoE
+    memory is concave, the rest affine), so chords only rise when an interval is split: an unrefined row's chords
+    are valid optimistic bounds and refining raises them. Queries refine the rows their screening keeps until every
+    kept row is refined (no other row is evaluated again).
     """
-    option_of = _option_of(tables)
+    option_of = option_of_rows(tables)
     parts = [
         (int(tables.layout_of[r]), float(tables.batch_lo[r]), float(tables.batch_hi[r]), int(option_of[r]))
         for r in rows
     ]
+    parts = _cut_at_protocols(question, tables.layouts, parts)
+    if question.model.is_moe:
+        parts = _refine_concave(question, tables.layouts, parts)
     new = _assemble(
         question,
         tables.layouts,
-        _refine_concave(question, tables.layouts, parts),
+        parts,
         tables.exclusions,
         tables.options,
         tables.time_unit_s,
@@ -567,7 +555,7 @@ def _assemble(
         a0[sel], a1[sel] = _pieces(question, gi, bits, lay, idx, lo[sel], hi[sel])
         m0[sel], m1[sel], mcap[sel] = _memory_line(question, gi, bits, lay, idx)
     n_gpus = lay.n_gpus[layout_of].astype(float)
-    usd_per_s = np.array([question.gpus[g].usd_per_s for g in lay.gpu_index[layout_of]])
+    usd_per_s = np.array([gpu.usd_per_s for gpu in question.gpus])[lay.gpu_index[layout_of]]
     unit = (_time_unit_s(a0, a1, lo) if len(rows) else 1e-3) if time_unit_s is None else time_unit_s
     coef = n_gpus * usd_per_s * 1e6 / question.max_utilisation
     floor = np.zeros(len(rows))

@@ -60,28 +60,30 @@ def _collective(
     bytes_per_seq: np.ndarray,
     kind: str,
 ) -> Collective:
-    """NCCL tuning model (model-notes section 4), affine in the batch for each protocol."""
+    """NCCL tuning model (model-notes section 4), affine in the batch for each protocol (the last axis)."""
     ranks = np.asarray(ranks, dtype=float)
     nodes = np.maximum(np.asarray(nodes, dtype=float), 1.0)
     active = ranks > 1.0
     m = 2.0 if kind == ALLREDUCE else 1.0
     bw_scale = 1.0 if kind == ALLREDUCE else 0.5
     per_node_ranks = ranks / nodes
-    lat, slope = [], []
     safe_ranks = np.where(active, ranks, 1.0)
-    for p in preset.protocols:
-        latency = m * ((per_node_ranks - 1.0) * p.per_rank_s + p.per_log2_node_s * np.log2(nodes)) + p.base_s
-        latency = latency + m * np.where(nodes > 1.0, gpu.inter_hop_latency_s, gpu.intra_hop_latency_s)
-        per_byte = (
-            nodes * np.maximum(0.0, per_node_ranks - 1.0) / (safe_ranks * gpu.intra_bytes_per_s * p.bandwidth_factor)
-            + (nodes - 1.0) / (safe_ranks * gpu.inter_bytes_per_s * p.bandwidth_factor)
-        ) * bw_scale
-        lat.append(np.where(active, latency * preset.network_latency_factor, 0.0))
-        slope.append(np.where(active, per_byte * bytes_per_seq * preset.allreduce_time_factor, 0.0))
+    per_rank_s, per_log2_node_s, base_s, bandwidth_factor = (
+        np.array([getattr(p, name) for p in preset.protocols])
+        for name in ("per_rank_s", "per_log2_node_s", "base_s", "bandwidth_factor")
+    )
+    per_node_ranks, nodes, safe_ranks, on = (x[..., None] for x in (per_node_ranks, nodes, safe_ranks, active))
+    latency = m * ((per_node_ranks - 1.0) * per_rank_s + per_log2_node_s * np.log2(nodes)) + base_s
+    latency = latency + m * np.where(nodes > 1.0, gpu.inter_hop_latency_s, gpu.intra_hop_latency_s)
+    per_byte = (
+        nodes * np.maximum(0.0, per_node_ranks - 1.0) / (safe_ranks * gpu.intra_bytes_per_s * bandwidth_factor)
+        + (nodes - 1.0) / (safe_ranks * gpu.inter_bytes_per_s * bandwidth_factor)
+    ) * bw_scale
+    seq_bytes = np.asarray(bytes_per_seq, dtype=float)[..., None]
     return Collective(
         count=np.where(active, count, 0.0),
-        latency_s=np.stack(lat, axis=-1),
-        s_per_seq=np.stack(slope, axis=-1),
+        latency_s=np.where(on, latency * preset.network_latency_factor, 0.0),
+        s_per_seq=np.where(on, per_byte * seq_bytes * preset.allreduce_time_factor, 0.0),
     )
 
 
@@ -426,14 +428,17 @@ def time_per_token_with_gamma(
     draft: ModelSpec | None,
     acceptance: float,
     draft_weight_bits: int = DRAFT_WEIGHT_BITS,
+    draft_step_s=None,
 ) -> np.ndarray:
-    """Seconds per generated token at a fixed draft length gamma (0 = no speculative decoding)."""
+    """Seconds per generated token at a fixed draft length gamma (0 = no speculative decoding); ``draft_step_s``:
+    the draft's step time when the caller has it already (it does not depend on gamma)."""
     gamma = np.asarray(gamma, dtype=float)
     target = step(model, gpu, preset, weight_bits, layout.verifying(gamma), batch).step_time_s
     if draft is None:
         return target / layout.tokens_per_step
-    draft_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s
-    rounds = (target + gamma * draft_s) / expected_tokens_per_round(acceptance, gamma)
+    if draft_step_s is None:
+        draft_step_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s
+    rounds = (target + gamma * draft_step_s) / expected_tokens_per_round(acceptance, gamma)
     return np.where(gamma > 0, rounds, target)
 
 
@@ -460,25 +465,21 @@ def evaluate(
     draft_step_s = np.full(shape, np.nan)
     use_draft = draft is not None and (gamma_max > 0 or (gamma is not None and np.any(np.asarray(gamma) > 0)))
     if use_draft:
-        draft_step_s = np.broadcast_to(
-            step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s, shape
-        )
+        draft_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s
+        draft_step_s = np.broadcast_to(draft_s, shape)
+        setup = (model, gpu, preset, weight_bits, layout, batch)
         gammas = np.arange(1, gamma_max + 1) if gamma is None else None
         if gammas is not None:
             best = no_spec
             for g in gammas:
-                t = time_per_token_with_gamma(
-                    model, gpu, preset, weight_bits, layout, batch, g, draft, acceptance, draft_weight_bits
-                )
+                t = time_per_token_with_gamma(*setup, g, draft, acceptance, draft_weight_bits, draft_s)
                 better = t < best
                 best_gamma = np.where(better, g, best_gamma)
                 best = np.minimum(best, t)
             per_token = best
         else:
             best_gamma = np.broadcast_to(np.asarray(gamma, dtype=float), shape)
-            per_token = time_per_token_with_gamma(
-                model, gpu, preset, weight_bits, layout, batch, best_gamma, draft, acceptance, draft_weight_bits
-            )
+            per_token = time_per_token_with_gamma(*setup, best_gamma, draft, acceptance, draft_weight_bits, draft_s)
     mem = memory(model, gpu, preset, weight_bits, layout, batch, draft if use_draft else None)
     n = np.broadcast_to(layout.n_gpus, shape)
     throughput = batch / per_token
