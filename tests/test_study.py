@@ -23,8 +23,8 @@ from roofline_opt import catalog
 from roofline_opt.cli import EXIT_BAD_INPUT, EXIT_OK, main
 from roofline_opt.errors import InvalidInput
 from roofline_opt.study import StudyQuestion, execute, load_study
-from roofline_opt.study.runner import plan_tasks, run_study
-from roofline_opt.study.store import parts_dir
+from roofline_opt.study.runner import local_cluster, plan_tasks, run_study
+from roofline_opt.study.store import Store, parts_dir
 
 pytest.importorskip("distributed")
 
@@ -400,3 +400,41 @@ def test_plan_rows_equal_the_single_fleet_plans(scheduler: str, tmp_path: Path) 
     assert frame["usd_per_hour"][0] == plan.cluster["usd_per_hour"]
     assert frame["solver_status"][0] == plan.solve["status"]
     assert json.loads(frame["models_json"][0]) == json.loads(json.dumps(plan.models, default=str))
+
+
+def test_chunks_keep_whole_numbers_and_yes_no_where_some_rows_lack_them(tmp_path: Path) -> None:
+    store = Store(tmp_path / "out.parquet")
+    answered = {"question_id": "a", "status": "ok", "tp": 8, "fits_in_memory": True, "usd_per_mtok": 1.5}
+    store.append([answered, {"question_id": "b", "status": "infeasible", "reason": "memory"}])
+    store.append([{"question_id": "c", "status": "ok", "tp": 4, "fits_in_memory": False, "usd_per_mtok": 2}])
+    rows = store.rows().set_index("question_id")
+    assert str(rows["tp"].dtype) == "Int64" and str(rows["fits_in_memory"].dtype) == "boolean"
+    assert rows["tp"].tolist() == [8, pd.NA, 4] and rows["fits_in_memory"].tolist() == [True, pd.NA, False]
+    assert rows.loc[["a", "c"], "usd_per_mtok"].tolist() == [1.5, 2.0] and pd.isna(rows.loc["b", "usd_per_mtok"])
+    assert rows.loc["b", "reason"] == "memory" and pd.isna(rows.loc["a", "reason"])
+
+
+def test_a_chunk_mixing_types_in_a_column_keeps_them_as_text(tmp_path: Path) -> None:
+    store = Store(tmp_path / "out.parquet")
+    store.append([{"question_id": "a", "status": "ok", "tp": 8}, {"question_id": "b", "status": "ok", "tp": "16,8"}])
+    assert store.rows()["tp"].tolist() == ["8", "16,8"]
+
+
+def test_the_embedded_cluster_has_quiet_workers_with_the_solver_stack_loaded_before_any_task(tmp_path: Path) -> None:
+    from distributed import Client
+
+    def state() -> tuple[Any, bool]:
+        import dask
+
+        return dask.config.get("distributed.worker.profile.enabled"), "roofline_opt.study.execute" in sys.modules
+
+    with local_cluster(1) as cluster, Client(cluster) as client:
+        assert list(client.run(state).values()) == [(False, True)]
+        questions = load_study(budget_study(tmp_path, [2.0])).questions[:3]
+        batch = execute.Batch("fastest", tuple((q.id, q.values) for q in questions))
+        answers = client.submit(execute.answer_task, batch, pure=False).result()
+    execute._cache().clear()
+    expected = execute.answer_batch("fastest", batch.items)
+    assert [row["question_id"] for row in answers.rows] == [q.id for q in questions]
+    assert [row["status"] for row in answers.rows] == [row["status"] for row in expected] == ["ok"] * 3
+    assert [row["usd_per_mtok"] for row in answers.rows] == [row["usd_per_mtok"] for row in expected]

@@ -28,12 +28,23 @@ from roofline_opt.study.store import Store, typed_frame
 
 TASKS_PER_WORKER = 8
 """Aim for this many tasks per worker so that the last ones finish together."""
-MIN_BATCH, MAX_BATCH = 8, 64
+MIN_BATCH, MAX_BATCH = 8, 128
 """Questions per task: at most about n / (workers x TASKS_PER_WORKER), within MAX_BATCH; a sweep of up to MIN_BATCH
-targets is never cut, and short sweeps are packed together up to that size."""
+targets is never cut, and short sweeps are packed together up to that size. Every task costs Dask some 5-10 ms of
+CPU in the worker and the driver (measured), so a task of 128 questions of ~5 ms each keeps that near 1%."""
 FLUSH_S = 20.0
 """Write a chunk at least this often (seconds) even when it holds fewer than ``chunk_rows`` rows."""
 
+QUIET_DASK = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.memory.monitor-interval": "500ms",
+}
+"""Dask settings of the embedded cluster and of our client: no statistical profiler of the workers' tasks, slower
+event-loop ticks and monitors. Dask's defaults (a profile sample every 10 ms, a tick every 20 ms in the scheduler,
+every nanny, worker and client) cost about 7% of a core while a study runs, more than the study's own driver work
+(benchmarks/results-study-2026-11-30.txt); memory limits still apply, checked twice a second."""
 CONNECT_TIMEOUT = "30s"
 """How long to try reaching a running scheduler."""
 
@@ -79,10 +90,13 @@ def plan_tasks(questions: Sequence[StudyQuestion], workers: int) -> list[list[St
 
 def _target_order(value: Any) -> tuple[int, float]:
     """Targets ascending, no target after them, values that are not numbers (invalid rows) last."""
-    number = pd.to_numeric(value, errors="coerce") if value is not None else None
-    if number is None or pd.isna(number):
-        return (1 if value is None else 2, 0.0)
-    return (0, float(number))
+    if value is None:
+        return (1, 0.0)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return (2, 0.0)
+    return (2, 0.0) if math.isnan(number) else (0, number)
 
 
 def _absolute(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -101,13 +115,29 @@ def _is_path(name: str) -> bool:
 
 
 @contextmanager
+def local_cluster(workers: int | None) -> Iterator[Any]:
+    """The embedded cluster: ``workers`` single-threaded processes (default: the machine's cores), QUIET_DASK set,
+    each importing the solver stack as it starts (``preload``), not on its first task."""
+    import dask
+    from distributed import LocalCluster
+
+    n = workers or os.cpu_count() or 1
+    kwargs = {"n_workers": n, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
+    kwargs["preload"] = [execute.__name__]
+    with dask.config.set(QUIET_DASK), LocalCluster(**kwargs, silence_logs=logging.ERROR) as cluster:
+        yield cluster
+
+
+@contextmanager
 def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
     """A client of the running cluster at ``scheduler``, or of an embedded one with ``workers`` processes."""
-    from distributed import Client, LocalCluster
+    import dask
+    from distributed import Client
 
     if scheduler:
         try:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+            with dask.config.set(QUIET_DASK):
+                client = Client(scheduler, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ValueError) as exc:
             reason = " ".join(str(exc).split()) or type(exc).__name__
             msg = f"must be the address of a running Dask scheduler (tcp://host:8786). Got {scheduler!r}: {reason}"
@@ -115,9 +145,7 @@ def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
         with client:
             yield client
         return
-    n = workers or os.cpu_count() or 1
-    kwargs = {"n_workers": n, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
-    with LocalCluster(**kwargs, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+    with local_cluster(workers) as cluster, dask.config.set(QUIET_DASK), Client(cluster) as client:
         yield client
 
 
@@ -171,13 +199,13 @@ def _submit(
         tasks = plan_tasks(todo, max(1, sum(client.nthreads().values())))
         futures = {}
         for task in tasks:
-            items = [(q.id, _absolute(q.values)) for q in task]
-            futures[client.submit(execute.answer_batch, task[0].kind, items, pure=False)] = task
+            batch = execute.Batch(task[0].kind, tuple((q.id, _absolute(q.values)) for q in task))
+            futures[client.submit(execute.answer_task, batch, pure=False)] = task
         try:
             for future in as_completed(futures):
                 task = futures.pop(future)
                 try:
-                    rows = future.result()
+                    rows = list(future.result().rows)
                 except Exception as exc:  # a lost worker: its questions become error rows, retried next run
                     rows = _lost_rows(task, exc)
                 buffer += rows
@@ -195,10 +223,14 @@ def _submit(
 
 def inputs_frame(study: Study) -> pd.DataFrame:
     """One row per question: its id and the inputs the study file sets (``in_`` + flag), in file order."""
-    rows = [{"question_id": q.id, **{f"in_{k}": q.values.get(k) for k in study.keys}} for q in study.questions]
+    rows = []
+    for q in study.questions:
+        values = q.values
+        rows.append({"question_id": q.id, **{f"in_{k}": values.get(k) for k in study.keys}})
     return typed_frame(rows)
 
 
 def label(study: Study, q: StudyQuestion) -> str:
     """The inputs the study file sets, as ``key=value`` text."""
-    return ", ".join(f"{k}={q.values.get(k)}" for k in study.keys)
+    values = q.values
+    return ", ".join(f"{k}={values.get(k)}" for k in study.keys)
