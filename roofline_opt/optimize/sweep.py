@@ -115,8 +115,8 @@ def preferred_search(
     score. Otherwise the fastest setup P within a budget m is solved: setups costing between P's price and m are
     slower and dearer than P, so the gaps left are (lo, P) and (m, hi). m is the geometric middle of the gap (the
     gaps shrink geometrically), except under the best point found so far, whose own gap that bound never drops:
-    there m is just below hi (1e-7), which settles (P, hi) at once. The maximum over the whole frontier is found whatever
-    the sampling (to 1e-7 relative).
+    there m is just below hi (1e-7), which settles (P, hi) at once. The maximum over the whole frontier is found
+    whatever the sampling (to 1e-7 relative).
     """
     best = max(utility(a, exponent) for a in frontier)
     found: Answer | None = None
