@@ -90,9 +90,8 @@ class ValidationRow:
     def _compared_ratio(self, p: Prediction) -> float | None:
         if self.check is None:
             return None
-        measured = self.row
-        per_request = _ratio(p.tok_s_per_request, measured.measured_tok_s_per_request)
-        per_gpu = _ratio(p.tok_s_per_gpu, measured.measured_tok_s_per_gpu)
+        per_request = _ratio(p.tok_s_per_request, self.row.measured_tok_s_per_request)
+        per_gpu = _ratio(p.tok_s_per_gpu, self.row.measured_tok_s_per_gpu)
         by_check = {
             "point": (per_request, per_gpu),
             "throughput ceiling": (per_gpu,),
@@ -332,8 +331,9 @@ def validate(path: str | Path, preset: Preset = DEFAULT) -> list[ValidationRow]:
         if row.setup is None:
             out.append(ValidationRow(row))
             continue
-        at_peak = predict(row.setup.for_bound(), row.measured_tok_s_per_request, bound)
-        same = bound is preset and row.setup.for_bound() is row.setup
+        bound_setup = row.setup.for_bound()
+        at_peak = predict(bound_setup, row.measured_tok_s_per_request, bound)
+        same = bound is preset and bound_setup is row.setup
         estimate = at_peak if same else predict(row.setup, row.measured_tok_s_per_request, preset)
         out.append(ValidationRow(row, at_peak, estimate))
     return out
