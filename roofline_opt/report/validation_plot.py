@@ -1,4 +1,4 @@
-"""The validation plot: per accelerator, measured points against our frontier (tok/s per GPU vs tok/s per user)."""
+"""The validation plot: per accelerator, measured points against the bound's frontier (tok/s per GPU vs per user)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ def plot_validation(panels: dict[str, Sequence[PlottedRow]], path: str | os.Path
         ax.set_visible(False)
     handles = [Line2D([], [], color=c, lw=3, label=f"bound {'holds' if k else 'fails'}") for k, c in COLOURS.items()]
     handles += [Line2D([], [], ls="", marker=m, color="gray", label=k) for k, m in MARKERS.items()]
-    handles.append(Line2D([], [], color="gray", lw=0.8, label="our frontier on the row's layout"))
+    bound_line = "the bound on the row's layout (peak FLOP/s and HBM)"
+    handles.append(Line2D([], [], color="gray", lw=0.8, label=bound_line))
     figure.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8)
     figure.suptitle("measured points (labelled by CSV line) against the roofline; below the line = bounded")
     save_figure_atomic(figure, path, field)
