@@ -264,6 +264,38 @@ def test_a_changed_study_answers_only_its_new_questions_and_names_them(scheduler
     assert (again.answered_now, again.dropped, len(again.frame)) == (0, 8, 8)
 
 
+def test_an_unreadable_part_is_skipped_and_its_questions_answered_again(scheduler: str, tmp_path: Path) -> None:
+    path, out = budget_study(tmp_path, [2]), tmp_path / "cut.parquet"
+    first = run_study(load_study(path), out, scheduler=scheduler, chunk_rows=3)
+    cut = sorted(parts_dir(out).glob("part-*.parquet"))[0]
+    lost = len(pd.read_parquet(cut))
+    cut.write_bytes(cut.read_bytes()[:100])  # cut short, as a power cut before the disk wrote it can leave it
+    again = run_study(load_study(path), out, scheduler=scheduler)
+    assert (again.answered_before, again.answered_now, again.unreadable_parts) == (8 - lost, lost, (cut,))
+    columns = ["question_id", "status", *COMPARED]
+    pd.testing.assert_frame_equal(again.frame[columns], first.frame[columns])
+
+
+def test_a_part_file_without_rows_of_answers_is_skipped(tmp_path: Path) -> None:
+    store = Store(tmp_path / "out.parquet")
+    store.append([{"question_id": "a", "status": "ok"}])
+    foreign = parts_dir(store.out) / "part-zz.parquet"
+    pd.DataFrame({"x": [1]}).to_parquet(foreign)
+    assert store.answered() == {"a"} and store.unreadable == {foreign}
+
+
+def test_an_output_path_that_is_a_symlink_stays_one_and_its_target_gets_the_rows(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    target, link = tmp_path / "real" / "rows.parquet", tmp_path / "link.parquet"
+    target.write_bytes(b"old")
+    link.symlink_to(target)
+    store = Store(link)
+    store.append([{"question_id": "a", "status": "ok", "tp": 8}])
+    store.assemble(["a"], pd.DataFrame({"question_id": ["a"], "in_gpu": ["h100-sxm"]}))
+    assert link.is_symlink() and link.resolve() == target
+    assert pd.read_parquet(target)[["question_id", "in_gpu", "tp"]].values.tolist() == [["a", "h100-sxm", 8]]
+
+
 def test_questions_differing_only_in_their_target_share_a_task(tmp_path: Path) -> None:
     study = load_study(budget_study(tmp_path, [4, 3, 2, 1]))
     tasks = plan_tasks(study.questions, workers=1)

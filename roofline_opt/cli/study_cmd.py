@@ -47,6 +47,9 @@ def run_study(args: argparse.Namespace) -> int:
             csv=Path(args.csv) if args.csv else None,
             progress=progress,
         )
+    if result.unreadable_parts:
+        skipped = len(result.unreadable_parts)
+        print(f"skipped {skipped} unreadable part files in {parts_dir(out)}: their questions were answered again")
     if result.answered_before:
         colon = ":" if result.new_labels else ""
         print(f"{result.answered_before} answered before (in {parts_dir(out)}), {len(result.new_labels)} new{colon}")

@@ -53,7 +53,8 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class RunReport:
-    """What a run did: questions in the study, answered before, answered now, and the new ones' labels."""
+    """What a run did: questions in the study, answered before, answered now, and the new ones' labels; part files
+    skipped as unreadable."""
 
     total: int
     answered_before: int
@@ -61,6 +62,7 @@ class RunReport:
     dropped: int
     new_labels: tuple[str, ...]
     frame: pd.DataFrame
+    unreadable_parts: tuple[Path, ...] = ()
 
 
 def group_key(q: StudyQuestion) -> str:
@@ -178,7 +180,8 @@ def run_study(
     if todo:
         answered_now = _submit(todo, store, workers, scheduler, chunk_rows, progress)
     frame = store.assemble([q.id for q in study.questions], inputs_frame(study), csv)
-    return RunReport(len(ids), len(ids & done), answered_now, len(done - ids), new, frame)
+    unreadable = tuple(sorted(store.unreadable))
+    return RunReport(len(ids), len(ids & done), answered_now, len(done - ids), new, frame, unreadable)
 
 
 def _submit(

@@ -2,7 +2,8 @@
 
 Rows are appended in chunks to ``OUT.parts/`` (each part written to a hidden temporary file and renamed, so a part
 is whole or absent); an interrupted run loses at most the rows not yet written. The output file (``OUT``, and a CSV
-on request) holds one row per question of the current study, in the study's order, and is replaced atomically.
+on request) holds one row per question of the current study, in the study's order, and is written by
+``files.write_output``: replaced atomically, through a symlink to its target, written through to a device.
 """
 
 from __future__ import annotations
@@ -72,16 +73,14 @@ def read_part(path: Path) -> pd.DataFrame:
     return pq.read_table(path).to_pandas(types_mapper=NULLABLE.get)
 
 
-def write_parquet_atomic(data: pd.DataFrame | pa.Table, path: Path, field: str) -> None:
-    """A whole Parquet file or none: written beside ``path`` under a hidden name, then renamed."""
+def write_part(table: pa.Table, path: Path, field: str) -> None:
+    """A whole part file or none, in the study's own parts folder: written beside ``path`` under a hidden name, then
+    renamed (no fsync: a part lost to a power cut is answered again by the next run)."""
     tmp = None
     try:
         with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
             tmp = f.name
-            if isinstance(data, pa.Table):
-                pq.write_table(data, f)
-            else:
-                _arrow_safe(data).to_parquet(f, index=False)
+            pq.write_table(table, f)
         os.replace(tmp, path)
     except BaseException as exc:
         if tmp is not None and os.path.exists(tmp):
@@ -98,6 +97,9 @@ class Store:
         self.out = out
         self.parts = parts_dir(out)
         self._written = 0
+        self.unreadable: set[Path] = set()
+        """Part files that are not Parquet files of rows (cut short by a crash, or changed by hand): skipped, so their
+        questions are answered again."""
 
     def clear(self) -> None:
         """Forget every earlier result (``--fresh``)."""
@@ -108,8 +110,16 @@ class Store:
     def rows(self) -> pd.DataFrame:
         """Every row written so far, the latest row of each question only."""
         paths = sorted(self.parts.glob("part-*.parquet")) if self.parts.is_dir() else []
-        frames = [read_part(p) for p in paths]
-        frames = [f for f in frames if len(f)]
+        frames = []
+        for path in paths:
+            try:
+                frame = read_part(path)
+            except (pa.ArrowException, OSError):
+                frame = None
+            if frame is None or not {"question_id", "status"} <= set(frame.columns):
+                self.unreadable.add(path)
+            elif len(frame):
+                frames.append(frame)
         if not frames:
             return pd.DataFrame(columns=["question_id", "status"])
         return pd.concat(frames, ignore_index=True).drop_duplicates("question_id", keep="last")
@@ -126,7 +136,7 @@ class Store:
         self.parts.mkdir(exist_ok=True)
         self._written += 1
         name = f"part-{time.time_ns():020d}-{os.getpid()}-{self._written:06d}.parquet"
-        write_parquet_atomic(part_table(rows), self.parts / name, "--out")
+        write_part(part_table(rows), self.parts / name, "--out")
 
     def assemble(self, ids: Iterable[str], inputs: pd.DataFrame, csv: Path | None = None) -> pd.DataFrame:
         """The output: one row per id (inputs first, then status and the answer's fields), written atomically."""
@@ -137,7 +147,7 @@ class Store:
         frame = frame.assign(status=frame["status"].where(frame["status"].notna(), "unanswered"))
         if missing:
             frame.loc[frame["question_id"].isin(missing), "message"] = "not answered (the run was interrupted)"
-        write_parquet_atomic(frame, self.out, "--out")
+        files.write_output(self.out, lambda f: _arrow_safe(frame).to_parquet(f, index=False), "--out")
         if csv is not None:
             files.write_text_atomic(csv, frame.to_csv(index=False), field="--csv")
         return frame
