@@ -284,6 +284,13 @@ def test_a_part_file_without_rows_of_answers_is_skipped(tmp_path: Path) -> None:
     assert store.answered() == {"a"} and store.unreadable == {foreign}
 
 
+def test_a_parts_folder_blocked_by_a_file_is_one_error_naming_out(tmp_path: Path) -> None:
+    store = Store(tmp_path / "out.parquet")
+    store.parts.write_text("not a folder")
+    with pytest.raises(InvalidInput, match="--out: cannot create .*out.parquet.parts"):
+        store.append([{"question_id": "a", "status": "ok"}])
+
+
 def test_an_output_path_that_is_a_symlink_stays_one_and_its_target_gets_the_rows(tmp_path: Path) -> None:
     (tmp_path / "real").mkdir()
     target, link = tmp_path / "real" / "rows.parquet", tmp_path / "link.parquet"

@@ -1,7 +1,7 @@
 """Results on disk: Parquet part files written as rows arrive, and the study's one output assembled from them.
 
-Rows are appended in chunks to ``OUT.parts/`` (each part written to a hidden temporary file and renamed, so a part
-is whole or absent); an interrupted run loses at most the rows not yet written. The output file (``OUT``, and a CSV
+Rows are appended in chunks to ``OUT.parts/`` (each part written by ``files.write_output``, so a part is whole or
+absent); an interrupted run loses at most the rows not yet written. The output file (``OUT``, and a CSV
 on request) holds one row per question of the current study, in the study's order, and is written by
 ``files.write_output``: replaced atomically, through a symlink to its target, written through to a device.
 """
@@ -9,7 +9,6 @@ on request) holds one row per question of the current study, in the study's orde
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -73,23 +72,6 @@ def read_part(path: Path) -> pd.DataFrame:
     return pq.read_table(path).to_pandas(types_mapper=NULLABLE.get)
 
 
-def write_part(table: pa.Table, path: Path, field: str) -> None:
-    """A whole part file or none, in the study's own parts folder: written beside ``path`` under a hidden name, then
-    renamed (no fsync: a part lost to a power cut is answered again by the next run)."""
-    tmp = None
-    try:
-        with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
-            tmp = f.name
-            pq.write_table(table, f)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise InvalidInput(field, f"cannot write {str(path)!r}: {exc.strerror or exc}") from exc
-        raise
-
-
 class Store:
     """The part files of one output: what is answered already, and chunks appended as they arrive."""
 
@@ -133,10 +115,14 @@ class Store:
         """Write one chunk of rows as a new part file (whole or absent)."""
         if not rows:
             return
-        self.parts.mkdir(exist_ok=True)
+        try:
+            self.parts.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise InvalidInput("--out", f"cannot create {str(self.parts)!r}: {exc.strerror or exc}") from exc
         self._written += 1
         name = f"part-{time.time_ns():020d}-{os.getpid()}-{self._written:06d}.parquet"
-        write_part(part_table(rows), self.parts / name, "--out")
+        table = part_table(rows)
+        files.write_output(self.parts / name, lambda f: pq.write_table(table, f), "--out")
 
     def assemble(self, ids: Iterable[str], inputs: pd.DataFrame, csv: Path | None = None) -> pd.DataFrame:
         """The output: one row per id (inputs first, then status and the answer's fields), written atomically."""
