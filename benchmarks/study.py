@@ -25,6 +25,10 @@ alternating order (loop first, then study first) so that a drift during the pair
 time, to compare the speed of answering in both places without the drift between ten-second stretches.
 ``--control N`` runs the same loop in two fresh processes, N times: the spread of two identical runs, against which
 the end-to-end overhead's spread is read.
+``--thread-cpu N`` answers every question as one batch N times in a fresh plain process and N times on a fresh
+1-worker cluster, alternating which goes first, and reports the answering thread's wall, user and system CPU seconds
+and voluntary context switches: whether a worker answers slower because it waits (GIL, scheduling) or because the
+same work costs it more CPU.
 
 Prints per-repetition wall and CPU seconds (CPU: the worker processes' as the OS counts them, and the driver's, which
 holds the scheduler, the nannies and the client), the CPU of the driver's and the workers' event loops, the ratios of
@@ -224,6 +228,59 @@ def loop_alone(questions: int) -> None:
         print(plain_loop(load_study(study_file(Path(tmp), questions))).wall_s)
 
 
+def thread_usage(items: tuple) -> dict[str, float]:
+    """Answer ``items`` on this thread (cold cache): its wall, user and system CPU seconds, voluntary switches."""
+    import resource
+
+    execute._cache().clear()
+    before, start = resource.getrusage(resource.RUSAGE_THREAD), time.perf_counter()
+    execute.answer_batch("fastest", items)
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_THREAD)
+    return {
+        "wall_s": wall,
+        "user_s": after.ru_utime - before.ru_utime,
+        "sys_s": after.ru_stime - before.ru_stime,
+        "switches": after.ru_nvcsw - before.ru_nvcsw,
+    }
+
+
+def all_items(questions: int) -> tuple:
+    """Every question of the study, in task order, as one batch."""
+    with tempfile.TemporaryDirectory() as tmp:
+        study = load_study(study_file(Path(tmp), questions))
+    return tuple((q.id, q.values) for task in plan_tasks(study.questions, 1) for q in task)
+
+
+def thread_cpu(questions: int, pairs: int) -> None:
+    """A fresh plain process and a fresh 1-worker cluster each answer every question as one batch, ``pairs`` times,
+    alternating which goes first: the answering thread's wall and CPU in each."""
+    from distributed import Client
+
+    items = all_items(questions)
+    command = [sys.executable, __file__, "--usage-alone", "--questions", str(questions)]
+    ratios = []
+    for i in range(pairs):
+        usage = {}
+        for where in ("worker", "plain") if i % 2 else ("plain", "worker"):
+            if where == "plain":
+                usage[where] = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+                continue
+            with local_cluster(1) as cluster, Client(cluster) as client:
+                usage[where] = client.submit(thread_usage, items, pure=False).result()
+        ratios.append(usage["worker"]["user_s"] / usage["plain"]["user_s"])
+        print(
+            "; ".join(
+                f"{where} {u['wall_s']:.2f}s wall, {u['user_s']:.2f}s user, {u['sys_s']:.2f}s sys, "
+                f"{u['switches']:.0f} switches"
+                for where, u in usage.items()
+            )
+            + f"; user worker/plain {ratios[-1]:.3f}",
+            flush=True,
+        )
+    print(summary(f"{pairs} pairs: user CPU worker/plain", ratios, percent=False))
+    print(f"  worker above 1.03 in {sum(r > 1.03 for r in ratios)} of {pairs}")
+
+
 def control(questions: int, pairs: int) -> None:
     """The same loop in two fresh processes one after the other, ``pairs`` times: how far the ratio of two identical
     runs strays on this machine, the noise that the study's end-to-end overhead is read against."""
@@ -322,11 +379,17 @@ def main() -> None:
                         "worker alternately")  # fmt: skip
     parser.add_argument("--control", type=int, default=0, metavar="N", help="instead: N pairs of fresh processes "
                         "answering the same loop, the machine's noise")  # fmt: skip
+    parser.add_argument("--thread-cpu", type=int, default=0, metavar="N", help="instead: N pairs of a fresh plain "
+                        "process and a fresh worker answering every question, their thread's CPU")  # fmt: skip
     parser.add_argument("--pair", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--usage-alone", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--loop-alone", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--study-first", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.usage_alone:
+        print(json.dumps(thread_usage(all_items(args.questions))))
+        return
     if args.serve or args.loop_alone:
         (serve if args.serve else loop_alone)(args.questions)
         return
@@ -338,6 +401,8 @@ def main() -> None:
         fresh(args.questions, args.fresh)
     elif args.control:
         control(args.questions, args.control)
+    elif args.thread_cpu:
+        thread_cpu(args.questions, args.thread_cpu)
     elif args.interleaved:
         interleaved(args.questions)
     else:
