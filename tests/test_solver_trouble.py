@@ -9,8 +9,11 @@ lower bound (the real objective minus 10%), as HiGHS reports when stopped early.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pyomo.environ as pyo
@@ -357,3 +360,44 @@ def test_a_built_model_is_well_scaled_apart_from_its_target_placeholder(large_ta
     others = [r for f, r in families.items() if f != target_family]
 
     assert max(b for _, b in others) / min(a for a, _ in others) <= MAX_COEFFICIENT_RATIO
+
+
+THREADED_QUESTIONS = """
+import json, os, threading
+from roofline_opt import api
+
+def speeds(first_context):
+    return [
+        api.fastest_answer(api.question(model="llama-3-8b", gpu="h100-sxm", context=c), 5.0).tok_s_per_request
+        for c in range(first_context, first_context + 6)
+    ]
+
+threaded = {}
+
+def ask(i):
+    threaded[i] = speeds(1000 * (i + 1))
+
+threads = [threading.Thread(target=ask, args=(i,), daemon=True) for i in range(4)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join(timeout=15)
+finished = sum(not t.is_alive() for t in threads)
+with open(OUT, "w") as out:
+    if finished < 4:  # deadlocked: the stuck threads hold the process's stdout, so leave at once
+        json.dump({"finished": finished}, out)
+        out.close()
+        os._exit(0)
+    json.dump({"finished": finished, "threaded": threaded, "alone": {i: speeds(1000 * (i + 1)) for i in range(4)}}, out)
+"""
+
+
+def test_questions_asked_from_several_threads_at_once_finish_with_the_answers_asked_one_at_a_time(tmp_path):
+    """As in a Dask worker with several threads: loading models into HiGHS from four threads at once must not
+    deadlock (Pyomo redirects the process's stdout while it loads), and each thread gets the sequential answers."""
+    out = tmp_path / "answers.json"
+    code = f"OUT = {str(out)!r}\n" + THREADED_QUESTIONS
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    answers = json.loads(out.read_text())
+    assert answers["finished"] == 4
+    assert answers["threaded"] == answers["alone"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import math
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -63,6 +64,10 @@ RELAXATION_TIME_SHARE = 0.1
 """Under a time limit the relaxation may use this share of it; the MIP then gets the whole limit."""
 INTEGRALITY_TOLERANCE = 1e-7
 """An integer column of the LP relaxation within this of a whole number counts as integral."""
+LOAD_LOCK = threading.Lock()
+"""Held while Pyomo loads a model into HiGHS: its loader redirects the process's stdout and stderr file descriptors
+(pyomo.common.tee.capture_output), and two threads doing that at once deadlock (each keeps the other's pipe open), as
+in a Dask worker with several threads. Re-solves do not redirect and run in parallel."""
 
 
 class RelaxationFirstHighs(Highs):
@@ -84,7 +89,8 @@ class RelaxationFirstHighs(Highs):
         """Load on the first call (Pyomo's path); re-solves only push changed parameters and run, without copying
         Pyomo's configuration each time (a tenth of a frontier's time otherwise)."""
         if kwds or model is not self._model:
-            return super().solve(model, **kwds)
+            with LOAD_LOCK:
+                return super().solve(model, **kwds)
         StaleFlagManager.mark_all_as_stale()
         if self._last_results_object is not None:
             self._last_results_object.solution_loader.invalidate()
