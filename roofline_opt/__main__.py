@@ -1,5 +1,5 @@
 """``python -m roofline_opt`` runs the command-line tool."""
 
-from roofline_opt.cli import main
+from roofline_opt.cli import run
 
-raise SystemExit(main())
+run()

@@ -16,7 +16,7 @@ import pytest
 from hardening import SMALL_QUERY, assert_one_line, hidden_leftovers, run
 from matplotlib.figure import Figure
 
-from roofline_opt import fidelity, files
+from roofline_opt import cli, fidelity, files
 from roofline_opt.cli import EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM, evaluate_cmd
 
 reproduce_module = importlib.import_module("roofline_opt.fidelity.reproduce")
@@ -208,3 +208,38 @@ def test_sigterm_to_a_running_frontier_exits_143_on_one_line_and_writes_nothing(
 
     assert_one_line(err.decode(), proc.returncode, EXIT_SIGTERM, "interrupted", "SIGTERM")
     assert list(tmp_path.iterdir()) == []
+
+
+class Exited(Exception):
+    """How the stand-ins for os._exit and sys.exit report the code they were given."""
+
+    def __init__(self, how: str, code: int) -> None:
+        super().__init__(how, code)
+        self.how, self.code = how, code
+
+
+def exit_recorder(how: str):
+    def leave(code: int) -> None:
+        raise Exited(how, code)
+
+    return leave
+
+
+def test_a_run_a_signal_ended_leaves_through_os_exit_with_its_code(monkeypatch):
+    """CPython can turn the exit after a KeyboardInterrupt raised in library code into death by SIGINT (exit -2): an
+    interrupted run leaves through os._exit, with the code main chose."""
+    monkeypatch.setattr(os, "_exit", exit_recorder("os._exit"))
+    monkeypatch.setattr(sys, "exit", exit_recorder("sys.exit"))
+    monkeypatch.setattr(cli, "main", lambda: cli._received.append(signal.SIGTERM) or EXIT_SIGTERM)
+    with pytest.raises(Exited) as exited:
+        cli.run()
+    assert (exited.value.how, exited.value.code) == ("os._exit", EXIT_SIGTERM)
+
+
+def test_a_run_no_signal_reached_leaves_through_sys_exit(monkeypatch):
+    monkeypatch.setattr(os, "_exit", exit_recorder("os._exit"))
+    monkeypatch.setattr(sys, "exit", exit_recorder("sys.exit"))
+    monkeypatch.setattr(cli, "main", lambda: cli._received.clear() or 2)
+    with pytest.raises(Exited) as exited:
+        cli.run()
+    assert (exited.value.how, exited.value.code) == ("sys.exit", 2)

@@ -234,6 +234,20 @@ def _error(kind: str, message: object, code: int) -> int:
     return code
 
 
+def run() -> None:
+    """The console entry point (and ``python -m roofline_opt``): main's exit code. A run a signal ended leaves through
+    os._exit once its output is flushed: after a KeyboardInterrupt raised inside some library code, CPython can turn
+    the interpreter's exit into death by SIGINT (exit -2) whatever code main returned (1 run in 15 of an interrupted
+    frontier)."""
+    code = main()
+    if _received:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; never lets a traceback reach the user: our errors as one line and their exit code, anything
     else as an internal error (exit 4) asking to report it."""
