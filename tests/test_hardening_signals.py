@@ -230,6 +230,7 @@ def test_a_run_a_signal_ended_leaves_through_os_exit_with_its_code(monkeypatch):
     interrupted run leaves through os._exit, with the code main chose."""
     monkeypatch.setattr(os, "_exit", exit_recorder("os._exit"))
     monkeypatch.setattr(sys, "exit", exit_recorder("sys.exit"))
+    monkeypatch.setattr(cli, "_received", [])
     monkeypatch.setattr(cli, "main", lambda: cli._received.append(signal.SIGTERM) or EXIT_SIGTERM)
     with pytest.raises(Exited) as exited:
         cli.run()
@@ -239,7 +240,8 @@ def test_a_run_a_signal_ended_leaves_through_os_exit_with_its_code(monkeypatch):
 def test_a_run_no_signal_reached_leaves_through_sys_exit(monkeypatch):
     monkeypatch.setattr(os, "_exit", exit_recorder("os._exit"))
     monkeypatch.setattr(sys, "exit", exit_recorder("sys.exit"))
-    monkeypatch.setattr(cli, "main", lambda: cli._received.clear() or 2)
+    monkeypatch.setattr(cli, "_received", [])
+    monkeypatch.setattr(cli, "main", lambda: 2)
     with pytest.raises(Exited) as exited:
         cli.run()
     assert (exited.value.how, exited.value.code) == ("sys.exit", 2)

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from typing import NoReturn
 
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure, one_line
 
@@ -234,7 +235,7 @@ def _error(kind: str, message: object, code: int) -> int:
     return code
 
 
-def run() -> None:
+def run() -> NoReturn:
     """The console entry point (and ``python -m roofline_opt``): main's exit code. A run a signal ended leaves through
     os._exit once its output is flushed: after a KeyboardInterrupt raised inside some library code, CPython can turn
     the interpreter's exit into death by SIGINT (exit -2) whatever code main returned (1 run in 15 of an interrupted
