@@ -18,6 +18,7 @@ LAYERS = {
     "topology": 2,
     "optimize": 3,
     "report": 4,
+    "deploy": 4,
     "api": 5,
     "fidelity": 6,
     "study": 6,

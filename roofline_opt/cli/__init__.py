@@ -37,6 +37,8 @@ commands, one example each (every flag's default is in `roofline-opt COMMAND --h
               roofline-opt frontier --model llama-3-70b --gpu h100-sxm --points 12 --plot frontier.png
   plan        a fleet of models on one cluster
               roofline-opt plan instances/fleets/chat-and-code.yaml
+  launch      recipes for a saved answer (or --emit DIR on fastest, cheapest, frontier, plan)
+              roofline-opt launch run1/answer.json --engine vllm --out run1/recipes
   study       many questions on Dask  roofline-opt study instances/studies/hbm-value.yaml --out hbm.parquet
   models      model catalog           roofline-opt models
   gpus        accelerator catalog     roofline-opt gpus
@@ -92,6 +94,7 @@ COMMANDS = {
     "cheapest": ("query_cmds", "the least $/Mtok at a speed in tok/s per request"),
     "frontier": ("query_cmds", "the speed-vs-cost frontier from the cheapest to the fastest setup"),
     "plan": ("plan_cmd", "plan a fleet: several models, their demands and latency limits on one cluster, one MIP"),
+    "launch": ("launch_cmd", "launch recipes for a saved answer: engine flags, Kubernetes manifests, the benchmark"),
     "models": (
         "catalog_cmds",
         "list the model cards: parameters (billions), KV bytes per token, layers, experts, source",

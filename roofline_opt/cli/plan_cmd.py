@@ -192,7 +192,10 @@ def run_plan(args: argparse.Namespace) -> int:
         files.check_destination(args.csv, "--csv", inputs=(args.fleet,))
     if args.plot:
         files.check_destination(args.plot, "--plot", files.plot_formats(), inputs=(args.fleet,))
+    from roofline_opt.cli import launch_cmd
     from roofline_opt.optimize import fleet as fl
+
+    launch_cmd.check_emit(args)
 
     spec = fl.load_fleet_file(catalog.data_file(args.fleet), api.question)
     if args.plot and not spec.pool.has_graph:
@@ -212,6 +215,7 @@ def run_plan(args: argparse.Namespace) -> int:
         files.write_csv(args.csv, pd.DataFrame(plan.rows), field="--csv")
     if args.plot:
         plot_plan(plan, spec.pool.cluster, spec.pool.domains, args.plot)
+    launch_cmd.emit_plan(args, spec, plan)
     print(report.to_json_object(plan.to_record()) if args.json else plan_text(plan, args.fleet))
     return 0
 
@@ -244,4 +248,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print every field of the plan as one JSON object")
     p.add_argument("--csv", metavar="OUT", help="also write one row per (period, model, layout) to a CSV file")
     p.add_argument("--plot", metavar="FILE.png", help="draw the cluster graph with GPUs coloured by model")
+    from roofline_opt.cli import launch_cmd
+
+    launch_cmd.add_emit_flags(p)
     p.set_defaults(func=run_plan)

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roofline_opt import checks
-from roofline_opt.cli import run_files
+from roofline_opt.cli import launch_cmd, run_files
 from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.space import DEFAULT_CONTEXT
+from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_TP_MODES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -175,6 +175,7 @@ def _emit(
         run_files.write_run(Path(args.save_dir), args, frame.to_csv(index=False), json_text, prices)
         if plot is not None:
             plot(str(Path(args.save_dir) / "plot.png"), "--save-dir")
+    launch_cmd.emit_answer(args, question, records)
     print(json_text if args.json else text)
 
 
@@ -279,6 +280,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if getattr(args, "plot", None):
         files.check_destination(args.plot, "--plot", files.plot_formats(), inputs=inputs)
     run_files.check_save_dir(args)
+    launch_cmd.check_emit(args)
 
 
 def _plot_title(question: Question) -> str:
@@ -346,7 +348,8 @@ SHARED_HELP = {
     "and placement come from its graph",
     "--tp-degrees": "tensor-parallel degrees offered",
     "--pp-degrees": "pipeline degrees offered",
-    "--tp-modes": "tensor-parallel modes offered: 1d, 2d or 1d,2d",
+    "--tp-modes": "tensor-parallel modes offered: 1d, 2d or 1d,2d (2d on request only: no mainstream engine ships "
+    "2-D tensor parallelism, so its answers cannot be launched)",
     "--ep-degrees": "expert-parallel degrees offered, each dividing tp and the expert count; with "
     "--dp-attention also as data-parallel-attention groups of that many GPUs (EP beyond TP)",
     "--dp-attention": "also offer MoE models data-parallel attention with wide expert parallelism: every GPU holds the "
@@ -391,7 +394,7 @@ SHARED_HELP = {
 SHARED_DEFAULTS = {
     "--tp-degrees": "1,2,4,8,16,32,64",
     "--pp-degrees": "1,2,4,8",
-    "--tp-modes": "1d,2d",
+    "--tp-modes": ",".join(DEFAULT_TP_MODES),
     "--ep-degrees": "1",
     "--max-batch": 4096,
     "--acceptance": 0.8,
@@ -427,7 +430,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``fastest``, ``cheapest`` and ``frontier``."""
     from roofline_opt import report
     from roofline_opt.cli import command_help
-    from roofline_opt.optimize.space import DEFAULT_CONTEXT
+    from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_TP_MODES
 
     p = subparsers.add_parser(
         "fastest",
@@ -442,6 +445,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-usd-per-mtok", dest="max_usd_per_mtok", metavar="X", help=text)
     _add_top_n(p)
     _add_shared(p)
+    launch_cmd.add_emit_flags(p)
     p.set_defaults(func=run_fastest)
 
     p = subparsers.add_parser(
@@ -457,6 +461,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--min-tok-s", dest="min_tok_s", metavar="Y", help=text)
     _add_top_n(p)
     _add_shared(p)
+    launch_cmd.add_emit_flags(p)
     p.set_defaults(func=run_cheapest)
 
     p = subparsers.add_parser(
@@ -479,4 +484,5 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     observed_help = "overlay points from a CSV with columns tok_s_per_request, usd_per_mtok and optional label"
     p.add_argument("--observed", metavar="FILE.csv", help=observed_help)
     _add_shared(p)
+    launch_cmd.add_emit_flags(p, points=True)
     p.set_defaults(func=run_frontier)

@@ -26,6 +26,10 @@ from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
 
 DEFAULT_TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
 DEFAULT_PP_DEGREES = (1, 2, 4, 8)
+DEFAULT_TP_MODES = ("1d",)
+"""Tensor-parallel modes offered unless asked: 1-D only. 2-D tensor parallelism is offered on request (``tp_modes``
+``("1d", "2d")``) and marked as not shipped: vLLM, SGLang and TensorRT-LLM split a layer's weights along one axis
+only, so an answer in 2-D cannot be launched on them (``roofline_opt.deploy`` says so)."""
 DEFAULT_MAX_BATCH = 4096
 DEFAULT_CONTEXT = 8000
 DEFAULT_ACCEPTANCE = 0.8
@@ -65,7 +69,8 @@ class Question:
     gpus: tuple[GpuSpec, ...]
     weight_bits: tuple[int, ...] = (16,)
     tp_degrees: tuple[int, ...] = DEFAULT_TP_DEGREES
-    tp_modes: tuple[bool, ...] = (False, True)
+    tp_modes: tuple[bool, ...] = (False,)
+    """2-D mode offered (True) or 1-D (False); 1-D only by default (DEFAULT_TP_MODES)."""
     pp_degrees: tuple[int, ...] = DEFAULT_PP_DEGREES
     ep_degrees: tuple[int, ...] = (1,)
     dp_attention: bool = False

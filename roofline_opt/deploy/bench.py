@@ -1,0 +1,67 @@
+"""The benchmark that checks a recipe: the client command measuring the answer's workload, and what the model
+predicts it will measure.
+
+The client sends requests of the answer's input and output lengths (random tokens, exact lengths, EOS ignored) with
+as many in flight as the deployment's decode slots (the batch of each decoding instance times their number), so the
+servers run at the batch the answer chose. vLLM's ``vllm bench serve`` measures vLLM, TensorRT-LLM and Dynamo
+(all three serve the OpenAI API; ``--save-result`` writes the JSON ``validate --bench`` reads back); SGLang's own
+``sglang.bench_serving`` measures SGLang. GenAI-Perf / AIPerf commands are not written: their flags are not in the
+tables yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roofline_opt.deploy.answer import Deployment
+from roofline_opt.deploy.engines import SERVE_PORT, hf_model
+
+PROMPTS_PER_SLOT = 4
+"""Requests per in-flight slot: each slot serves several requests in a row, so the steady state dominates."""
+RESULT_FILE = "{prefix}{engine}.bench-result.json"
+
+
+def concurrency(dep: Deployment) -> int:
+    """Requests in flight at the answer's batch: decode slots of every decoding instance."""
+    return sum(i.batch * i.count for i in dep.instances if i.role != "prefill")
+
+
+def client_settings(engine: str, dep: Deployment, recipe_id: str, prefix: str = "") -> tuple[tuple[str, ...], list]:
+    """(program, settings) of the benchmark client for ``engine``."""
+    c = concurrency(dep)
+    common: list[tuple[str, Any]] = [("--dataset-name", "random"), ("--random-input-len", dep.isl),
+                                     ("--random-output-len", dep.osl), ("--num-prompts", PROMPTS_PER_SLOT * c),
+                                     ("--max-concurrency", c)]  # fmt: skip
+    result = RESULT_FILE.format(prefix=prefix, engine=engine)
+    if engine == "sglang":
+        head = [("--backend", "sglang"), ("--host", "127.0.0.1"), ("--port", SERVE_PORT["sglang"])]
+        return ("python3", "-m", "sglang.bench_serving"), [*head, *common, ("--random-range-ratio", 1.0),
+                                                           ("--output-file", result)]  # fmt: skip
+    backend = "vllm" if engine == "vllm" else "openai"
+    head = [("--backend", backend), ("--host", "127.0.0.1"), ("--port", SERVE_PORT[engine]),
+            ("--model", hf_model(dep.model))]  # fmt: skip
+    tail = [("--ignore-eos", None), ("--save-result", None), ("--result-filename", result),
+            ("--metadata", f"roofline_recipe={recipe_id}")]  # fmt: skip
+    return ("vllm", "bench", "serve"), [*head, *common, *tail]
+
+
+def predicted(dep: Deployment, engine: str, recipe_id: str) -> dict[str, Any]:
+    """The figures the model predicts for the benchmark, under the client's result field names (``median_tpot_ms``,
+    ``median_ttft_ms``, ``output_throughput`` and ``request_throughput`` of the whole deployment)."""
+    p = dep.predicted
+    pred: dict[str, float] = {}
+    tpot = p.get("tpot_s", p.get("time_per_token_s"))
+    if tpot is not None:
+        pred["median_tpot_ms"] = tpot * 1e3
+    if "ttft_s" in p:
+        pred["median_ttft_ms"] = p["ttft_s"] * 1e3
+    if "throughput_tok_s" in p:
+        pred["output_throughput"] = p["throughput_tok_s"] * dep.units
+    if "requests_per_s" in p:
+        pred["request_throughput"] = p["requests_per_s"] * dep.units
+    if "tok_s_per_request" in p:
+        pred["tok_s_per_request"] = p["tok_s_per_request"]
+    c = concurrency(dep)
+    workload = {"isl": dep.isl, "osl": dep.osl, "max_concurrency": c, "num_prompts": PROMPTS_PER_SLOT * c,
+                "lengths_stated": dep.lengths_stated}  # fmt: skip
+    return {"recipe_id": recipe_id, "engine": engine, "model": dep.model, "workload": workload, "predicted": pred}

@@ -1,0 +1,219 @@
+"""The engine flags the recipes use, per engine and version, each with the source it was read from.
+
+Every flag a recipe emits must be listed here for the engine version the recipe names, with its value in range
+(``problems`` says what is not; the tests run it on every emitted command). The tables list only the flags the
+recipes use, not every flag of an engine. Sources are the engines' own argument definitions (or, for SGLang, its
+generated argument table), read at the commits named; a flag's value range is the one its definition declares
+(``Field(gt=0, le=1)``, a ``Literal``, ``choices=``). Nested settings passed as JSON or YAML (vLLM's
+``--speculative-config``, TensorRT-LLM's ``--extra_llm_api_options`` file) are listed as dotted keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+VLLM_ARGS = "vllm-project/vllm vllm/engine/arg_utils.py @ 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b"
+VLLM_CACHE = "vllm-project/vllm vllm/config/cache.py @ c1d86421174a87056edc90a41dc9942391509e84"
+VLLM_SPEC = "vllm-project/vllm vllm/config/speculative.py @ f19b16d95e4395790661f4835e4436bc3dd5d9c7"
+VLLM_BENCH = "vllm-project/vllm vllm/benchmarks/serve.py @ def9ce85ba1079af970a58ed3d42dd861ae35d58"
+SGLANG_ARGS = "sgl-project/sglang docs/advanced_features/server_arguments.md @ b36e8e198b71553316b55bce53de6ecf9b3a9a47"
+SGLANG_BENCH = "sgl-project/sglang python/sglang/bench_serving.py @ 50a613687fe1ffc6f1bb630c684a24c428a54a74"
+TRTLLM_SERVE = "NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py @ 4c05a74891e4df8066f08ed4ce14b0972abe4e25"
+TRTLLM_ARGS = (
+    "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py (the version whose DraftTargetDecodingConfig has "
+    "decoding_type Literal['Draft_Target'] and CacheTransceiverConfig.transceiver_runtime; commit not shown by the "
+    "index)"
+)
+TRTLLM_DISAGG = "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/disagg_utils.py extract_disagg_cfg (context_servers, generation_servers)"
+DYNAMO_VLLM = "ai-dynamo/dynamo components/backends/vllm (python3 -m dynamo.vllm ... --is-prefill-worker; example launch scripts)"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag (or a dotted config key): its value kind and range, and where it is defined.
+
+    kind: ``int`` (``minimum``/``maximum``), ``float`` (``minimum`` exclusive when ``open_minimum``), ``choice``
+    (``choices``), ``switch`` (no value), ``text`` (any string), ``json`` (a JSON object whose keys are checked as
+    ``FLAG.key`` entries of the same table).
+    """
+
+    kind: str
+    source: str
+    minimum: float | None = None
+    maximum: float | None = None
+    open_minimum: bool = False
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class EngineTable:
+    """The flags one engine version defines that the recipes use."""
+
+    engine: str
+    version: str
+    flags: Mapping[str, Flag]
+
+
+def _int(source: str, minimum: int = 1) -> Flag:
+    return Flag("int", source, minimum=minimum)
+
+
+_VLLM = {
+    "--tensor-parallel-size": _int(VLLM_ARGS),
+    "--pipeline-parallel-size": _int(VLLM_ARGS),
+    "--data-parallel-size": _int(VLLM_ARGS),
+    "--enable-expert-parallel": Flag("switch", VLLM_ARGS),
+    "--max-num-seqs": _int(VLLM_ARGS),
+    "--max-num-batched-tokens": _int(VLLM_ARGS),
+    "--max-model-len": _int(VLLM_ARGS),
+    "--kv-cache-dtype": Flag(
+        "choice", VLLM_CACHE, choices=("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+    ),
+    "--gpu-memory-utilization": Flag("float", VLLM_CACHE, minimum=0.0, maximum=1.0, open_minimum=True),
+    "--quantization": Flag("choice", VLLM_ARGS, choices=("fp8",)),
+    "--distributed-executor-backend": Flag("choice", VLLM_ARGS, choices=("mp", "ray")),
+    "--speculative-config": Flag("json", VLLM_ARGS),
+    "--speculative-config.method": Flag("choice", VLLM_SPEC, choices=("draft_model", "mtp")),
+    "--speculative-config.model": Flag("text", VLLM_SPEC),
+    "--speculative-config.num_speculative_tokens": _int(VLLM_SPEC),
+    "--kv-transfer-config": Flag("json", VLLM_ARGS),
+    "--kv-transfer-config.kv_connector": Flag("choice", VLLM_ARGS, choices=("NixlConnector",)),
+    "--kv-transfer-config.kv_role": Flag("choice", VLLM_ARGS, choices=("kv_both",)),
+    # the benchmark client (vllm bench serve)
+    "--backend": Flag("choice", VLLM_BENCH, choices=("vllm", "openai")),
+    "--host": Flag("text", VLLM_BENCH),
+    "--port": _int(VLLM_BENCH),
+    "--model": Flag("text", VLLM_BENCH),
+    "--dataset-name": Flag("choice", VLLM_BENCH, choices=("random",)),
+    "--random-input-len": _int(VLLM_BENCH),
+    "--random-output-len": _int(VLLM_BENCH),
+    "--num-prompts": _int(VLLM_BENCH),
+    "--max-concurrency": _int(VLLM_BENCH),
+    "--ignore-eos": Flag("switch", VLLM_BENCH),
+    "--save-result": Flag("switch", VLLM_BENCH),
+    "--result-filename": Flag("text", VLLM_BENCH),
+    "--metadata": Flag("text", VLLM_BENCH),
+}
+
+_SGLANG = {
+    "--model-path": Flag("text", SGLANG_ARGS),
+    "--host": Flag("text", SGLANG_ARGS),
+    "--port": _int(SGLANG_ARGS),
+    "--tp-size": _int(SGLANG_ARGS),
+    "--pp-size": _int(SGLANG_ARGS),
+    "--dp-size": _int(SGLANG_ARGS),
+    "--ep-size": _int(SGLANG_ARGS),
+    "--enable-dp-attention": Flag("switch", SGLANG_ARGS),
+    "--max-running-requests": _int(SGLANG_ARGS),
+    "--chunked-prefill-size": _int(SGLANG_ARGS),
+    "--context-length": _int(SGLANG_ARGS),
+    "--kv-cache-dtype": Flag("choice", SGLANG_ARGS, choices=("auto", "fp8_e5m2", "fp8_e4m3")),
+    "--quantization": Flag("choice", SGLANG_ARGS, choices=("fp8",)),
+    "--mem-fraction-static": Flag("float", SGLANG_ARGS, minimum=0.0, maximum=1.0, open_minimum=True),
+    "--speculative-algorithm": Flag("choice", SGLANG_ARGS, choices=("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")),
+    "--speculative-draft-model-path": Flag("text", SGLANG_ARGS),
+    "--speculative-num-steps": _int(SGLANG_ARGS),
+    "--speculative-eagle-topk": _int(SGLANG_ARGS),
+    "--speculative-num-draft-tokens": _int(SGLANG_ARGS),
+    "--disaggregation-mode": Flag("choice", SGLANG_ARGS, choices=("prefill", "decode")),
+    "--disaggregation-transfer-backend": Flag("choice", SGLANG_ARGS, choices=("mooncake", "nixl")),
+    "--nnodes": _int(SGLANG_ARGS),
+    "--node-rank": Flag("text", SGLANG_ARGS),  # the LeaderWorkerSet worker index, from the environment
+    "--dist-init-addr": Flag("text", SGLANG_ARGS),
+    # the benchmark client (python -m sglang.bench_serving)
+    "--backend": Flag("choice", SGLANG_BENCH, choices=("sglang",)),
+    "--dataset-name": Flag("choice", SGLANG_BENCH, choices=("random",)),
+    "--random-input-len": _int(SGLANG_BENCH),
+    "--random-output-len": _int(SGLANG_BENCH),
+    "--random-range-ratio": Flag("float", SGLANG_BENCH, minimum=0.0, maximum=1.0),
+    "--num-prompts": _int(SGLANG_BENCH),
+    "--max-concurrency": _int(SGLANG_BENCH),
+    "--output-file": Flag("text", SGLANG_BENCH),
+}
+
+_TRTLLM = {
+    "--host": Flag("text", TRTLLM_SERVE),
+    "--port": _int(TRTLLM_SERVE),
+    "--backend": Flag("choice", TRTLLM_SERVE, choices=("pytorch",)),
+    "--tp_size": _int(TRTLLM_SERVE),
+    "--pp_size": _int(TRTLLM_SERVE),
+    "--ep_size": _int(TRTLLM_SERVE),
+    "--max_batch_size": _int(TRTLLM_SERVE),
+    "--max_num_tokens": _int(TRTLLM_SERVE),
+    "--max_seq_len": _int(TRTLLM_SERVE),
+    "--kv_cache_free_gpu_memory_fraction": Flag("float", TRTLLM_SERVE, minimum=0.0, maximum=1.0, open_minimum=True),
+    "--enable_chunked_prefill": Flag("switch", TRTLLM_SERVE),
+    "--extra_llm_api_options": Flag("text", TRTLLM_SERVE),
+    "--config_file": Flag("text", TRTLLM_SERVE),
+    # keys of the --extra_llm_api_options YAML file
+    "enable_attention_dp": Flag("choice", TRTLLM_ARGS, choices=("true",)),
+    "kv_cache_config.dtype": Flag("choice", TRTLLM_ARGS, choices=("auto", "fp8")),
+    "speculative_config.decoding_type": Flag("choice", TRTLLM_ARGS, choices=("Draft_Target", "MTP")),
+    "speculative_config.max_draft_len": _int(TRTLLM_ARGS),
+    "speculative_config.speculative_model": Flag("text", TRTLLM_ARGS),
+    "speculative_config.num_nextn_predict_layers": _int(TRTLLM_ARGS),
+    "cache_transceiver_config.backend": Flag("choice", TRTLLM_ARGS, choices=("DEFAULT", "UCX", "NIXL", "MPI")),
+}
+
+_DYNAMO = {
+    **{k: v for k, v in _VLLM.items() if not k.startswith("--kv-transfer-config")},
+    "--model": Flag("text", DYNAMO_VLLM),
+    "--is-prefill-worker": Flag("switch", DYNAMO_VLLM),
+}
+
+TABLES: dict[str, EngineTable] = {
+    "vllm": EngineTable("vllm", "0.11 (main @ 99d7eb5d)", _VLLM),
+    "sglang": EngineTable("sglang", "main @ b36e8e19 (server_arguments.md)", _SGLANG),
+    "trtllm": EngineTable("trtllm", "trtllm-serve @ 4c05a748", _TRTLLM),
+    "dynamo": EngineTable("dynamo", "dynamo.vllm over vLLM 0.11 (main @ 99d7eb5d)", _DYNAMO),
+}
+"""One table per engine: the version the recipes are written for (the one whose sources were read)."""
+
+ENGINES = tuple(TABLES)
+
+
+def _value_problem(name: str, flag: Flag, value: Any) -> str | None:
+    """Why ``value`` is not a valid value of ``flag`` (None when it is)."""
+    if flag.kind == "switch":
+        return None if value is None else f"{name} takes no value, got {value!r}"
+    if value is None:
+        return f"{name} needs a value"
+    text = str(value)
+    if flag.kind == "choice":
+        return None if text in flag.choices else f"{name} {text!r} is not one of {', '.join(flag.choices)}"
+    if flag.kind in ("int", "float"):
+        try:
+            number = int(text) if flag.kind == "int" else float(text)
+        except ValueError:
+            return f"{name} {text!r} is not an {flag.kind}"
+        low_ok = flag.minimum is None or (number > flag.minimum if flag.open_minimum else number >= flag.minimum)
+        high_ok = flag.maximum is None or number <= flag.maximum
+        return None if low_ok and high_ok else f"{name} {number} is out of range"
+    return None if text else f"{name} is empty"
+
+
+def problems(engine: str, settings: Iterable[tuple[str, Any]]) -> list[str]:
+    """Every emitted (flag, value) that the engine's table does not define or whose value is out of range.
+
+    ``settings`` are pairs (flag or dotted key, value or None for a switch); a ``json`` flag's value is a mapping
+    whose keys are checked as ``flag.key``.
+    """
+    table = TABLES[engine].flags
+    found = []
+    for name, value in settings:
+        flag = table.get(name)
+        if flag is None:
+            found.append(f"{name} is not in the {engine} {TABLES[engine].version} table")
+            continue
+        if flag.kind == "json":
+            if not isinstance(value, Mapping):
+                found.append(f"{name} needs a JSON object")
+                continue
+            found += problems(engine, ((f"{name}.{k}", v) for k, v in value.items()))
+            continue
+        problem = _value_problem(name, flag, value)
+        if problem:
+            found.append(problem)
+    return found

@@ -1,0 +1,126 @@
+"""A recipe folder: per engine the serve script, its config files, the Kubernetes manifests, the benchmark client
+and the predicted figures; ``recipe.json`` lists the decisions, every emitted flag with its source, and the engines
+that cannot express the answer with the reason.
+
+Files are flat (``vllm.serve.sh``, ``vllm.k8s.yaml``, ``vllm.bench.sh``, ``vllm.predicted.json``, ...; a fleet plan
+prefixes each with its model's name) and appear together or not at all (``files.output_folder``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from roofline_opt.deploy import bench, engines, flags, manifests
+from roofline_opt.deploy.answer import Deployment
+
+
+@dataclass
+class Recipes:
+    """The files of a recipe folder and the engines left out, each with its one-line reason."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    unsupported: list[str] = field(default_factory=list)
+
+
+def recipe_id(dep: Deployment, engine: str) -> str:
+    """A short stable id of (deployment, engine): the benchmark's result carries it back to the recipe."""
+    text = json.dumps([asdict(dep), engine], sort_keys=True, default=str)
+    return f"{engine}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def _script(engine: str, dep: Deployment, cmds: Sequence[engines.Command]) -> str:
+    lines = ["#!/bin/sh", f"# {engine} ({flags.TABLES[engine].version}) recipe for {dep.name}: {_summary(dep)}",
+             "# one command per server kind; run `count` copies of each (the Kubernetes manifests do).", ""]  # fmt: skip
+    for c in cmds:
+        lines.append(f"# {c.role}: {c.count} x {c.gpus} x {c.gpu}" if c.gpus else f"# {c.role}")
+        lines += [c.shell(), ""]
+    for note in notes(engine, dep):
+        lines.append(f"# note: {note}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _summary(dep: Deployment) -> str:
+    parts = [f"{i.count} x {i.role} {i.gpu} tp{i.tp}pp{i.pp}ep{i.ep}{' dp-attention' if i.dp_attention else ''} "
+             f"batch {i.prefill_batch if i.role == 'prefill' else i.batch}" for i in dep.instances]  # fmt: skip
+    return "; ".join(parts) + f"; {dep.weight_bits}-bit weights, {dep.kv_bits}-bit KV"
+
+
+def notes(engine: str, dep: Deployment) -> list[str]:
+    """What a user must know that no flag says (checkpoints, routing, derived benchmark lengths)."""
+    out = []
+    if dep.weight_bits == 4 or (dep.weight_bits == 8 and engine == "trtllm"):
+        out.append(f"{dep.weight_bits}-bit weights: serve a checkpoint quantised to {dep.weight_bits} bits (the engine "
+                   "reads its quantisation config); replace the model id with it")  # fmt: skip
+    if dep.disaggregated and engine in ("vllm", "sglang"):
+        out.append("prefill and decode workers need a router that sends each request to a prefill worker, then its "
+                   "decode worker (vLLM's disaggregated-serving proxy example, sglang_router, or --engine dynamo)")
+    if not dep.lengths_stated:
+        out.append(f"the answer states a decode context, not request lengths: the benchmark uses {dep.isl} in / "
+                   f"{dep.osl} out tokens, whose mean decode context is the answer's")  # fmt: skip
+    return out
+
+
+def settings_used(cmds: Sequence[engines.Command]) -> list[tuple[str, Any]]:
+    """Every (flag, value) the commands emit, for checking against the engine's table."""
+    return [kv for c in cmds for kv in c.settings]
+
+
+def _sources(engine: str, used: Sequence[tuple[str, Any]]) -> dict[str, str]:
+    table = flags.TABLES[engine].flags
+    names = {name for name, _ in used}
+    for name, value in used:
+        if isinstance(value, Mapping):
+            names |= {f"{name}.{k}" for k in value}
+    return {name: table[name].source for name in sorted(names) if name in table}
+
+
+def engine_files(engine: str, dep: Deployment, prefix: str = "") -> dict[str, str]:
+    """The files of one engine's recipe (raises engines.Unsupported with the reason)."""
+    cmds = engines.commands(engine, dep, prefix)
+    rid = recipe_id(dep, engine)
+    program, settings = bench.client_settings(engine, dep, rid, prefix)
+    client = engines.Command("bench", program, tuple(settings), 1, 0)
+    out = {f"{prefix}{engine}.serve.sh": _script(engine, dep, cmds)}
+    for c in cmds:
+        out.update(c.files)
+    out[f"{prefix}{engine}.k8s.yaml"] = manifests.to_yaml(manifests.manifests(engine, f"{dep.name}-{engine}", cmds))
+    out[f"{prefix}{engine}.bench.sh"] = f"#!/bin/sh\n# the answer's workload against the {engine} servers\n{client.shell()}\n"
+    predicted = bench.predicted(dep, engine, rid)
+    predicted["flags"] = _sources(engine, [*settings_used(cmds), *settings])
+    predicted["version"] = flags.TABLES[engine].version
+    out[f"{prefix}{engine}.predicted.json"] = json.dumps(predicted, indent=2) + "\n"
+    return out
+
+
+def build(deps: Sequence[Deployment], chosen: Sequence[str], source: str) -> Recipes:
+    """Recipes of every deployment on every chosen engine; engines that cannot express one are listed with why."""
+    result = Recipes()
+    index: dict[str, Any] = {"source": source, "deployments": []}
+    for dep in deps:
+        prefix = f"{dep.name}." if len(deps) > 1 else ""
+        entry: dict[str, Any] = {"name": dep.name, "summary": _summary(dep), "engines": {}}
+        for engine in chosen:
+            try:
+                result.files.update(engine_files(engine, dep, prefix))
+                entry["engines"][engine] = {"recipe_id": recipe_id(dep, engine), "version": flags.TABLES[engine].version}
+            except engines.Unsupported as exc:
+                result.unsupported.append(f"{dep.name}: {exc}" if len(deps) > 1 else str(exc))
+                entry["engines"][engine] = {"unsupported": str(exc)}
+        index["deployments"].append(entry)
+    result.files["recipe.json"] = json.dumps(index, indent=2) + "\n"
+    return result
+
+
+def write(folder: str, recipes: Recipes, field_name: str = "--emit") -> None:
+    """Write the recipe files into ``folder`` together (all or nothing)."""
+    from roofline_opt import files
+
+    with files.output_folder(folder, field_name) as staging:
+        for name, text in recipes.files.items():
+            (staging / name).write_text(text, encoding="utf-8")
+            if name.endswith(".sh"):
+                (staging / name).chmod(0o755)
