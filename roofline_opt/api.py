@@ -8,8 +8,7 @@ Shared parameters (documented once here):
 model : catalog name (``llama-3-70b``, ``llama-3-70b-int8``), YAML card path, HF config.json, or a ModelSpec.
 gpu : one name, a comma-separated string or a sequence of names/GpuSpecs; the solver chooses among them.
 weight_bits : one precision or several (16, 8, 4); default the model name's suffix or 16.
-tp_degrees, pp_degrees, ep_degrees : degrees offered; tp_modes : subset of ("1d", "2d"); default ("1d",): 2-D TP is not shipped
-    by the engines (optimize.space.DEFAULT_TP_MODES).
+tp_degrees, pp_degrees, ep_degrees : degrees offered; tp_modes : subset of ("1d", "2d"), default 1-D (2-D: on request).
 dp_attention : also offer a MoE model data-parallel attention with wide expert parallelism, one group of G GPUs
     per EP degree G > 1 dividing the experts (EP beyond TP; model-notes 10.5).
 max_batch : largest batch (sequences per instance); context : tokens already in the KV cache (default 8000).
@@ -65,7 +64,6 @@ from roofline_opt.optimize.space import (
     Question,
 )
 from roofline_opt.optimize.space import DEFAULT_TP_DEGREES as _TP
-from roofline_opt.optimize.space import DEFAULT_TP_MODES
 from roofline_opt.optimize.sweep import frontier_answers, is_monotone, preferred_index
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics.evaluator import KV_BITS
@@ -190,7 +188,7 @@ def question(
     weight_bits=None,
     tp_degrees=_TP,
     pp_degrees=DEFAULT_PP_DEGREES,
-    tp_modes=DEFAULT_TP_MODES,
+    tp_modes=None,
     ep_degrees=(1,),
     dp_attention: bool = False,
     max_batch: int = DEFAULT_MAX_BATCH,
@@ -257,7 +255,7 @@ def question(
         gpus=with_prices(gpus, prices, "usd_per_gpu_hour"),
         weight_bits=_bits(weight_bits, suffix_bits),
         tp_degrees=_degrees("tp_degrees", tp_degrees),
-        tp_modes=_modes(tp_modes),
+        tp_modes=Question.tp_modes if tp_modes is None else _modes(tp_modes),
         pp_degrees=_degrees("pp_degrees", pp_degrees),
         ep_degrees=_ep_degrees(spec, ep_degrees),
         dp_attention=_dp_attention(spec, dp_attention, ep_degrees),

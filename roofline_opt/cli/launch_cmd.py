@@ -19,10 +19,14 @@ from roofline_opt.errors import Infeasible, InvalidInput
 
 MAX_ANSWER_BYTES = 64 << 20
 """Largest answer file launch reads (a 1,000-point frontier is about 2 MB)."""
-ENGINE_HELP = ("engines to write recipes for: vllm, sglang, trtllm (comma-separated; default all three, and dynamo "
-               "too for a disaggregated answer)")  # fmt: skip
-NOT_AN_ANSWER = ("is not a roofline-opt answer (the JSON of fastest / cheapest / frontier --json, a --save-dir "
-                 "answer.json, or plan --json)")  # fmt: skip
+ENGINE_HELP = (
+    "engines to write recipes for: vllm, sglang, trtllm (comma-separated; default all three, and dynamo "
+    "too for a disaggregated answer)"
+)
+NOT_AN_ANSWER = (
+    "is not a roofline-opt answer (the JSON of fastest / cheapest / frontier --json, a --save-dir "
+    "answer.json, or plan --json)"
+)
 
 
 def add_emit_flags(p: argparse.ArgumentParser, points: bool = False) -> None:
@@ -30,8 +34,12 @@ def add_emit_flags(p: argparse.ArgumentParser, points: bool = False) -> None:
     p.add_argument("--emit", metavar="DIR", help="write launch recipes for the answer into this folder (see --engine)")
     p.add_argument("--engine", metavar="ENGINES", help=ENGINE_HELP)
     if points:
-        p.add_argument("--emit-point", dest="emit_point", metavar="K",
-                       help="with --emit: the frontier row K (1 = the cheapest) instead of the preferred point")
+        p.add_argument(
+            "--emit-point",
+            dest="emit_point",
+            metavar="K",
+            help="with --emit: the frontier row K (1 = the cheapest) instead of the preferred point",
+        )
 
 
 def check_emit(args: argparse.Namespace, field: str = "--emit") -> None:
@@ -105,8 +113,11 @@ def emit_plan(args: argparse.Namespace, spec: Any, plan: Any) -> None:
 
     lengths = {m.name: _lengths(m.question) for m in spec.models if m.question.workload is not None}
     deps = answer.from_plan(plan.to_record(), lengths)
-    _finish(recipe.build(deps, deploy.parse_engines(args.engine, False), f"roofline-opt plan {args.fleet}"), args.emit,
-            "--emit")  # fmt: skip
+    _finish(
+        recipe.build(deps, deploy.parse_engines(args.engine, False), f"roofline-opt plan {args.fleet}"),
+        args.emit,
+        "--emit",
+    )
 
 
 def _question_file(path: Path) -> dict[str, Any]:
@@ -131,16 +142,25 @@ def read_answer(path: str, point: Any, isl: Any, osl: Any) -> list[Any]:
     osl = checks.positive_int("--osl", osl) if osl is not None else saved.get("osl")
     try:
         if isinstance(data, Mapping) and "rows" in data:
-            plan_lengths = None if isl is None or osl is None else {str(r.get("model")): (int(isl), int(osl))
-                                                                   for r in data["rows"]}  # fmt: skip
+            plan_lengths = (
+                None
+                if isl is None or osl is None
+                else {str(r.get("model")): (int(isl), int(osl)) for r in data["rows"]}
+            )
             return answer.from_plan(data, plan_lengths)
         if isinstance(data, list) and data and all(isinstance(r, Mapping) for r in data):
             data = _pick(data, point)
         if not isinstance(data, Mapping):
             raise InvalidInput(path, NOT_AN_ANSWER)
         draft = saved.get("draft")
-        return [answer.from_record(data, None if isl is None else int(isl), None if osl is None else int(osl),
-                                   None if draft is None else str(draft))]  # fmt: skip
+        return [
+            answer.from_record(
+                data,
+                None if isl is None else int(isl),
+                None if osl is None else int(osl),
+                None if draft is None else str(draft),
+            )
+        ]
     except InvalidInput as exc:
         if exc.field.startswith("answer"):
             raise InvalidInput(path, f"{NOT_AN_ANSWER}: {exc.message}") from exc
@@ -170,15 +190,20 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         description="Launch recipes for a saved answer: per engine the serve command (a flag per decision), the "
         "Kubernetes manifests, the benchmark client for the same workload and the figures the model predicts.\n"
         "Request lengths and the draft come from the question.yaml beside a --save-dir answer.json, or --isl/--osl.",
-        epilog="example:\n  roofline-opt fastest --model llama-3-70b --gpu h100-sxm --max-usd-per-mtok 2 --save-dir run1"
-        "\n  roofline-opt launch run1/answer.json --engine vllm --out run1/recipes",
+        epilog="example:\n  roofline-opt fastest --model llama-3-70b --gpu h100-sxm --max-usd-per-mtok 2 "
+        "--save-dir run1\n  roofline-opt launch run1/answer.json --engine vllm --out run1/recipes",
     )
-    p.add_argument("answer", metavar="ANSWER.json", help="a saved answer: --json output, --save-dir answer.json or "
-                   "plan --json")  # fmt: skip
+    p.add_argument(
+        "answer", metavar="ANSWER.json", help="a saved answer: --json output, --save-dir answer.json or plan --json"
+    )
     p.add_argument("--engine", metavar="ENGINES", help=ENGINE_HELP + "; dynamo for a disaggregated answer")
     p.add_argument("--out", default="recipes", metavar="DIR", help="folder to write the recipes into")
-    p.add_argument("--emit-point", dest="emit_point", metavar="K",
-                   help="for a list of answers (frontier, --top-n): row K (1 = the first) instead of the preferred")
+    p.add_argument(
+        "--emit-point",
+        dest="emit_point",
+        metavar="K",
+        help="for a list of answers (frontier, --top-n): row K (1 = the first) instead of the preferred",
+    )
     p.add_argument("--isl", help="input tokens per request for the benchmark (default: the saved question's)")
     p.add_argument("--osl", help="output tokens per request for the benchmark (default: the saved question's)")
     p.set_defaults(func=run_launch)

@@ -430,7 +430,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``fastest``, ``cheapest`` and ``frontier``."""
     from roofline_opt import report
     from roofline_opt.cli import command_help
-    from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_TP_MODES
+    from roofline_opt.optimize.space import DEFAULT_CONTEXT
 
     p = subparsers.add_parser(
         "fastest",

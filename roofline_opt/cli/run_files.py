@@ -15,8 +15,8 @@ from typing import Any
 
 from roofline_opt.errors import InvalidInput
 
-NOT_IN_QUESTION = frozenset({"question", "save_dir", "json", "csv", "plot", "func", "command", "help", "version",
-                             "emit", "engine", "emit_point"})
+_OUTPUT_FLAGS = frozenset({"question", "save_dir", "json", "csv", "plot", "func", "command", "help", "version"})
+NOT_IN_QUESTION = _OUTPUT_FLAGS | {"emit", "engine", "emit_point"}
 """Flags that say where output goes (or are argparse's own), not what is asked: kept out of question files."""
 
 

@@ -31,8 +31,9 @@ def parse_engines(text: str | None, disaggregated: bool, field: str = "--engine"
     if not names:
         raise InvalidInput(field, f"must name an engine: {', '.join(ENGINES)}")
     if "dynamo" in names and not disaggregated:
-        raise InvalidInput(field, "dynamo recipes are for disaggregated answers (serving disagg); use vllm, sglang or "
-                           "trtllm")  # fmt: skip
+        raise InvalidInput(
+            field, "dynamo recipes are for disaggregated answers (serving disagg); use vllm, sglang or trtllm"
+        )
     return names
 
 

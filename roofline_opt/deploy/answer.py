@@ -19,9 +19,17 @@ ANSWER_FIELDS = ("model", "gpu", "weight_bits", "tp", "tp_2d", "pp", "ep", "batc
 PLAN_FIELDS = ("rows", "placement", "cluster")
 """Keys of a fleet plan's JSON (``plan --json``)."""
 PREDICTED_FIELDS = (
-    "tok_s_per_request", "time_per_token_s", "throughput_tok_s", "tok_s_per_gpu", "usd_per_mtok", "usd_per_hour",
-    "ttft_s", "tpot_s", "requests_per_s", "usd_per_request",
-)  # fmt: skip
+    "tok_s_per_request",
+    "time_per_token_s",
+    "throughput_tok_s",
+    "tok_s_per_gpu",
+    "usd_per_mtok",
+    "usd_per_hour",
+    "ttft_s",
+    "tpot_s",
+    "requests_per_s",
+    "usd_per_request",
+)
 """Figures of an answer copied into a recipe's predicted-figures file when present."""
 DEFAULT_BENCH_OSL = 256
 """Output tokens per benchmark request of a decode-only answer (it states a context, not lengths): the input is
@@ -116,20 +124,45 @@ def from_record(
         p_tp, p_pp = int(record["prefill_tp"]), int(record["prefill_pp"])
         units = replicas
         instances = (
-            Instance("prefill", str(record["prefill_gpu"]), p_tp, p_pp, 1, int(record["prefill_batch"]),
-                     int(record["prefill_instances"]) * units, tp_2d=bool(record.get("prefill_tp_2d", False)),
-                     prefill_batch=int(record["prefill_batch"])),
-            Instance("decode", str(record.get("decode_gpu") or record["gpu"]), int(record["tp"]), int(record["pp"]),
-                     int(record["ep"]), batch, int(record["decode_instances"]) * units, tp_2d=bool(record["tp_2d"]),
-                     dp_attention=dp),
-        )  # fmt: skip
+            Instance(
+                "prefill",
+                str(record["prefill_gpu"]),
+                p_tp,
+                p_pp,
+                1,
+                int(record["prefill_batch"]),
+                int(record["prefill_instances"]) * units,
+                tp_2d=bool(record.get("prefill_tp_2d", False)),
+                prefill_batch=int(record["prefill_batch"]),
+            ),
+            Instance(
+                "decode",
+                str(record.get("decode_gpu") or record["gpu"]),
+                int(record["tp"]),
+                int(record["pp"]),
+                int(record["ep"]),
+                batch,
+                int(record["decode_instances"]) * units,
+                tp_2d=bool(record["tp_2d"]),
+                dp_attention=dp,
+            ),
+        )
         _layout_numbers(str(record.get("prefill_layout", f"tp{p_tp}pp{p_pp}")))
     else:
         instances = (
-            Instance("agg", str(record["gpu"]), int(record["tp"]), int(record["pp"]), int(record["ep"]), batch,
-                     replicas, tp_2d=bool(record["tp_2d"]), dp_attention=dp,
-                     chunk_tokens=int(record.get("chunk_tokens") or 0)),
-        )  # fmt: skip
+            Instance(
+                "agg",
+                str(record["gpu"]),
+                int(record["tp"]),
+                int(record["pp"]),
+                int(record["ep"]),
+                batch,
+                replicas,
+                tp_2d=bool(record["tp_2d"]),
+                dp_attention=dp,
+                chunk_tokens=int(record.get("chunk_tokens") or 0),
+            ),
+        )
     return Deployment(
         name=str(record["model"]),
         model=str(record["model"]),
@@ -164,17 +197,24 @@ def from_plan(plan: Mapping[str, Any], lengths: Mapping[str, tuple[int, int]] | 
     for row in plan["rows"]:
         if row.get("period", 0) != 0:
             continue
-        copies = [p for p in placement if p["model"] == row["model"] and p["tp"] == row["tp"]
-                  and p["pp"] == row["pp"] and p["gpu"] == row["gpu"]]  # fmt: skip
+        copies = [
+            p
+            for p in placement
+            if p["model"] == row["model"] and p["tp"] == row["tp"] and p["pp"] == row["pp"] and p["gpu"] == row["gpu"]
+        ]
         if len(copies) != int(row["replicas"]):
             copies = []
         isl, osl = (lengths or {}).get(row["model"], (None, None))
-        record = {**row, "model": row["model_spec"], "context": row.get("context") or 2000 + DEFAULT_BENCH_OSL / 2,
-                  "time_per_token_s": row["tpot_ms"] / 1e3, "throughput_tok_s": row["throughput_tok_s_per_instance"]}
+        record = {
+            **row,
+            "model": row["model_spec"],
+            "context": row.get("context") or 2000 + DEFAULT_BENCH_OSL / 2,
+            "time_per_token_s": row["tpot_ms"] / 1e3,
+            "throughput_tok_s": row["throughput_tok_s_per_instance"],
+        }
         dep = from_record(record, isl, osl)
         inst = dep.instances[0]
         stages = tuple(tuple(tuple(s) for s in c["stages"]) for c in copies)
         dep = replace(dep, name=str(row["model"]), instances=(replace(inst, placement=stages),))
         out.append(dep)
     return out
-

@@ -21,6 +21,11 @@ PROMPTS_PER_SLOT = 4
 RESULT_FILE = "{prefix}{engine}.bench-result.json"
 
 
+def client_engine(engine: str) -> str:
+    """The engine whose flag table holds the benchmark client's flags (vLLM's client measures all but SGLang)."""
+    return "sglang" if engine == "sglang" else "vllm"
+
+
 def concurrency(dep: Deployment) -> int:
     """Requests in flight at the answer's batch: decode slots of every decoding instance."""
     return sum(i.batch * i.count for i in dep.instances if i.role != "prefill")
@@ -29,19 +34,35 @@ def concurrency(dep: Deployment) -> int:
 def client_settings(engine: str, dep: Deployment, recipe_id: str, prefix: str = "") -> tuple[tuple[str, ...], list]:
     """(program, settings) of the benchmark client for ``engine``."""
     c = concurrency(dep)
-    common: list[tuple[str, Any]] = [("--dataset-name", "random"), ("--random-input-len", dep.isl),
-                                     ("--random-output-len", dep.osl), ("--num-prompts", PROMPTS_PER_SLOT * c),
-                                     ("--max-concurrency", c)]  # fmt: skip
+    common: list[tuple[str, Any]] = [
+        ("--dataset-name", "random"),
+        ("--random-input-len", dep.isl),
+        ("--random-output-len", dep.osl),
+        ("--num-prompts", PROMPTS_PER_SLOT * c),
+        ("--max-concurrency", c),
+    ]
     result = RESULT_FILE.format(prefix=prefix, engine=engine)
     if engine == "sglang":
         head = [("--backend", "sglang"), ("--host", "127.0.0.1"), ("--port", SERVE_PORT["sglang"])]
-        return ("python3", "-m", "sglang.bench_serving"), [*head, *common, ("--random-range-ratio", 1.0),
-                                                           ("--output-file", result)]  # fmt: skip
+        return ("python3", "-m", "sglang.bench_serving"), [
+            *head,
+            *common,
+            ("--random-range-ratio", 1.0),
+            ("--output-file", result),
+        ]
     backend = "vllm" if engine == "vllm" else "openai"
-    head = [("--backend", backend), ("--host", "127.0.0.1"), ("--port", SERVE_PORT[engine]),
-            ("--model", hf_model(dep.model))]  # fmt: skip
-    tail = [("--ignore-eos", None), ("--save-result", None), ("--result-filename", result),
-            ("--metadata", f"roofline_recipe={recipe_id}")]  # fmt: skip
+    head = [
+        ("--backend", backend),
+        ("--host", "127.0.0.1"),
+        ("--port", SERVE_PORT[engine]),
+        ("--model", hf_model(dep.model)),
+    ]
+    tail = [
+        ("--ignore-eos", None),
+        ("--save-result", None),
+        ("--result-filename", result),
+        ("--metadata", f"roofline_recipe={recipe_id}"),
+    ]
     return ("vllm", "bench", "serve"), [*head, *common, *tail]
 
 
@@ -62,6 +83,11 @@ def predicted(dep: Deployment, engine: str, recipe_id: str) -> dict[str, Any]:
     if "tok_s_per_request" in p:
         pred["tok_s_per_request"] = p["tok_s_per_request"]
     c = concurrency(dep)
-    workload = {"isl": dep.isl, "osl": dep.osl, "max_concurrency": c, "num_prompts": PROMPTS_PER_SLOT * c,
-                "lengths_stated": dep.lengths_stated}  # fmt: skip
+    workload = {
+        "isl": dep.isl,
+        "osl": dep.osl,
+        "max_concurrency": c,
+        "num_prompts": PROMPTS_PER_SLOT * c,
+        "lengths_stated": dep.lengths_stated,
+    }
     return {"recipe_id": recipe_id, "engine": engine, "model": dep.model, "workload": workload, "predicted": pred}

@@ -81,12 +81,13 @@ def hf_model(name: str) -> str:
 
 
 def memory_fraction(dep: Deployment, gpu: str) -> float:
-    """Share of each device's HBM the answer plans to use (its usable capacity over the card's HBM)."""
+    """Share of each device's HBM the answer plans to use: its usable capacity over the HBM of the accelerator those
+    figures are for (the decoding one), the same share on every accelerator of the answer (a preset setting)."""
     from roofline_opt import catalog
 
     if dep.memory_capacity_bytes is None:
         return DEFAULT_MEMORY_FRACTION
-    return round(min(1.0, float(dep.memory_capacity_bytes) / catalog.load_gpu(gpu).hbm_bytes), 3)
+    return round(min(1.0, float(dep.memory_capacity_bytes) / catalog.load_gpu(dep.instances[-1].gpu).hbm_bytes), 3)
 
 
 def _common_checks(engine: str, dep: Deployment, inst: Instance) -> None:
@@ -97,7 +98,9 @@ def _common_checks(engine: str, dep: Deployment, inst: Instance) -> None:
             "ask again with --tp-modes 1d (the default)"
         )
     if dep.kv_bits == 4:
-        raise Unsupported(f"{engine}: a 4-bit KV cache is not among {engine} {label}'s KV-cache dtypes; use --kv-bits 16,8")
+        raise Unsupported(
+            f"{engine}: a 4-bit KV cache is not among {engine} {label}'s KV-cache dtypes; use --kv-bits 16,8"
+        )
 
 
 def _draft_is_mtp(dep: Deployment) -> bool:
@@ -140,7 +143,9 @@ def vllm(dep: Deployment, inst: Instance, engine: str = "vllm") -> Command:
     if dep.weight_bits == 8:
         s.append(("--quantization", "fp8"))
     if dep.gamma and inst.role != "prefill":
-        spec = ({"method": "mtp"} if _draft_is_mtp(dep) else {"method": "draft_model", "model": hf_model(dep.draft or "")})
+        spec = (
+            {"method": "mtp"} if _draft_is_mtp(dep) else {"method": "draft_model", "model": hf_model(dep.draft or "")}
+        )
         s.append(("--speculative-config", {**spec, "num_speculative_tokens": dep.gamma}))
     s += [("--gpu-memory-utilization", memory_fraction(dep, inst.gpu)), ("--max-model-len", dep.max_model_len)]
     if inst.n_gpus > gpus_per_node(inst.gpu):
@@ -161,8 +166,11 @@ def sglang(dep: Deployment, inst: Instance) -> Command:
     """``python3 -m sglang.launch_server``: TP/PP/EP (or DP attention), --max-running-requests, the prefill chunk,
     KV dtype, FP8 weights, the draft (NEXTN for MTP, STANDALONE for a draft model), memory, length, PD mode."""
     _common_checks("sglang", dep, inst)
-    s: list[tuple[str, Any]] = [("--model-path", hf_model(dep.model)), ("--host", "0.0.0.0"),
-                                ("--port", SERVE_PORT["sglang"])]  # fmt: skip
+    s: list[tuple[str, Any]] = [
+        ("--model-path", hf_model(dep.model)),
+        ("--host", "0.0.0.0"),
+        ("--port", SERVE_PORT["sglang"]),
+    ]
     if inst.dp_attention:
         s += [("--tp-size", inst.tp), ("--dp-size", inst.tp), ("--enable-dp-attention", None), ("--ep-size", inst.tp)]
     else:
@@ -182,14 +190,21 @@ def sglang(dep: Deployment, inst: Instance) -> Command:
         if _draft_is_mtp(dep):
             s.append(("--speculative-algorithm", "NEXTN"))
         else:
-            s += [("--speculative-algorithm", "STANDALONE"), ("--speculative-draft-model-path", hf_model(dep.draft or ""))]
-        s += [("--speculative-num-steps", dep.gamma), ("--speculative-eagle-topk", 1),
-              ("--speculative-num-draft-tokens", dep.gamma + 1)]  # fmt: skip
+            s += [
+                ("--speculative-algorithm", "STANDALONE"),
+                ("--speculative-draft-model-path", hf_model(dep.draft or "")),
+            ]
+        s += [
+            ("--speculative-num-steps", dep.gamma),
+            ("--speculative-eagle-topk", 1),
+            ("--speculative-num-draft-tokens", dep.gamma + 1),
+        ]
     s += [("--mem-fraction-static", memory_fraction(dep, inst.gpu)), ("--context-length", dep.max_model_len)]
     if inst.role != "agg":
         s += [("--disaggregation-mode", inst.role), ("--disaggregation-transfer-backend", "nixl")]
-    return Command(inst.role, ("python3", "-m", "sglang.launch_server"), tuple(s), inst.count, inst.n_gpus, inst.gpu,
-                   inst)  # fmt: skip
+    return Command(
+        inst.role, ("python3", "-m", "sglang.launch_server"), tuple(s), inst.count, inst.n_gpus, inst.gpu, inst
+    )
 
 
 def trtllm_free_fraction(dep: Deployment, gpu: str) -> float:
@@ -197,8 +212,8 @@ def trtllm_free_fraction(dep: Deployment, gpu: str) -> float:
     (the answer's usable capacity minus weights and activations, over the card's HBM minus weights)."""
     from roofline_opt import catalog
 
-    if dep.memory_capacity_bytes is None or dep.weights_bytes_per_device is None:
-        return DEFAULT_MEMORY_FRACTION
+    if dep.memory_capacity_bytes is None or dep.weights_bytes_per_device is None or gpu != dep.instances[-1].gpu:
+        return DEFAULT_MEMORY_FRACTION  # the answer's memory figures are the decoding instance's
     hbm, weights = catalog.load_gpu(gpu).hbm_bytes, float(dep.weights_bytes_per_device)
     free = float(dep.memory_capacity_bytes) - weights - float(dep.activations_bytes_per_device or 0)
     return round(min(1.0, max(0.01, free / (hbm - weights))), 3)
@@ -221,9 +236,12 @@ def trtllm_options(dep: Deployment, inst: Instance) -> dict[str, Any]:
         options["speculative_config"] = (
             {"decoding_type": "MTP", "num_nextn_predict_layers": dep.gamma}
             if _draft_is_mtp(dep)
-            else {"decoding_type": "Draft_Target", "max_draft_len": dep.gamma,
-                  "speculative_model": hf_model(dep.draft or "")}
-        )  # fmt: skip
+            else {
+                "decoding_type": "Draft_Target",
+                "max_draft_len": dep.gamma,
+                "speculative_model": hf_model(dep.draft or ""),
+            }
+        )
     if inst.role != "agg":
         options["cache_transceiver_config"] = {"backend": "DEFAULT"}
     return options
@@ -239,8 +257,13 @@ def trtllm(dep: Deployment, inst: Instance, prefix: str = "") -> Command:
             f"trtllm: an instance of {inst.n_gpus} GPUs spans nodes of {per_node}; TensorRT-LLM runs such instances "
             "under MPI (trtllm-llmapi-launch), which this tool does not write"
         )
-    s: list[tuple[str, Any]] = [("--backend", "pytorch"), ("--host", "0.0.0.0"), ("--port", SERVE_PORT["trtllm"]),
-                                ("--tp_size", inst.tp), ("--pp_size", inst.pp)]  # fmt: skip
+    s: list[tuple[str, Any]] = [
+        ("--backend", "pytorch"),
+        ("--host", "0.0.0.0"),
+        ("--port", SERVE_PORT["trtllm"]),
+        ("--tp_size", inst.tp),
+        ("--pp_size", inst.pp),
+    ]
     if inst.dp_attention or inst.ep > 1:
         s.append(("--ep_size", inst.ep))
     batch = inst.prefill_batch if inst.role == "prefill" else inst.batch
@@ -249,15 +272,18 @@ def trtllm(dep: Deployment, inst: Instance, prefix: str = "") -> Command:
         s.append(("--max_num_tokens", tokens))
     if inst.role == "agg" and inst.chunk_tokens:
         s.append(("--enable_chunked_prefill", None))
-    s += [("--max_seq_len", dep.max_model_len),
-          ("--kv_cache_free_gpu_memory_fraction", trtllm_free_fraction(dep, inst.gpu))]  # fmt: skip
+    s += [
+        ("--max_seq_len", dep.max_model_len),
+        ("--kv_cache_free_gpu_memory_fraction", trtllm_free_fraction(dep, inst.gpu)),
+    ]
     files = {}
     if options := trtllm_options(dep, inst):
         name = f"{prefix}trtllm.{inst.role}.extra-llm-api-options.yaml"
         s.append(("--extra_llm_api_options", name))
         files[name] = _yaml(options)
-    return Command(inst.role, ("trtllm-serve", hf_model(dep.model)), tuple(s), inst.count, inst.n_gpus, inst.gpu, inst,
-                   files)  # fmt: skip
+    return Command(
+        inst.role, ("trtllm-serve", hf_model(dep.model)), tuple(s), inst.count, inst.n_gpus, inst.gpu, inst, files
+    )
 
 
 def trtllm_router(dep: Deployment, workers: list[Command], prefix: str = "") -> Command:
@@ -268,8 +294,9 @@ def trtllm_router(dep: Deployment, workers: list[Command], prefix: str = "") -> 
         key = "context_servers" if w.role == "prefill" else "generation_servers"
         config[key] = {"num_instances": w.count, "urls": [f"{w.role}-{i}:{port}" for i in range(w.count)]}
     name = f"{prefix}trtllm.disagg.yaml"
-    return Command("router", ("trtllm-serve", "disaggregated"), (("--config_file", name),), 1, 0, "", None,
-                   {name: _yaml(config)})  # fmt: skip
+    return Command(
+        "router", ("trtllm-serve", "disaggregated"), (("--config_file", name),), 1, 0, "", None, {name: _yaml(config)}
+    )
 
 
 def dynamo_frontend() -> Command:
@@ -280,8 +307,9 @@ def dynamo_frontend() -> Command:
 def commands(engine: str, dep: Deployment, prefix: str = "") -> list[Command]:
     """Every process kind of the recipe of ``dep`` on ``engine`` (raises Unsupported with the reason)."""
     if engine == "dynamo" and not dep.disaggregated:
-        raise Unsupported("dynamo: recipes are written for disaggregated answers (serving disagg); use vllm, sglang "
-                          "or trtllm")  # fmt: skip
+        raise Unsupported(
+            "dynamo: recipes are written for disaggregated answers (serving disagg); use vllm, sglang or trtllm"
+        )
     if engine in ("vllm", "dynamo"):
         out = [vllm(dep, inst, engine) for inst in dep.instances]
         return [dynamo_frontend(), *out] if engine == "dynamo" else out

@@ -26,8 +26,12 @@ TRTLLM_ARGS = (
     "decoding_type Literal['Draft_Target'] and CacheTransceiverConfig.transceiver_runtime; commit not shown by the "
     "index)"
 )
-TRTLLM_DISAGG = "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/disagg_utils.py extract_disagg_cfg (context_servers, generation_servers)"
-DYNAMO_VLLM = "ai-dynamo/dynamo components/backends/vllm (python3 -m dynamo.vllm ... --is-prefill-worker; example launch scripts)"
+TRTLLM_DISAGG = (
+    "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/disagg_utils.py extract_disagg_cfg (context_servers, generation_servers)"
+)
+DYNAMO_VLLM = (
+    "ai-dynamo/dynamo components/backends/vllm (python3 -m dynamo.vllm ... --is-prefill-worker; example launch scripts)"
+)
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def _container(engine: str, cmd: Command, script: str, gpus: int) -> dict[str, A
         "command": ["/bin/sh", "-c"],
         "args": [script],
         "ports": [{"containerPort": port, "name": "http"}],
-        "resources": {"limits": {GPU_RESOURCE: gpus}, "requests": {GPU_RESOURCE: gpus}},
+        "resources": {"limits": {GPU_RESOURCE: str(gpus)}, "requests": {GPU_RESOURCE: str(gpus)}},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
 
@@ -73,8 +73,9 @@ def _pod(engine: str, cmd: Command, script: str, gpus: int, nodes: Sequence[str]
         spec["nodeSelector"]["kubernetes.io/hostname"] = nodes[0]
     elif nodes:
         term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(nodes)}]}
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [term]}}}  # fmt: skip
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        }
     return spec
 
 
@@ -152,8 +153,13 @@ def dynamo_graph(app: str, cmds: Sequence[Command]) -> dict[str, Any]:
     services: dict[str, Any] = {}
     for cmd in cmds:
         if cmd.role == "frontend":
-            services["Frontend"] = {"componentType": "frontend", "replicas": 1, "extraPodSpec": {"mainContainer": {
-                "image": IMAGES["dynamo"], "command": ["/bin/sh", "-c"], "args": [cmd.shell()]}}}  # fmt: skip
+            services["Frontend"] = {
+                "componentType": "frontend",
+                "replicas": 1,
+                "extraPodSpec": {
+                    "mainContainer": {"image": IMAGES["dynamo"], "command": ["/bin/sh", "-c"], "args": [cmd.shell()]}
+                },
+            }
             continue
         per_node = gpus_per_node(cmd.gpu)
         nodes = -(-cmd.gpus // per_node)

@@ -33,8 +33,12 @@ def recipe_id(dep: Deployment, engine: str) -> str:
 
 
 def _script(engine: str, dep: Deployment, cmds: Sequence[engines.Command]) -> str:
-    lines = ["#!/bin/sh", f"# {engine} ({flags.TABLES[engine].version}) recipe for {dep.name}: {_summary(dep)}",
-             "# one command per server kind; run `count` copies of each (the Kubernetes manifests do).", ""]  # fmt: skip
+    lines = [
+        "#!/bin/sh",
+        f"# {engine} ({flags.TABLES[engine].version}) recipe for {dep.name}: {_summary(dep)}",
+        "# one command per server kind; run `count` copies of each (the Kubernetes manifests do).",
+        "",
+    ]
     for c in cmds:
         lines.append(f"# {c.role}: {c.count} x {c.gpus} x {c.gpu}" if c.gpus else f"# {c.role}")
         lines += [c.shell(), ""]
@@ -44,8 +48,11 @@ def _script(engine: str, dep: Deployment, cmds: Sequence[engines.Command]) -> st
 
 
 def _summary(dep: Deployment) -> str:
-    parts = [f"{i.count} x {i.role} {i.gpu} tp{i.tp}pp{i.pp}ep{i.ep}{' dp-attention' if i.dp_attention else ''} "
-             f"batch {i.prefill_batch if i.role == 'prefill' else i.batch}" for i in dep.instances]  # fmt: skip
+    parts = [
+        f"{i.count} x {i.role} {i.gpu} tp{i.tp}pp{i.pp}ep{i.ep}{' dp-attention' if i.dp_attention else ''} "
+        f"batch {i.prefill_batch if i.role == 'prefill' else i.batch}"
+        for i in dep.instances
+    ]
     return "; ".join(parts) + f"; {dep.weight_bits}-bit weights, {dep.kv_bits}-bit KV"
 
 
@@ -53,14 +60,20 @@ def notes(engine: str, dep: Deployment) -> list[str]:
     """What a user must know that no flag says (checkpoints, routing, derived benchmark lengths)."""
     out = []
     if dep.weight_bits == 4 or (dep.weight_bits == 8 and engine == "trtllm"):
-        out.append(f"{dep.weight_bits}-bit weights: serve a checkpoint quantised to {dep.weight_bits} bits (the engine "
-                   "reads its quantisation config); replace the model id with it")  # fmt: skip
+        out.append(
+            f"{dep.weight_bits}-bit weights: serve a checkpoint quantised to {dep.weight_bits} bits (the engine "
+            "reads its quantisation config); replace the model id with it"
+        )
     if dep.disaggregated and engine in ("vllm", "sglang"):
-        out.append("prefill and decode workers need a router that sends each request to a prefill worker, then its "
-                   "decode worker (vLLM's disaggregated-serving proxy example, sglang_router, or --engine dynamo)")
+        out.append(
+            "prefill and decode workers need a router that sends each request to a prefill worker, then its "
+            "decode worker (vLLM's disaggregated-serving proxy example, sglang_router, or --engine dynamo)"
+        )
     if not dep.lengths_stated:
-        out.append(f"the answer states a decode context, not request lengths: the benchmark uses {dep.isl} in / "
-                   f"{dep.osl} out tokens, whose mean decode context is the answer's")  # fmt: skip
+        out.append(
+            f"the answer states a decode context, not request lengths: the benchmark uses {dep.isl} in / "
+            f"{dep.osl} out tokens, whose mean decode context is the answer's"
+        )
     return out
 
 
@@ -88,9 +101,14 @@ def engine_files(engine: str, dep: Deployment, prefix: str = "") -> dict[str, st
     for c in cmds:
         out.update(c.files)
     out[f"{prefix}{engine}.k8s.yaml"] = manifests.to_yaml(manifests.manifests(engine, f"{dep.name}-{engine}", cmds))
-    out[f"{prefix}{engine}.bench.sh"] = f"#!/bin/sh\n# the answer's workload against the {engine} servers\n{client.shell()}\n"
+    out[f"{prefix}{engine}.bench.sh"] = (
+        f"#!/bin/sh\n# the answer's workload against the {engine} servers\n{client.shell()}\n"
+    )
     predicted = bench.predicted(dep, engine, rid)
-    predicted["flags"] = _sources(engine, [*settings_used(cmds), *settings])
+    predicted["flags"] = {
+        **_sources(engine, settings_used(cmds)),
+        **{f"bench {k}": v for k, v in _sources(bench.client_engine(engine), settings).items()},
+    }
     predicted["version"] = flags.TABLES[engine].version
     out[f"{prefix}{engine}.predicted.json"] = json.dumps(predicted, indent=2) + "\n"
     return out
@@ -106,7 +124,10 @@ def build(deps: Sequence[Deployment], chosen: Sequence[str], source: str) -> Rec
         for engine in chosen:
             try:
                 result.files.update(engine_files(engine, dep, prefix))
-                entry["engines"][engine] = {"recipe_id": recipe_id(dep, engine), "version": flags.TABLES[engine].version}
+                entry["engines"][engine] = {
+                    "recipe_id": recipe_id(dep, engine),
+                    "version": flags.TABLES[engine].version,
+                }
             except engines.Unsupported as exc:
                 result.unsupported.append(f"{dep.name}: {exc}" if len(deps) > 1 else str(exc))
                 entry["engines"][engine] = {"unsupported": str(exc)}

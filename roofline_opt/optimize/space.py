@@ -69,7 +69,7 @@ class Question:
     gpus: tuple[GpuSpec, ...]
     weight_bits: tuple[int, ...] = (16,)
     tp_degrees: tuple[int, ...] = DEFAULT_TP_DEGREES
-    tp_modes: tuple[bool, ...] = (False,)
+    tp_modes: tuple[bool, ...] = tuple(mode == "2d" for mode in DEFAULT_TP_MODES)
     """2-D mode offered (True) or 1-D (False); 1-D only by default (DEFAULT_TP_MODES)."""
     pp_degrees: tuple[int, ...] = DEFAULT_PP_DEGREES
     ep_degrees: tuple[int, ...] = (1,)

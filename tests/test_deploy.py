@@ -1,0 +1,328 @@
+"""Launch recipes (roofline_opt.deploy): every emitted flag exists in the engine table of the version named, with its
+value in range; each decision of the answer appears as its flag; manifests validate against the Kubernetes API
+schema subset in tests/data/k8s; answers an engine cannot express say why.
+
+Answers come from the evaluator (``api.evaluate``) and are varied field by field, so no default-preset figure is
+hard-coded: expected values are read from the answer itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from roofline_opt import api
+from roofline_opt.deploy import answer, bench, engines, flags, manifests, recipe
+
+SCHEMAS = json.loads((Path(__file__).parent / "data" / "k8s" / "schemas.json").read_text())
+KIND_SCHEMA = {
+    "Deployment": "Deployment",
+    "LeaderWorkerSet": "LeaderWorkerSet",
+    "DynamoGraphDeployment": "DynamoGraphDeployment",
+}
+ENGINES = ("vllm", "sglang", "trtllm")
+
+
+@pytest.fixture(scope="module")
+def base() -> dict:
+    """A decode-only answer record of Llama 3 70B on 8 H100s at batch 32 (figures from the evaluator)."""
+    return dict(api.evaluate("llama-3-70b", "h100-sxm", tp=8, pp=1, batch=32).to_dict())
+
+
+def _agg(base: dict, **changes) -> dict:
+    return {**base, "serving": "agg", "chunk_tokens": 2048, **changes}
+
+
+def _disagg(base: dict, **changes) -> dict:
+    return {
+        **base,
+        "serving": "disagg",
+        "chunk_tokens": 0,
+        "decode_gpu": base["gpu"],
+        "decode_instances": 3,
+        "prefill_gpu": "h200",
+        "prefill_instances": 2,
+        "prefill_tp": 4,
+        "prefill_tp_2d": False,
+        "prefill_pp": 1,
+        "prefill_batch": 2,
+        "prefill_layout": "tp4pp1",
+        "ttft_s": 0.5,
+        "tpot_s": base["time_per_token_s"],
+        "requests_per_s": 3.0,
+        **changes,
+    }
+
+
+def _settings(cmd: engines.Command) -> dict:
+    return dict(cmd.settings)
+
+
+def _variants(base: dict) -> list[answer.Deployment]:
+    """Answers covering every decision: plain, whole requests with FP8 weights and KV, a draft model, MTP on a MoE
+    with data-parallel attention, expert parallelism, disaggregated xPyD, a multi-node instance, replicas."""
+    return [
+        answer.from_record(base),
+        answer.from_record(_agg(base, weight_bits=8, kv_bits=8, replicas=3), isl=4000, osl=1000),
+        answer.from_record({**base, "gamma": 4}, draft="llama-3-8b"),
+        answer.from_record(
+            {
+                **base,
+                "model": "deepseek-v3",
+                "weight_bits": 8,
+                "tp": 16,
+                "ep": 16,
+                "dp_attention": True,
+                "batch": 1024,
+                "gamma": 1,
+            },
+            draft="deepseek-v3-mtp",
+        ),
+        answer.from_record({**base, "model": "mixtral-8x7b", "ep": 8}),
+        answer.from_record(_disagg(base, kv_bits=8), isl=8000, osl=500),
+        answer.from_record({**base, "tp": 8, "pp": 2, "n_gpus": 16}),
+    ]
+
+
+def _all_commands(base: dict):
+    for dep in _variants(base):
+        for engine in (*ENGINES, "dynamo"):
+            try:
+                cmds = engines.commands(engine, dep)
+            except engines.Unsupported:
+                continue
+            yield engine, dep, cmds
+
+
+def test_every_emitted_flag_is_in_the_table_of_the_version_named_and_in_range(base):
+    checked = 0
+    for engine, dep, cmds in _all_commands(base):
+        assert flags.problems(engine, recipe.settings_used(cmds)) == [], (engine, dep.name)
+        program, settings = bench.client_settings(engine, dep, "id")
+        assert flags.problems(bench.client_engine(engine), settings) == []
+        checked += 1
+    assert checked >= 20
+
+
+def test_the_table_check_finds_an_unknown_flag_and_a_value_out_of_range():
+    found = flags.problems(
+        "vllm",
+        [
+            ("--tensor-parallel-sizes", 8),
+            ("--gpu-memory-utilization", 1.5),
+            ("--kv-cache-dtype", "fp4"),
+            ("--speculative-config", {"method": "eagle9"}),
+        ],
+    )
+    assert len(found) == 4
+
+
+def test_every_flag_of_every_table_names_its_source():
+    for table in flags.TABLES.values():
+        assert table.version
+        assert all(flag.source for flag in table.flags.values())
+
+
+def test_each_decision_of_an_aggregated_answer_is_its_flag(base):
+    record = _agg(base, weight_bits=8, kv_bits=8)
+    dep = answer.from_record(record, isl=4000, osl=1000)
+    v = _settings(engines.vllm(dep, dep.instances[0]))
+    assert (v["--tensor-parallel-size"], v["--pipeline-parallel-size"]) == (record["tp"], record["pp"])
+    assert v["--max-num-seqs"] == record["batch"]
+    assert v["--max-num-batched-tokens"] == record["chunk_tokens"] + record["batch"]
+    assert (v["--kv-cache-dtype"], v["--quantization"], v["--max-model-len"]) == ("fp8", "fp8", 5000)
+    assert v["--gpu-memory-utilization"] == pytest.approx(record["memory_capacity_bytes"] / 80e9, abs=1e-3)
+    s = _settings(engines.sglang(dep, dep.instances[0]))
+    assert (s["--tp-size"], s["--max-running-requests"], s["--chunked-prefill-size"]) == (8, record["batch"], 2048)
+    assert s["--kv-cache-dtype"] == "fp8_e4m3"
+    t = engines.trtllm(dep, dep.instances[0])
+    assert (_settings(t)["--tp_size"], _settings(t)["--max_batch_size"]) == (8, record["batch"])
+    assert "--enable_chunked_prefill" in _settings(t)
+    assert yaml.safe_load(next(iter(t.files.values()))) == {"kv_cache_config": {"dtype": "fp8"}}
+
+
+def test_a_draft_model_and_mtp_become_each_engines_speculative_settings(base):
+    dep = answer.from_record({**base, "gamma": 4}, draft="llama-3-8b")
+    spec = _settings(engines.vllm(dep, dep.instances[0]))["--speculative-config"]
+    assert spec == {"method": "draft_model", "model": engines.hf_model("llama-3-8b"), "num_speculative_tokens": 4}
+    s = _settings(engines.sglang(dep, dep.instances[0]))
+    assert (s["--speculative-algorithm"], s["--speculative-num-steps"], s["--speculative-num-draft-tokens"]) == (
+        "STANDALONE",
+        4,
+        5,
+    )
+    mtp = answer.from_record({**base, "model": "deepseek-v3", "gamma": 1}, draft="deepseek-v3-mtp")
+    options = engines.trtllm_options(mtp, mtp.instances[0])
+    assert options["speculative_config"] == {"decoding_type": "MTP", "num_nextn_predict_layers": 1}
+
+
+def test_data_parallel_attention_is_dp_ranks_with_expert_parallelism(base):
+    dep = answer.from_record({**base, "model": "deepseek-v3", "tp": 8, "ep": 8, "dp_attention": True, "batch": 800})
+    v = _settings(engines.vllm(dep, dep.instances[0]))
+    assert (v["--tensor-parallel-size"], v["--data-parallel-size"], v["--max-num-seqs"]) == (1, 8, 100)
+    assert "--enable-expert-parallel" in v
+    s = _settings(engines.sglang(dep, dep.instances[0]))
+    assert (s["--dp-size"], s["--ep-size"], s["--max-running-requests"]) == (8, 8, 800)
+    assert engines.trtllm_options(dep, dep.instances[0]) == {"enable_attention_dp": True}
+
+
+def test_a_disaggregated_answer_has_xpyd_workers_with_kv_transfer(base):
+    record = _disagg(base)
+    dep = answer.from_record(record, isl=8000, osl=500)
+    cmds = engines.commands("sglang", dep)
+    assert [(c.role, c.count, c.gpus) for c in cmds] == [("prefill", 2, 4), ("decode", 3, 8)]
+    assert [_settings(c)["--disaggregation-mode"] for c in cmds] == ["prefill", "decode"]
+    v = engines.commands("vllm", dep)
+    assert all(_settings(c)["--kv-transfer-config"]["kv_connector"] == "NixlConnector" for c in v)
+    router = engines.commands("trtllm", dep)[-1]
+    config = yaml.safe_load(next(iter(router.files.values())))
+    assert (config["context_servers"]["num_instances"], config["generation_servers"]["num_instances"]) == (2, 3)
+    dynamo = engines.commands("dynamo", dep)
+    assert "--is-prefill-worker" in _settings(dynamo[1]) and "--is-prefill-worker" not in _settings(dynamo[2])
+
+
+@pytest.mark.parametrize("engine", [*ENGINES, "dynamo"])
+def test_a_2d_tensor_parallel_answer_says_why_it_cannot_be_launched(base, engine):
+    dep = answer.from_record(_disagg({**base, "tp_2d": True}) if engine == "dynamo" else {**base, "tp_2d": True})
+    with pytest.raises(engines.Unsupported, match="2-D tensor parallelism"):
+        engines.commands(engine, dep)
+
+
+def test_decisions_an_engine_lacks_say_why(base):
+    kv4 = answer.from_record({**base, "kv_bits": 4})
+    for engine in ENGINES:
+        with pytest.raises(engines.Unsupported, match="4-bit KV"):
+            engines.commands(engine, kv4)
+    narrow_ep = answer.from_record({**base, "model": "mixtral-8x7b", "ep": 2})
+    with pytest.raises(engines.Unsupported, match="EP 2 inside TP 8"):
+        engines.commands("vllm", narrow_ep)
+    assert engines.commands("sglang", narrow_ep)
+    with pytest.raises(engines.Unsupported, match="spans nodes"):
+        engines.commands("trtllm", answer.from_record({**base, "tp": 16, "n_gpus": 16}))
+    with pytest.raises(engines.Unsupported, match="disaggregated"):
+        engines.commands("dynamo", answer.from_record(base))
+
+
+def _validate(doc: dict) -> None:
+    schema = {**SCHEMAS, "$ref": f"#/$defs/{KIND_SCHEMA[doc['kind']]}"}
+    jsonschema.Draft202012Validator(schema).validate(doc)
+
+
+def test_every_manifest_validates_against_the_kubernetes_schemas(base):
+    kinds = set()
+    for engine, dep, cmds in _all_commands(base):
+        for doc in yaml.safe_load_all(manifests.to_yaml(manifests.manifests(engine, dep.name, cmds))):
+            _validate(doc)
+            kinds.add(doc["kind"])
+    assert kinds == {"Deployment", "LeaderWorkerSet", "DynamoGraphDeployment"}
+
+
+def test_the_schema_refuses_a_misspelt_field(base):
+    dep = answer.from_record(base)
+    doc = manifests.manifests("vllm", "x", engines.commands("vllm", dep))[0]
+    doc["spec"]["template"]["spec"]["containers"][0]["resource"] = {}
+    with pytest.raises(jsonschema.ValidationError):
+        _validate(doc)
+
+
+def test_a_manifest_asks_for_the_instance_gpus_on_nodes_of_its_accelerator(base):
+    dep = answer.from_record({**base, "replicas": 2})
+    (doc,) = manifests.manifests("vllm", "x", engines.commands("vllm", dep))
+    pod = doc["spec"]["template"]["spec"]
+    assert doc["kind"] == "Deployment" and doc["spec"]["replicas"] == 2
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == str(base["n_gpus"])
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": manifests.GPU_PRODUCT["h100-sxm"]}
+
+
+def test_an_instance_spanning_nodes_is_a_leader_worker_set_of_one_pod_per_node(base):
+    dep = answer.from_record({**base, "tp": 8, "pp": 4, "n_gpus": 32})
+    (doc,) = manifests.manifests("sglang", "x", engines.commands("sglang", dep))
+    assert doc["kind"] == "LeaderWorkerSet" and doc["spec"]["leaderWorkerTemplate"]["size"] == 4
+    worker = doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == "8" and "--nnodes 4" in worker["args"][0]
+
+
+def _plan(base: dict) -> dict:
+    """The shape of ``plan --json``: two copies of one layout placed on two servers of a cluster graph."""
+    row = {
+        "period": 0,
+        "model": "chat",
+        "model_spec": "llama-3-70b",
+        "gpu": "h100-sxm",
+        "weight_bits": 16,
+        "tp": 4,
+        "tp_2d": False,
+        "pp": 1,
+        "ep": 1,
+        "gamma": 0,
+        "kv_bits": 16,
+        "chunk_tokens": 2048,
+        "batch": 60,
+        "replicas": 2,
+        "n_gpus": 4,
+        "total_gpus": 8,
+        "tok_s_per_request": 30.0,
+        "tpot_ms": 33.0,
+        "ttft_ms": 200.0,
+        "throughput_tok_s_per_instance": 1800.0,
+    }
+    placement = [
+        {
+            "instance": f"chat#{k}",
+            "model": "chat",
+            "gpu": "h100-sxm",
+            "tp": 4,
+            "pp": 1,
+            "stages": [[f"n{k}.gpu{g}" for g in range(4)]],
+        }
+        for k in (1, 3)
+    ]
+    return {"rows": [row], "models": [], "cluster": {}, "placement": [placement], "solve": {}, "baseline": None}
+
+
+def test_a_plan_on_a_cluster_graph_pins_each_copy_to_the_servers_of_its_placement(base):
+    (dep,) = answer.from_plan(_plan(base), {"chat": (2000, 400)})
+    docs = manifests.manifests("vllm", "chat", engines.commands("vllm", dep))
+    hosts = [d["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] for d in docs]
+    assert hosts == ["n1", "n3"] and all(d["spec"]["replicas"] == 1 for d in docs)
+
+
+def test_the_benchmark_runs_the_answer_workload_at_its_batch(base):
+    dep = answer.from_record(_agg(base, replicas=3), isl=4000, osl=1000)
+    _, settings = bench.client_settings("vllm", dep, "rid")
+    s = dict(settings)
+    assert (s["--random-input-len"], s["--random-output-len"], s["--max-concurrency"]) == (
+        4000,
+        1000,
+        3 * base["batch"],
+    )
+    assert s["--metadata"] == "roofline_recipe=rid"
+    p = bench.predicted(dep, "vllm", "rid")["predicted"]
+    assert p["median_tpot_ms"] == pytest.approx(base["time_per_token_s"] * 1e3)
+    assert p["output_throughput"] == pytest.approx(3 * base["throughput_tok_s"])
+
+
+def test_a_decode_only_answer_benchmarks_lengths_whose_mean_context_is_the_answers(base):
+    dep = answer.from_record(base)
+    assert not dep.lengths_stated and dep.isl + dep.osl / 2 == pytest.approx(base["context"], abs=1)
+
+
+def test_the_recipe_folder_holds_every_engine_and_names_the_one_that_cannot(base, tmp_path):
+    deps = [answer.from_record({**base, "kv_bits": 8})]
+    built = recipe.build(deps, ("vllm", "sglang", "trtllm"), "test")
+    recipe.write(str(tmp_path / "r"), built)
+    names = {p.name for p in (tmp_path / "r").iterdir()}
+    assert {f"{e}.{k}" for e in ENGINES for k in ("serve.sh", "k8s.yaml", "bench.sh", "predicted.json")} <= names
+    index = json.loads((tmp_path / "r" / "recipe.json").read_text())
+    assert set(index["deployments"][0]["engines"]) == set(ENGINES) and built.unsupported == []
+    kv4 = recipe.build([answer.from_record({**base, "kv_bits": 4})], ENGINES, "test")
+    assert len(kv4.unsupported) == 3 and set(kv4.files) == {"recipe.json"}
+
+
+def test_2d_tensor_parallelism_is_offered_on_request_only():
+    assert api.question("llama-3-70b", "h100-sxm").tp_modes == (False,)
+    assert api.question("llama-3-70b", "h100-sxm", tp_modes="1d,2d").tp_modes == (False, True)
