@@ -83,7 +83,7 @@ def _finish(recipes: Any, folder: str, field: str) -> None:
         print(f"roofline-opt: note: {line}", file=sys.stderr)
     written = [n for n in recipes.files if n != "recipe.json"]
     if not written:
-        raise Infeasible("no engine asked for can express this answer: " + "; ".join(recipes.unsupported))
+        raise Infeasible("no engine asked for can express this answer (each reason above)", "engine")
     recipe.write(folder, recipes, field)
     print(f"roofline-opt: recipes written to {folder} ({len(recipes.files)} files)", file=sys.stderr)
 
