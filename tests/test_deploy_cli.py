@@ -145,3 +145,43 @@ def test_an_answer_no_engine_can_express_says_why_and_exits_1(saved, tmp_path, c
     assert main(["launch", str(two_d), "--out", str(tmp_path / "r")]) == 1
     err = capsys.readouterr().err
     assert err.count("2-D tensor parallelism") >= 3 and not (tmp_path / "r").exists()
+
+
+def _result(root: Path, **changes) -> Path:
+    """A vllm bench serve --save-result file of the emitted recipe's workload (measured 10% slower than predicted)."""
+    predicted = json.loads((root / "emit" / "vllm.predicted.json").read_text())
+    result = {
+        "completed": predicted["workload"]["num_prompts"],
+        "failed": 0,
+        "num_prompts": predicted["workload"]["num_prompts"],
+        "max_concurrency": predicted["workload"]["max_concurrency"],
+        "median_tpot_ms": 1.1 * predicted["predicted"]["median_tpot_ms"],
+        "output_throughput": predicted["predicted"]["output_throughput"] / 1.1,
+        "roofline_recipe": predicted["recipe_id"],
+        **changes,
+    }
+    path = root / "emit" / f"result-{len(changes)}.json"
+    path.write_text(json.dumps(result))
+    return path
+
+
+def test_validate_reads_the_benchmark_result_back_against_its_recipe(saved, capsys):
+    root, _ = saved
+    assert main(["validate", "--bench", str(_result(root)), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ratios = {r["metric"]: r["measured_over_predicted"] for r in out["rows"]}
+    assert ratios["median_tpot_ms"] == pytest.approx(1.1) and ratios["output_throughput"] == pytest.approx(1 / 1.1)
+    assert out["engine"] == "vllm" and out["workload_differs"] == []
+
+
+def test_validate_says_when_the_run_is_not_the_recipes_workload(saved, capsys):
+    root, _ = saved
+    assert main(["validate", "--bench", str(_result(root, max_concurrency=1))]) == 0
+    assert "max_concurrency" in capsys.readouterr().out
+
+
+def test_a_result_without_the_recipe_id_is_one_line_exit_2(saved, capsys):
+    root, _ = saved
+    assert main(["validate", "--bench", str(_result(root, roofline_recipe=None))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "roofline_recipe" in err[0]

@@ -74,6 +74,10 @@ def run_validate(args: argparse.Namespace) -> int:
 
     from roofline_opt import catalog, fidelity, files, report
 
+    if args.bench or args.measured is None:
+        from roofline_opt.cli import launch_cmd
+
+        return launch_cmd.run_bench_validate(args)
     for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
         if path:
             formats = files.plot_formats() if flag == "--plot" else None
@@ -224,8 +228,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "bandwidth (pred_*, ratio); est_ratio is the preset's realistic estimate over the measurement. Rows that "
         "cannot be mapped are listed with the reason.",
     )
-    p.add_argument("--measured", required=True, metavar="FILE",
+    p.add_argument("--measured", metavar="FILE",
                    help="measured-points CSV (examples/measured_points.csv ships with the package)")  # fmt: skip
+    from roofline_opt.cli import launch_cmd
+
+    launch_cmd.add_bench_flags(p)
     p.add_argument(
         "--preset",
         default="default",

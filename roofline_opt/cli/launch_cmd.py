@@ -180,6 +180,40 @@ def run_launch(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_bench_flags(p: argparse.ArgumentParser) -> None:
+    """validate's --bench RESULT.json and --recipe DIR (instead of --measured)."""
+    p.add_argument(
+        "--bench",
+        metavar="RESULT.json",
+        help="instead of --measured: a vllm bench serve --save-result "
+        "file from a recipe's bench script, compared with the figures that recipe predicted",
+    )
+    p.add_argument("--recipe", metavar="DIR", help="with --bench: the recipe folder (default: the result's folder)")
+
+
+def run_bench_validate(args: argparse.Namespace) -> int:
+    """validate --bench: the benchmark's medians and throughputs against its recipe's prediction."""
+    from roofline_opt import report
+    from roofline_opt.deploy import measure
+
+    if args.bench is None:
+        raise InvalidInput("--measured", "is required (or --bench RESULT.json with a recipe's benchmark result)")
+    if args.measured is not None:
+        raise InvalidInput("--bench", "excludes --measured: give one of them")
+    out = measure.compare_files(args.bench, args.recipe)
+    if args.json:
+        print(report.to_json_object(out))
+        return 0
+    print(
+        f"benchmark of recipe {out['recipe_id']} ({out['engine']}, {out['model']}): {out['completed']} requests "
+        f"completed, {out['failed']} failed"
+    )
+    print(report.records_table(out["rows"]) if out["rows"] else "no figure in common with the prediction")
+    for line in out["workload_differs"]:
+        print(f"note: the run's workload differs from the recipe's ({line})")
+    return 0
+
+
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``launch``."""
     from roofline_opt.cli import command_help
