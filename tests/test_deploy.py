@@ -102,8 +102,8 @@ def test_every_emitted_flag_is_in_the_table_of_the_version_named_and_in_range(ba
     checked = 0
     for engine, dep, cmds in _all_commands(base):
         assert flags.problems(engine, recipe.settings_used(cmds)) == [], (engine, dep.name)
-        program, settings = bench.client_settings(engine, dep, "id")
-        assert flags.problems(bench.client_engine(engine), settings) == []
+        for table, _, settings in bench.clients(engine, dep, "id"):
+            assert flags.problems(table, settings) == []
         checked += 1
     assert checked >= 20
 
@@ -293,7 +293,7 @@ def test_a_plan_on_a_cluster_graph_pins_each_copy_to_the_servers_of_its_placemen
 
 def test_the_benchmark_runs_the_answer_workload_at_its_batch(base):
     dep = answer.from_record(_agg(base, replicas=3), isl=4000, osl=1000)
-    _, settings = bench.client_settings("vllm", dep, "rid")
+    ((_, _, settings),) = bench.clients("vllm", dep, "rid")
     s = dict(settings)
     assert (s["--random-input-len"], s["--random-output-len"], s["--max-concurrency"]) == (
         4000,

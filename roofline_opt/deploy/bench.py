@@ -3,10 +3,10 @@ predicts it will measure.
 
 The client sends requests of the answer's input and output lengths (random tokens, exact lengths, EOS ignored) with
 as many in flight as the deployment's decode slots (the batch of each decoding instance times their number), so the
-servers run at the batch the answer chose. vLLM's ``vllm bench serve`` measures vLLM, TensorRT-LLM and Dynamo
-(all three serve the OpenAI API; ``--save-result`` writes the JSON ``validate --bench`` reads back); SGLang's own
-``sglang.bench_serving`` measures SGLang. GenAI-Perf / AIPerf commands are not written: their flags are not in the
-tables yet.
+servers run at the batch the answer chose. vLLM's ``vllm bench serve`` measures vLLM, TensorRT-LLM, Dynamo
+and SGLang (all serve the OpenAI API; ``--save-result`` writes the JSON ``validate --bench`` reads back); SGLang's
+own ``sglang.bench_serving`` is written too. GenAI-Perf / AIPerf commands are not written: their flags are not in
+the tables yet.
 """
 
 from __future__ import annotations
@@ -19,11 +19,8 @@ from roofline_opt.deploy.engines import SERVE_PORT, hf_model
 PROMPTS_PER_SLOT = 4
 """Requests per in-flight slot: each slot serves several requests in a row, so the steady state dominates."""
 RESULT_FILE = "{prefix}{engine}.bench-result.json"
-
-
-def client_engine(engine: str) -> str:
-    """The engine whose flag table holds the benchmark client's flags (vLLM's client measures all but SGLang)."""
-    return "sglang" if engine == "sglang" else "vllm"
+RECIPE_KEY = "roofline_recipe"
+"""The --metadata key that carries the recipe id into the client's result file."""
 
 
 def concurrency(dep: Deployment) -> int:
@@ -31,39 +28,44 @@ def concurrency(dep: Deployment) -> int:
     return sum(i.batch * i.count for i in dep.instances if i.role != "prefill")
 
 
-def client_settings(engine: str, dep: Deployment, recipe_id: str, prefix: str = "") -> tuple[tuple[str, ...], list]:
-    """(program, settings) of the benchmark client for ``engine``."""
+def clients(engine: str, dep: Deployment, recipe_id: str, prefix: str = "") -> list[tuple[str, tuple[str, ...], list]]:
+    """(flag table, program, settings) of each benchmark client for ``engine``: vLLM's client first (it caps the
+    requests in flight at the deployment's batch and its result file goes back into ``validate --bench``), then for
+    SGLang its own ``bench_serving``, whose version read has no concurrency cap (the server's
+    --max-running-requests holds the batch; its TTFT then includes queueing)."""
     c = concurrency(dep)
-    common: list[tuple[str, Any]] = [
+    lengths: list[tuple[str, Any]] = [
         ("--dataset-name", "random"),
         ("--random-input-len", dep.isl),
         ("--random-output-len", dep.osl),
         ("--num-prompts", PROMPTS_PER_SLOT * c),
-        ("--max-concurrency", c),
     ]
     result = RESULT_FILE.format(prefix=prefix, engine=engine)
-    if engine == "sglang":
-        head = [("--backend", "sglang"), ("--host", "127.0.0.1"), ("--port", SERVE_PORT["sglang"])]
-        return ("python3", "-m", "sglang.bench_serving"), [
-            *head,
-            *common,
-            ("--random-range-ratio", 1.0),
-            ("--output-file", result),
-        ]
-    backend = "vllm" if engine == "vllm" else "openai"
     head = [
-        ("--backend", backend),
+        ("--backend", "vllm" if engine == "vllm" else "openai"),
         ("--host", "127.0.0.1"),
         ("--port", SERVE_PORT[engine]),
         ("--model", hf_model(dep.model)),
     ]
     tail = [
+        ("--max-concurrency", c),
         ("--ignore-eos", None),
         ("--save-result", None),
         ("--result-filename", result),
-        ("--metadata", f"roofline_recipe={recipe_id}"),
+        ("--metadata", f"{RECIPE_KEY}={recipe_id}"),
     ]
-    return ("vllm", "bench", "serve"), [*head, *common, *tail]
+    out = [("vllm", ("vllm", "bench", "serve"), [*head, *lengths, *tail])]
+    if engine == "sglang":
+        own = [
+            ("--backend", "sglang"),
+            ("--host", "127.0.0.1"),
+            ("--port", SERVE_PORT["sglang"]),
+            *lengths,
+            ("--random-range-ratio", 1.0),
+            ("--output-file", f"{prefix}sglang.bench_serving.jsonl"),
+        ]
+        out.append(("sglang", ("python3", "-m", "sglang.bench_serving"), own))
+    return out
 
 
 def predicted(dep: Deployment, engine: str, recipe_id: str) -> dict[str, Any]:

@@ -133,7 +133,6 @@ _SGLANG = {
     "--random-output-len": _int(SGLANG_BENCH),
     "--random-range-ratio": Flag("float", SGLANG_BENCH, minimum=0.0, maximum=1.0),
     "--num-prompts": _int(SGLANG_BENCH),
-    "--max-concurrency": _int(SGLANG_BENCH),
     "--output-file": Flag("text", SGLANG_BENCH),
 }
 

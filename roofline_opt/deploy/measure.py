@@ -12,10 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from roofline_opt.deploy.bench import RECIPE_KEY
 from roofline_opt.errors import InvalidInput
 
-RECIPE_KEY = "roofline_recipe"
-"""The --metadata key that carries the recipe id into the result file."""
 METRICS = ("median_tpot_ms", "median_ttft_ms", "output_throughput", "request_throughput")
 """Result fields compared with the prediction (ms, ms, output tok/s, requests/s of the whole deployment)."""
 WORKLOAD_KEYS = ("num_prompts", "max_concurrency")

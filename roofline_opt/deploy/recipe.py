@@ -95,20 +95,19 @@ def engine_files(engine: str, dep: Deployment, prefix: str = "") -> dict[str, st
     """The files of one engine's recipe (raises engines.Unsupported with the reason)."""
     cmds = engines.commands(engine, dep, prefix)
     rid = recipe_id(dep, engine)
-    program, settings = bench.client_settings(engine, dep, rid, prefix)
-    client = engines.Command("bench", program, tuple(settings), 1, 0)
     out = {f"{prefix}{engine}.serve.sh": _script(engine, dep, cmds)}
     for c in cmds:
         out.update(c.files)
     out[f"{prefix}{engine}.k8s.yaml"] = manifests.to_yaml(manifests.manifests(engine, f"{dep.name}-{engine}", cmds))
+    runs = bench.clients(engine, dep, rid, prefix)
+    lines = [engines.Command("bench", program, tuple(settings), 1, 0).shell() for _, program, settings in runs]
     out[f"{prefix}{engine}.bench.sh"] = (
-        f"#!/bin/sh\n# the answer's workload against the {engine} servers\n{client.shell()}\n"
+        f"#!/bin/sh\n# the answer's workload against the {engine} servers\n" + "\n".join(lines) + "\n"
     )
     predicted = bench.predicted(dep, engine, rid)
-    predicted["flags"] = {
-        **_sources(engine, settings_used(cmds)),
-        **{f"bench {k}": v for k, v in _sources(bench.client_engine(engine), settings).items()},
-    }
+    predicted["flags"] = _sources(engine, settings_used(cmds))
+    for table, program, settings in runs:
+        predicted["flags"].update({f"{' '.join(program)} {k}": v for k, v in _sources(table, settings).items()})
     predicted["version"] = flags.TABLES[engine].version
     out[f"{prefix}{engine}.predicted.json"] = json.dumps(predicted, indent=2) + "\n"
     return out
