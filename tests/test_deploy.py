@@ -102,6 +102,9 @@ def test_every_emitted_flag_is_in_the_table_of_the_version_named_and_in_range(ba
     checked = 0
     for engine, dep, cmds in _all_commands(base):
         assert flags.problems(engine, recipe.settings_used(cmds)) == [], (engine, dep.name)
+        for c in cmds:
+            for text in c.files.values():
+                assert flags.problems(engine, flags.flatten(yaml.safe_load(text))) == []
         for table, _, settings in bench.clients(engine, dep, "id"):
             assert flags.problems(table, settings) == []
         checked += 1
@@ -182,7 +185,7 @@ def test_a_disaggregated_answer_has_xpyd_workers_with_kv_transfer(base):
     config = yaml.safe_load(next(iter(router.files.values())))
     assert (config["context_servers"]["num_instances"], config["generation_servers"]["num_instances"]) == (2, 3)
     dynamo = engines.commands("dynamo", dep)
-    assert "--is-prefill-worker" in _settings(dynamo[1]) and "--is-prefill-worker" not in _settings(dynamo[2])
+    assert [_settings(c)["--disaggregation-mode"] for c in dynamo[1:]] == ["prefill", "decode"]
 
 
 @pytest.mark.parametrize("engine", [*ENGINES, "dynamo"])

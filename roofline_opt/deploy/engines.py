@@ -153,8 +153,7 @@ def vllm(dep: Deployment, inst: Instance, engine: str = "vllm") -> Command:
     if engine == "dynamo":
         program: tuple[str, ...] = ("python3", "-m", "dynamo.vllm")
         s.insert(0, ("--model", hf_model(dep.model)))
-        if inst.role == "prefill":
-            s.append(("--is-prefill-worker", None))
+        s.append(("--disaggregation-mode", inst.role))
     else:
         program = ("vllm", "serve", hf_model(dep.model))
         if inst.role != "agg":

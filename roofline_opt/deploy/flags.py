@@ -29,9 +29,7 @@ TRTLLM_ARGS = (
 TRTLLM_DISAGG = (
     "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/disagg_utils.py extract_disagg_cfg (context_servers, generation_servers)"
 )
-DYNAMO_VLLM = (
-    "ai-dynamo/dynamo components/backends/vllm (python3 -m dynamo.vllm ... --is-prefill-worker; example launch scripts)"
-)
+DYNAMO_VLLM = "ai-dynamo/dynamo examples/backends/vllm/launch/disagg.sh @ 8401366d94c1150040e49510e1a295aa1c010f7b"
 
 
 @dataclass(frozen=True)
@@ -158,12 +156,19 @@ _TRTLLM = {
     "speculative_config.speculative_model": Flag("text", TRTLLM_ARGS),
     "speculative_config.num_nextn_predict_layers": _int(TRTLLM_ARGS),
     "cache_transceiver_config.backend": Flag("choice", TRTLLM_ARGS, choices=("DEFAULT", "UCX", "NIXL", "MPI")),
+    # keys of the trtllm-serve disaggregated --config_file YAML
+    "hostname": Flag("text", TRTLLM_DISAGG),
+    "port": _int(TRTLLM_DISAGG),
+    "context_servers.num_instances": _int(TRTLLM_DISAGG),
+    "context_servers.urls": Flag("text", TRTLLM_DISAGG),
+    "generation_servers.num_instances": _int(TRTLLM_DISAGG),
+    "generation_servers.urls": Flag("text", TRTLLM_DISAGG),
 }
 
 _DYNAMO = {
     **{k: v for k, v in _VLLM.items() if not k.startswith("--kv-transfer-config")},
     "--model": Flag("text", DYNAMO_VLLM),
-    "--is-prefill-worker": Flag("switch", DYNAMO_VLLM),
+    "--disaggregation-mode": Flag("choice", DYNAMO_VLLM, choices=("prefill", "decode")),
 }
 
 TABLES: dict[str, EngineTable] = {
@@ -195,6 +200,22 @@ def _value_problem(name: str, flag: Flag, value: Any) -> str | None:
         high_ok = flag.maximum is None or number <= flag.maximum
         return None if low_ok and high_ok else f"{name} {number} is out of range"
     return None if text else f"{name} is empty"
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """A nested config file (YAML) as (dotted key, value) pairs: booleans as ``true``/``false``, lists as text."""
+    out: list[tuple[str, Any]] = []
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out += flatten(value, f"{name}.")
+        elif isinstance(value, bool):
+            out.append((name, str(value).lower()))
+        elif isinstance(value, list):
+            out.append((name, ",".join(str(v) for v in value)))
+        else:
+            out.append((name, value))
+    return out
 
 
 def problems(engine: str, settings: Iterable[tuple[str, Any]]) -> list[str]:
