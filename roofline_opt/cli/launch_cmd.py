@@ -112,7 +112,7 @@ def emit_plan(args: argparse.Namespace, spec: Any, plan: Any) -> None:
     from roofline_opt.deploy import answer, recipe
 
     lengths = {m.name: _lengths(m.question) for m in spec.models if m.question.workload is not None}
-    deps = answer.from_plan(plan.to_record(), lengths)
+    deps = answer.from_plan(plan.to_record(), lengths, {m.name: m.question.context for m in spec.models})
     _finish(
         recipe.build(deps, deploy.parse_engines(args.engine, False), f"roofline-opt plan {args.fleet}"),
         args.emit,

@@ -6,7 +6,8 @@ Modules, one concern each: ``flags`` (the flags per engine and version the recip
 ``Unsupported`` says why a decision cannot be expressed), ``manifests`` (Deployment / LeaderWorkerSet /
 DynamoGraphDeployment), ``bench`` (the client command and the predicted figures), ``recipe`` (the folder).
 
-May import: base modules and catalog (accelerator HBM, model ids). Nothing here changes a figure.
+May import: base modules, catalog (accelerator HBM, model ids) and optimize.space (its defaults). Nothing here
+changes a figure: every predicted figure is the answer's own.
 """
 
 from __future__ import annotations

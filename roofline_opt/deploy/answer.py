@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize.space import DEFAULT_CONTEXT
 
 ANSWER_FIELDS = ("model", "gpu", "weight_bits", "tp", "tp_2d", "pp", "ep", "batch", "gamma", "replicas", "n_gpus")
 """Fields every single-model answer record carries (the README's answer fields)."""
@@ -183,11 +184,15 @@ def from_record(
     )
 
 
-def from_plan(plan: Mapping[str, Any], lengths: Mapping[str, tuple[int, int]] | None = None) -> list[Deployment]:
+def from_plan(
+    plan: Mapping[str, Any],
+    lengths: Mapping[str, tuple[int, int]] | None = None,
+    contexts: Mapping[str, float] | None = None,
+) -> list[Deployment]:
     """One deployment per (model, layout) row of a fleet plan's first period, with the placement of its copies.
 
     ``lengths`` maps a fleet model's name to its (isl, osl); without them the benchmark lengths are derived from
-    the context a decode-only model was planned at (2,000 input tokens when the plan does not say).
+    the context a decode-only model was planned at (``contexts``, by name; the default context when not given).
     """
     missing = [k for k in PLAN_FIELDS if k not in plan]
     if missing or not isinstance(plan["rows"], Sequence):
@@ -208,7 +213,7 @@ def from_plan(plan: Mapping[str, Any], lengths: Mapping[str, tuple[int, int]] | 
         record = {
             **row,
             "model": row["model_spec"],
-            "context": row.get("context") or 2000 + DEFAULT_BENCH_OSL / 2,
+            "context": (contexts or {}).get(row["model"], DEFAULT_CONTEXT),
             "time_per_token_s": row["tpot_ms"] / 1e3,
             "throughput_tok_s": row["throughput_tok_s_per_instance"],
         }

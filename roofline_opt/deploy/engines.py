@@ -148,8 +148,8 @@ def vllm(dep: Deployment, inst: Instance, engine: str = "vllm") -> Command:
         )
         s.append(("--speculative-config", {**spec, "num_speculative_tokens": dep.gamma}))
     s += [("--gpu-memory-utilization", memory_fraction(dep, inst.gpu)), ("--max-model-len", dep.max_model_len)]
-    if inst.n_gpus > gpus_per_node(inst.gpu):
-        s.append(("--distributed-executor-backend", "ray"))
+    if inst.n_gpus > gpus_per_node(inst.gpu):  # over the Ray cluster the LeaderWorkerSet's leader heads
+        s.append(("--data-parallel-backend" if inst.dp_attention else "--distributed-executor-backend", "ray"))
     if engine == "dynamo":
         program: tuple[str, ...] = ("python3", "-m", "dynamo.vllm")
         s.insert(0, ("--model", hf_model(dep.model)))

@@ -76,6 +76,7 @@ _VLLM = {
     "--gpu-memory-utilization": Flag("float", VLLM_CACHE, minimum=0.0, maximum=1.0, open_minimum=True),
     "--quantization": Flag("choice", VLLM_ARGS, choices=("fp8",)),
     "--distributed-executor-backend": Flag("choice", VLLM_ARGS, choices=("mp", "ray")),
+    "--data-parallel-backend": Flag("choice", VLLM_ARGS, choices=("mp", "ray")),
     "--speculative-config": Flag("json", VLLM_ARGS),
     "--speculative-config.method": Flag("choice", VLLM_SPEC, choices=("draft_model", "mtp")),
     "--speculative-config.model": Flag("text", VLLM_SPEC),
