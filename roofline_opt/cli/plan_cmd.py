@@ -215,8 +215,8 @@ def run_plan(args: argparse.Namespace) -> int:
         files.write_csv(args.csv, pd.DataFrame(plan.rows), field="--csv")
     if args.plot:
         plot_plan(plan, spec.pool.cluster, spec.pool.domains, args.plot)
-    launch_cmd.emit_plan(args, spec, plan)
     print(report.to_json_object(plan.to_record()) if args.json else plan_text(plan, args.fleet))
+    launch_cmd.emit_plan(args, spec, plan)
     return 0
 
 

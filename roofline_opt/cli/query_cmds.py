@@ -175,8 +175,8 @@ def _emit(
         run_files.write_run(Path(args.save_dir), args, frame.to_csv(index=False), json_text, prices)
         if plot is not None:
             plot(str(Path(args.save_dir) / "plot.png"), "--save-dir")
-    launch_cmd.emit_answer(args, question, records)
     print(json_text if args.json else text)
+    launch_cmd.emit_answer(args, question, records)
 
 
 def _answers_text(headline: str, records: list[Mapping[str, Any]]) -> str:
