@@ -249,46 +249,12 @@ def test_an_instance_spanning_nodes_is_a_leader_worker_set_of_one_pod_per_node(b
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == "8" and "--nnodes 4" in worker["args"][0]
 
 
-def _plan(base: dict) -> dict:
-    """The shape of ``plan --json``: two copies of one layout placed on two servers of a cluster graph."""
-    row = {
-        "period": 0,
-        "model": "chat",
-        "model_spec": "llama-3-70b",
-        "gpu": "h100-sxm",
-        "weight_bits": 16,
-        "tp": 4,
-        "tp_2d": False,
-        "pp": 1,
-        "ep": 1,
-        "gamma": 0,
-        "kv_bits": 16,
-        "chunk_tokens": 2048,
-        "batch": 60,
-        "replicas": 2,
-        "n_gpus": 4,
-        "total_gpus": 8,
-        "tok_s_per_request": 30.0,
-        "tpot_ms": 33.0,
-        "ttft_ms": 200.0,
-        "throughput_tok_s_per_instance": 1800.0,
-    }
-    placement = [
-        {
-            "instance": f"chat#{k}",
-            "model": "chat",
-            "gpu": "h100-sxm",
-            "tp": 4,
-            "pp": 1,
-            "stages": [[f"n{k}.gpu{g}" for g in range(4)]],
-        }
-        for k in (1, 3)
-    ]
-    return {"rows": [row], "models": [], "cluster": {}, "placement": [placement], "solve": {}, "baseline": None}
+PLAN = json.loads((Path(__file__).parent / "data" / "deploy_plan.json").read_text())
+"""The shape of ``plan --json``: two copies of one layout placed on servers n1 and n3 of a cluster graph."""
 
 
-def test_a_plan_on_a_cluster_graph_pins_each_copy_to_the_servers_of_its_placement(base):
-    (dep,) = answer.from_plan(_plan(base), {"chat": (2000, 400)})
+def test_a_plan_on_a_cluster_graph_pins_each_copy_to_the_servers_of_its_placement():
+    (dep,) = answer.from_plan(PLAN, {"chat": (2000, 400)})
     docs = manifests.manifests("vllm", "chat", engines.commands("vllm", dep))
     hosts = [d["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] for d in docs]
     assert hosts == ["n1", "n3"] and all(d["spec"]["replicas"] == 1 for d in docs)

@@ -185,3 +185,19 @@ def test_a_result_without_the_recipe_id_is_one_line_exit_2(saved, capsys):
     assert main(["validate", "--bench", str(_result(root, roofline_recipe=None))]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "roofline_recipe" in err[0]
+
+
+def test_launch_of_a_plan_json_pins_copies_and_takes_the_lengths_given(tmp_path):
+    plan = Path(__file__).parent / "data" / "deploy_plan.json"
+    args = ["launch", str(plan), "--engine", "sglang", "--isl", "2000", "--osl", "400", "--out", str(tmp_path / "r")]
+    assert main(args) == 0
+    bench = (tmp_path / "r" / "sglang.bench.sh").read_text()
+    assert "--random-input-len 2000 --random-output-len 400" in bench
+    assert "kubernetes.io/hostname: n3" in (tmp_path / "r" / "sglang.k8s.yaml").read_text()
+
+
+def test_a_bad_length_is_one_line_exit_2(saved, tmp_path, capsys):
+    root, _ = saved
+    assert main(["launch", str(root / "run" / "answer.json"), "--isl", "many", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--isl" in err[0]
