@@ -230,7 +230,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "answer", metavar="ANSWER.json", help="a saved answer: --json output, --save-dir answer.json or plan --json"
     )
-    p.add_argument("--engine", metavar="ENGINES", help=ENGINE_HELP + "; dynamo for a disaggregated answer")
+    p.add_argument("--engine", metavar="ENGINES", help=ENGINE_HELP)
     p.add_argument("--out", default="recipes", metavar="DIR", help="folder to write the recipes into")
     p.add_argument(
         "--emit-point",
