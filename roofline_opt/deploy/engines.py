@@ -73,14 +73,11 @@ def hf_model(name: str) -> str:
     from roofline_opt import catalog
 
     base, _ = catalog.cards.split_precision_suffix(name)
-    try:
-        aliases = catalog.cards.model_aliases(base)
-    except Exception:  # noqa: BLE001 - a card outside the catalog has no aliases: serve it by its name
-        aliases = []
+    aliases = catalog.cards.model_aliases(base)  # none for a card outside the catalog: served by its name
     return next((a for a in aliases if "/" in a), base)
 
 
-def memory_fraction(dep: Deployment, gpu: str) -> float:
+def memory_fraction(dep: Deployment) -> float:
     """Share of each device's HBM the answer plans to use: its usable capacity over the HBM of the accelerator those
     figures are for (the decoding one), the same share on every accelerator of the answer (a preset setting)."""
     from roofline_opt import catalog
@@ -147,7 +144,7 @@ def vllm(dep: Deployment, inst: Instance, engine: str = "vllm") -> Command:
             {"method": "mtp"} if _draft_is_mtp(dep) else {"method": "draft_model", "model": hf_model(dep.draft or "")}
         )
         s.append(("--speculative-config", {**spec, "num_speculative_tokens": dep.gamma}))
-    s += [("--gpu-memory-utilization", memory_fraction(dep, inst.gpu)), ("--max-model-len", dep.max_model_len)]
+    s += [("--gpu-memory-utilization", memory_fraction(dep)), ("--max-model-len", dep.max_model_len)]
     if inst.n_gpus > gpus_per_node(inst.gpu):  # over the Ray cluster the LeaderWorkerSet's leader heads
         s.append(("--data-parallel-backend" if inst.dp_attention else "--distributed-executor-backend", "ray"))
     if engine == "dynamo":
@@ -198,7 +195,7 @@ def sglang(dep: Deployment, inst: Instance) -> Command:
             ("--speculative-eagle-topk", 1),
             ("--speculative-num-draft-tokens", dep.gamma + 1),
         ]
-    s += [("--mem-fraction-static", memory_fraction(dep, inst.gpu)), ("--context-length", dep.max_model_len)]
+    s += [("--mem-fraction-static", memory_fraction(dep)), ("--context-length", dep.max_model_len)]
     if inst.role != "agg":
         s += [("--disaggregation-mode", inst.role), ("--disaggregation-transfer-backend", "nixl")]
     return Command(
