@@ -51,9 +51,9 @@ def _size_text(n_bytes: int) -> str:
 def read_text(path: str | os.PathLike[str], field: str, max_bytes: int, what: str = "this file") -> str:
     """The UTF-8 text of ``path``, at most ``max_bytes`` long (devices and FIFOs are read up to the cap only)."""
     path = Path(path)
-    if path.is_dir():
-        raise InvalidInput(field, f"cannot be read: {str(path)!r} is a folder")
     try:
+        if path.is_dir():
+            raise InvalidInput(field, f"cannot be read: {str(path)!r} is a folder")
         data = _read_at_most(path, max_bytes + 1)
     except OSError as exc:
         raise InvalidInput(field, f"cannot be read: {exc.strerror or exc}") from exc
@@ -70,11 +70,47 @@ def read_text(path: str | os.PathLike[str], field: str, max_bytes: int, what: st
     return text
 
 
+_inputs_read: dict[tuple[int, int], str] | None = None
+"""(device, inode) -> path of every regular file read while ``inputs_tracked`` is active; None when it is not."""
+
+
+@contextlib.contextmanager
+def inputs_tracked() -> Iterator[None]:
+    """Remember every regular file read (``read_text``) while active, so that no output replaces one of them
+    (``write_output`` and ``check_destination`` refuse it, through links too): a command's inputs are never
+    overwritten by its own outputs."""
+    global _inputs_read
+    previous, _inputs_read = _inputs_read, {}
+    try:
+        yield
+    finally:
+        _inputs_read = previous
+
+
+def _refuse_input(path: Path, field: str, inputs: Iterable[str | os.PathLike[str] | None] = ()) -> None:
+    """InvalidInput if ``path`` is (through links) one of ``inputs`` or a file read while inputs are tracked."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return  # a new path is nobody's input
+    known = dict(_inputs_read or {})
+    for source in inputs:
+        with contextlib.suppress(OSError, TypeError, ValueError):
+            if source is not None:
+                other = os.stat(source)
+                known.setdefault((other.st_dev, other.st_ino), str(source))
+    if stat.S_ISREG(info.st_mode) and (source := known.get((info.st_dev, info.st_ino))) is not None:
+        raise InvalidInput(field, f"must not be the input file {source!r}: it would be overwritten")
+
+
 def _read_at_most(path: Path, limit: int) -> bytes | None:
     """Up to ``limit`` bytes of ``path``; None for a FIFO nobody writes to (reading it would wait forever)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and _inputs_read is not None:
+            _inputs_read.setdefault((info.st_dev, info.st_ino), str(path))
+        if stat.S_ISFIFO(info.st_mode):
             try:
                 first = os.read(fd, limit)
             except BlockingIOError:  # a writer is connected and has not written yet
@@ -319,16 +355,32 @@ def _check_csv_shape(text: str, path: Path, field: str, required: Sequence[str],
 # ----------------------------------------------------------------------------------------------- writing
 
 
+_stopped = [False]
+"""Whether the run was interrupted: set by the CLI's signal handler (see stop_writing)."""
+
+
+def stop_writing(stop: bool = True) -> None:
+    """From now on (until called with ``False``) every output write raises KeyboardInterrupt instead of writing: a run
+    a signal reached writes nothing, even when a library swallowed the KeyboardInterrupt the signal raised."""
+    _stopped[0] = stop
+
+
+def _check_not_stopped() -> None:
+    if _stopped[0]:
+        raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM while a few renames complete, then deliver them to the previous handlers: no
+    """Hold SIGINT, SIGTERM and SIGHUP while a few renames complete, then deliver them to the previous handlers: no
     half-moved output."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[int] = []
     previous = {
-        s: signal.signal(s, lambda signum, _frame: caught.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)
+        s: signal.signal(s, lambda signum, _frame: caught.append(signum))
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     }
     try:
         yield
@@ -362,8 +414,10 @@ def _kind(mode: int) -> str | None:
     return None
 
 
-SYSTEM_PREFIXES = ("/dev/", "/proc/")
-"""Paths under these folders (``/dev/stdout``, ``/proc/self/fd/1``) are written through, never replaced."""
+DESCRIPTOR_PREFIXES = ("/dev/fd/", "/proc/")
+"""Paths under these folders (``/dev/fd/1``, ``/proc/self/fd/1``), ``/dev/stdout`` and links to them name an open
+descriptor: written through, never replaced (a regular file under ``/dev/shm`` is an ordinary file)."""
+MAX_LINK_HOPS = 40
 
 
 _OWN_FD = re.compile(r"/(?:proc/self|dev)/fd/(\d+)")
@@ -375,6 +429,21 @@ def _own_descriptor(path: Path) -> int | None:
     text = os.path.abspath(path)
     match = _OWN_FD.fullmatch(text)
     return int(match.group(1)) if match else _STANDARD_STREAMS.get(text)
+
+
+def _names_a_descriptor(path: Path) -> bool:
+    """Whether ``path``, or a symlink on the way to its target, names an open descriptor (``/dev/stdout``, ``/dev/fd/N``,
+    ``/proc/...``): such a path is written through, so that ``--csv /dev/stdout > file`` writes into the file."""
+    text = os.path.abspath(path)
+    for _ in range(MAX_LINK_HOPS):
+        if text.startswith(DESCRIPTOR_PREFIXES) or text in _STANDARD_STREAMS:
+            return True
+        try:
+            link = os.readlink(text)
+        except OSError:
+            return False
+        text = os.path.normpath(os.path.join(os.path.dirname(text), link))
+    return False
 
 
 def _write_descriptor(fd: int, data: bytes, path: Path, field: str) -> None:
@@ -426,6 +495,7 @@ def _replace_atomically(path: Path, write: Any, field: str, mode: int | None) ->
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp_name, mode if mode is not None else 0o666 & ~_umask())
+        _check_not_stopped()
         os.replace(tmp_name, path)
         tmp_name = None
     except OSError as exc:
@@ -439,7 +509,8 @@ def _replace_atomically(path: Path, write: Any, field: str, mode: int | None) ->
 def write_output(path: str | os.PathLike[str], write: Any, field: str) -> None:
     """Produce an output file with ``write(binary_file)``. A regular file (or a new path, or a symlink's regular
     target) is replaced atomically; a character device or FIFO is written through; a folder, block device or socket
-    is refused. A symlink stays a symlink."""
+    is refused. A symlink stays a symlink. An output that is one of the run's inputs (see inputs_tracked) is refused."""
+    _check_not_stopped()
     path = Path(path)
     try:
         info = os.stat(path)  # what the path is, through any symlinks
@@ -450,7 +521,8 @@ def write_output(path: str | os.PathLike[str], write: Any, field: str) -> None:
     special = info is not None and not stat.S_ISREG(info.st_mode)
     if special and _kind(info.st_mode) is not None:
         raise _cannot(field, path, _kind(info.st_mode))
-    if special or (info is not None and os.path.abspath(path).startswith(SYSTEM_PREFIXES)):
+    _refuse_input(path, field)
+    if special or (info is not None and _names_a_descriptor(path)):
         import io
 
         buffer = io.BytesIO()
@@ -462,7 +534,7 @@ def write_output(path: str | os.PathLike[str], write: Any, field: str) -> None:
             _write_through(path, buffer.getvalue(), field, append=not special)
         return
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    if not target.parent.is_dir():
+    if not os.path.isdir(target.parent):
         raise _cannot(field, path, os.strerror(errno.ENOENT))
     _replace_atomically(target, write, field, None if info is None else stat.S_IMODE(info.st_mode))
 
@@ -518,15 +590,17 @@ def check_destination(
     device or socket, one of the run's ``inputs``, or an extension outside ``formats``; lets a command refuse before
     hours of work and leave no partial output."""
     path = Path(path)
-    if path.exists():
-        kind = _kind(os.stat(path).st_mode)
-        if kind is not None:
-            raise _cannot(field, path, kind)
-        for source in inputs:
-            if source is not None and Path(source).exists() and os.path.samefile(path, source):
-                raise InvalidInput(field, f"must not be the input file {str(source)!r}: it would be overwritten")
-    elif not Path(os.path.realpath(path)).parent.is_dir():
-        raise _cannot(field, path, os.strerror(errno.ENOENT))
+    try:
+        exists = path.exists()
+        if exists:
+            kind = _kind(os.stat(path).st_mode)
+            if kind is not None:
+                raise _cannot(field, path, kind)
+            _refuse_input(path, field, inputs)
+        elif not Path(os.path.realpath(path)).parent.is_dir():
+            raise _cannot(field, path, os.strerror(errno.ENOENT))
+    except OSError as exc:  # a name too long, a loop of links, a folder one may not enter
+        raise _cannot(field, path, exc) from exc
     if formats is not None:
         formats = tuple(formats)
         if _format(path, formats) not in formats:
@@ -573,6 +647,7 @@ def output_folder(path: str | os.PathLike[str], field: str = "--out") -> Iterato
     try:
         yield staging
         with signals_deferred():
+            _check_not_stopped()
             _move_into(staging, out, field)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
