@@ -432,8 +432,8 @@ def _own_descriptor(path: Path) -> int | None:
 
 
 def _names_a_descriptor(path: Path) -> bool:
-    """Whether ``path``, or a symlink on the way to its target, names an open descriptor (``/dev/stdout``, ``/dev/fd/N``,
-    ``/proc/...``): such a path is written through, so that ``--csv /dev/stdout > file`` writes into the file."""
+    """Whether ``path``, or a symlink on the way to its target, names an open descriptor (``/dev/stdout``,
+    ``/dev/fd/N``, ``/proc/...``): such a path is written through, so ``--csv /dev/stdout > file`` writes into file."""
     text = os.path.abspath(path)
     for _ in range(MAX_LINK_HOPS):
         if text.startswith(DESCRIPTOR_PREFIXES) or text in _STANDARD_STREAMS:

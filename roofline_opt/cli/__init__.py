@@ -2,7 +2,8 @@
 
 Exit codes: 0 answered, 1 a well-formed question nobody can answer (infeasible), 2 bad input (or an output that cannot
 be written, standard output closed or full), 3 solver failure, 4 internal error (a bug: the message asks to report
-it), 130 interrupted by SIGINT, 143 by SIGTERM, 129 by SIGHUP (handled like SIGTERM). Each sub-command lives in its own module of this package and registers itself through ``add_parser``.
+it), 130 interrupted by SIGINT, 143 by SIGTERM, 129 by SIGHUP (handled like SIGTERM). Each sub-command lives in its
+own module of this package and registers itself through ``add_parser``.
 
 May import: every layer below (api, fidelity, report, topology, catalog, physics, base modules). Nothing imports
 the CLI but ``roofline_opt.__main__``.
