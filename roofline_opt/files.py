@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from roofline_opt.checks import NumericText
 from roofline_opt.errors import InvalidInput
 
 MiB = 1 << 20
@@ -42,6 +43,22 @@ FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
 # ----------------------------------------------------------------------------------------------- reading
+
+
+_DECIMAL_INT = r"^[-+]?(?:0|[1-9][0-9]*)$"
+_DECIMAL_FLOAT = r"^[-+]?(?:[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+|\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+"""The numbers YAML files are read with: ASCII decimals (``8``, ``-1.5``, ``1e3``, ``.inf``), not YAML 1.1's
+hexadecimal, octal (``010000``), sexagesimal (``1:08:16``) or digit-separated (``4_096``) integers."""
+_LOOKS_NUMERIC = re.compile(
+    r"[-+]?(?:[0-9][0-9_]*(?::[0-5]?[0-9])*(?:\.[0-9_]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?0[xX][0-9a-fA-F_]+|[-+]?0[oO][0-7_]+|[-+]?0[bB][01_]+|[-+]?\.(?:inf|nan)",
+    re.ASCII | re.IGNORECASE,
+)
+"""Text that reads as a number to a person or to YAML 1.1: refused where a YAML file gives it as text."""
+NOT_DECIMAL = (
+    "must be an ASCII decimal number (4096, 1.5e3), or quoted if it is text: YAML 1.1 reads {value!r} as a "
+    "hexadecimal, octal, sexagesimal or digit-separated number, which this reader does not."
+)
 
 
 def _size_text(n_bytes: int) -> str:
@@ -187,7 +204,8 @@ def _yaml_loader(c_parser: bool = True) -> type:
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: dict[Any, int] = {}
-            for key_node, _ in node.value:
+            for key_node, value_node in node.value:
+                _refuse_numeric_text(key_node, value_node)
                 if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
                     key = self.construct_object(key_node)
                     line = key_node.start_mark.line + 1
@@ -197,22 +215,50 @@ def _yaml_loader(c_parser: bool = True) -> type:
                     seen[key] = line
             return super().construct_mapping(node, deep)
 
+    def _refuse_numeric_text(key_node: Any, value_node: Any) -> None:
+        """A plain value (or list item) YAML 1.1 would read as a non-decimal number: refused naming its key."""
+        items = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        for item in items:
+            text = item.value.strip() if isinstance(item, yaml.ScalarNode) and not item.style else ""
+            decimal = re.match(_DECIMAL_INT, text) or re.match(_DECIMAL_FLOAT, text)
+            if item.tag == "tag:yaml.org,2002:str" and _LOOKS_NUMERIC.fullmatch(text) and not decimal:
+                raise _Refused(NOT_DECIMAL.format(value=item.value), key=str(key_node.value))
+
+    def construct_text(constructor: Any, node: Any) -> str:
+        """A text value; text spelling a number (quoted, !!str) is marked so that number fields refuse it."""
+        text = constructor.construct_scalar(node)
+        return NumericText(text) if _LOOKS_NUMERIC.fullmatch(text.strip()) else text
+
+    class DecimalResolver(Resolver):
+        """YAML 1.1's implicit types with numbers read as ASCII decimals only."""
+
+    numeric = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+    DecimalResolver.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag not in numeric]
+        for first, resolvers in Resolver.yaml_implicit_resolvers.items()
+    }
+    DecimalResolver.add_implicit_resolver(numeric[0], re.compile(_DECIMAL_INT), list("-+0123456789"))
+    DecimalResolver.add_implicit_resolver(numeric[1], re.compile(_DECIMAL_FLOAT), list("-+0123456789."))
+
     if c_parser and getattr(yaml, "__with_libyaml__", False):
         from yaml._yaml import CParser
 
-        class CBoundedLoader(Bounds, Composer, CParser, SafeConstructor, Resolver):
+        class CBoundedLoader(Bounds, Composer, CParser, SafeConstructor, DecimalResolver):
             """libyaml's events, composed by PyYAML's Composer (ahead of CParser's own, which checks nothing)."""
 
             def __init__(self, stream: str) -> None:
                 CParser.__init__(self, stream)
                 Composer.__init__(self)
                 SafeConstructor.__init__(self)
-                Resolver.__init__(self)
+                DecimalResolver.__init__(self)
                 self.sizes: dict[int, int] = {}
 
+        CBoundedLoader.add_constructor("tag:yaml.org,2002:str", construct_text)
         return CBoundedLoader
 
     class BoundedLoader(Bounds, yaml.SafeLoader):
+        yaml_implicit_resolvers = DecimalResolver.yaml_implicit_resolvers
+
         def __init__(self, stream: str) -> None:
             super().__init__(stream)
             self.sizes: dict[int, int] = {}
@@ -223,6 +269,7 @@ def _yaml_loader(c_parser: bool = True) -> type:
                 raise _Refused(f"nests lists and mappings deeper than {MAX_NESTING} levels")
             super().fetch_flow_collection_start(token_class)
 
+    BoundedLoader.add_constructor("tag:yaml.org,2002:str", construct_text)
     return BoundedLoader
 
 

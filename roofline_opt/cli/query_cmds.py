@@ -50,9 +50,10 @@ def _flag_names(fields: tuple[str, ...]) -> Iterator[None]:
     try:
         yield
     except InvalidInput as exc:
-        if exc.field not in fields:
+        head, sep, rest = exc.field.partition(": ")  # "usd_per_gpu_hour: h100-sxm" names the flag and an item
+        if head not in fields:
             raise
-        raise InvalidInput(_flag(exc.field), exc.message) from exc
+        raise InvalidInput(_flag(head) + sep + rest, exc.message) from exc
 
 
 API_FIELDS = (
