@@ -46,7 +46,10 @@ FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
 _DECIMAL_INT = r"^[-+]?(?:0|[1-9][0-9]*)$"
-_DECIMAL_FLOAT = r"^[-+]?(?:[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+|\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+_DECIMAL_FLOAT = (
+    r"^[-+]?(?:[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+"
+    r"|\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
 """The numbers YAML files are read with: ASCII decimals (``8``, ``-1.5``, ``1e3``, ``.inf``), not YAML 1.1's
 hexadecimal, octal (``010000``), sexagesimal (``1:08:16``) or digit-separated (``4_096``) integers."""
 _LOOKS_NUMERIC = re.compile(
