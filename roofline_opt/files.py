@@ -389,6 +389,11 @@ def _check_csv_shape(text: str, path: Path, field: str, required: Sequence[str],
                 raise InvalidInput(field, f"{path} line {number} has more than {MAX_CSV_COLUMNS} fields")
             if width is None:
                 width = len(row)
+                names = [cell.strip() for cell in row]
+                twice = sorted({name for name in names if name and names.count(name) > 1})
+                if twice:
+                    msg = f"column is given twice in the header of {path}: give each column once"
+                    raise InvalidInput(f"{field}: {twice[0]}", msg)
                 missing = [c for c in required if c not in {cell.strip() for cell in row}]
                 if missing:
                     msg = f"column is missing: {field} needs columns {', '.join(required)}"
