@@ -97,11 +97,8 @@ def _cluster(path: str, gpu) -> tuple[object, tuple[GpuSpec, ...], Callable[[Gpu
     """A cluster graph, its accelerator types as effective specs (bandwidths from the graph) and its placement limit."""
     from roofline_opt import topology
 
-    known = {g.name for g in catalog.list_gpus()}
-    if topology.is_inline_spec(path):  # an inline compact mapping, as a fleet file's cluster: may be
-        graph = topology.load_inline_spec(path, "cluster", known)
-    else:
-        graph = topology.load_cluster(catalog.cluster_file(path), known_gpus=known)
+    path = catalog.cluster_file(path)
+    graph = topology.load_cluster(path, known_gpus={g.name for g in catalog.list_gpus()})
     types = sorted(topology.gpu_counts(graph))
     if gpu is not None:
         wanted = {g.name if isinstance(g, GpuSpec) else g for g in _gpus(gpu)}

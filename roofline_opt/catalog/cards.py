@@ -238,6 +238,8 @@ def cluster_file(name_or_path: str, field: str = "cluster") -> str:
     """A cluster given as an existing file, a catalog cluster name (``hgx-h100``) or a catalog-relative path
     (``instances/clusters/hgx-h100.yaml``, found in the packaged catalog when not in the current folder)."""
     text = str(name_or_path)
+    if text.lstrip().startswith("{") and not os.path.isfile(text):
+        return text  # an inline compact mapping (``{nodes: 2, node_type: hgx-h100}``): topology.load_cluster reads it
     if Path(found := data_file(text)).expanduser().is_file():
         return found
     index = _card_index(CLUSTERS_SUBDIR, CLUSTER_SUFFIXES)

@@ -110,7 +110,10 @@ def load_inline_spec(text: str, field: str, known_gpus: Collection[str] | None =
 
 
 def load_cluster(path: str | os.PathLike[str], known_gpus: Collection[str] | None = None) -> nx.Graph:
-    """Read and validate a cluster file (.graphml, .json node-link, .yaml/.yml compact form)."""
+    """Read and validate a cluster file (.graphml, .json node-link, .yaml/.yml compact form) or an inline compact
+    mapping (see is_inline_spec)."""
+    if is_inline_spec(path):
+        return load_inline_spec(str(path), "cluster", known_gpus)
     path = Path(path)
     source = str(path)
     reader = _READERS.get(path.suffix.lower())
