@@ -483,3 +483,10 @@ def test_fastest_takes_an_inline_cluster_spec_longer_than_a_file_name(capsys):
 
     assert (code, err) == (EXIT_OK, "")
     assert json.loads(text)["gpu"] in {"h100-sxm", "a100-80gb"}
+
+
+def test_cluster_show_takes_an_inline_spec_longer_than_a_file_name(capsys):
+    code, text, err = run(capsys, "cluster", "show", INLINE_SPEC)
+
+    assert (code, err) == (EXIT_OK, "")
+    assert "48 gpu" in text.splitlines()[0]
