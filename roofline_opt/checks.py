@@ -20,6 +20,14 @@ _SHOWN = reprlib.Repr()
 _SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 3, 60, 60, 40
 
 
+class NumericText(str):
+    """Text from a file that spells a number but was written as text (``'4'``, ``"4096"``, ``!!str 4096``): it stays
+    text, and number fields refuse it instead of reading a number the file did not give as one."""
+
+
+_QUOTED = " (a number written as text, quoted or !!str: write it unquoted)"
+
+
 def shown(value: Any) -> str:
     """``repr(value)`` bounded in size and time (nested and aliased values are cut short): for error messages."""
     return _SHOWN.repr(value)
@@ -28,7 +36,7 @@ def shown(value: Any) -> str:
 def _number(value: Any) -> float | None:
     """``value`` as a float if it is a real number or a string spelling one in ASCII, else None (bools are not
     numbers; integers too large for a float are infinite)."""
-    if isinstance(value, bool):
+    if isinstance(value, bool | NumericText):
         return None
     if isinstance(value, Integral):
         return float(value) if abs(value) < 2**1023 else math.copysign(math.inf, value)
@@ -57,7 +65,7 @@ def positive_int(field: str, value: Any, *, minimum: int = 1, maximum: int = MAX
         wanted = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
         if converted is not None and converted > maximum:
             wanted = f"at most {maximum:,}" if minimum == 1 else f"an integer in {minimum}..{maximum:,}"
-        msg = f"must be {wanted}. Got {shown(value)} instead."
+        msg = f"must be {wanted}. Got {shown(value)} instead{_QUOTED if isinstance(value, NumericText) else ''}."
         raise InvalidInput(field, msg)
     return converted
 
@@ -74,7 +82,7 @@ def positive_float(
         if not bad:
             low = f">= {minimum:g}" if minimum > 0 or allow_zero else "> 0"
             wanted = f"a number {low} and <= {maximum:g}"
-        msg = f"must be {wanted}. Got {shown(value)} instead."
+        msg = f"must be {wanted}. Got {shown(value)} instead{_QUOTED if isinstance(value, NumericText) else ''}."
         raise InvalidInput(field, msg)
     return number
 

@@ -1,12 +1,11 @@
-"""User files in and out: bounded reads (size, nesting, aliases, duplicate keys, rows) and writes that appear whole or
-not at all, written through to what a path is (a device, a FIFO, a symlink's target) and never replacing it."""
+"""User files in and out: bounded reads (size, rows; YAML and JSON parsed by ``documents``) and writes that appear
+whole or not at all, written through to what a path is (a device, a FIFO, a symlink's target) and never replacing
+it (nor an input of the run)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import functools
-import json
 import os
 import re
 import shutil
@@ -18,6 +17,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from roofline_opt.documents import MAX_NESTING as MAX_NESTING
+from roofline_opt.documents import MAX_YAML_ALIASES as MAX_YAML_ALIASES
+from roofline_opt.documents import MAX_YAML_VALUES as MAX_YAML_VALUES
+from roofline_opt.documents import load_json as load_json
+from roofline_opt.documents import load_yaml as load_yaml
 from roofline_opt.errors import InvalidInput
 
 MiB = 1 << 20
@@ -31,12 +35,6 @@ MAX_CSV_ROWS = 10_000
 """Most data rows of a CSV read (--from-csv, --measured; --observed has its own, smaller cap)."""
 MAX_CSV_COLUMNS = 256
 """Most fields in one CSV line."""
-MAX_NESTING = 64
-"""Deepest nesting of lists and mappings in a YAML or JSON file."""
-MAX_YAML_ALIASES = 100
-"""Most alias uses (``*name``) in a YAML file."""
-MAX_YAML_VALUES = 100_000
-"""Most values a YAML file may expand to once its aliases are resolved (an alias bomb expands to billions)."""
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 """Text cells starting with one of these are read as formulas by spreadsheets; CSV output prefixes them with '."""
 
@@ -51,9 +49,9 @@ def _size_text(n_bytes: int) -> str:
 def read_text(path: str | os.PathLike[str], field: str, max_bytes: int, what: str = "this file") -> str:
     """The UTF-8 text of ``path``, at most ``max_bytes`` long (devices and FIFOs are read up to the cap only)."""
     path = Path(path)
-    if path.is_dir():
-        raise InvalidInput(field, f"cannot be read: {str(path)!r} is a folder")
     try:
+        if path.is_dir():
+            raise InvalidInput(field, f"cannot be read: {str(path)!r} is a folder")
         data = _read_at_most(path, max_bytes + 1)
     except OSError as exc:
         raise InvalidInput(field, f"cannot be read: {exc.strerror or exc}") from exc
@@ -70,11 +68,47 @@ def read_text(path: str | os.PathLike[str], field: str, max_bytes: int, what: st
     return text
 
 
+_inputs_read: dict[tuple[int, int], str] | None = None
+"""(device, inode) -> path of every regular file read while ``inputs_tracked`` is active; None when it is not."""
+
+
+@contextlib.contextmanager
+def inputs_tracked() -> Iterator[None]:
+    """Remember every regular file read (``read_text``) while active, so that no output replaces one of them
+    (``write_output`` and ``check_destination`` refuse it, through links too): a command's inputs are never
+    overwritten by its own outputs."""
+    global _inputs_read
+    previous, _inputs_read = _inputs_read, {}
+    try:
+        yield
+    finally:
+        _inputs_read = previous
+
+
+def _refuse_input(path: Path, field: str, inputs: Iterable[str | os.PathLike[str] | None] = ()) -> None:
+    """InvalidInput if ``path`` is (through links) one of ``inputs`` or a file read while inputs are tracked."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return  # a new path is nobody's input
+    known = dict(_inputs_read or {})
+    for source in inputs:
+        with contextlib.suppress(OSError, TypeError, ValueError):
+            if source is not None:
+                other = os.stat(source)
+                known.setdefault((other.st_dev, other.st_ino), str(source))
+    if stat.S_ISREG(info.st_mode) and (source := known.get((info.st_dev, info.st_ino))) is not None:
+        raise InvalidInput(field, f"must not be the input file {source!r}: it would be overwritten")
+
+
 def _read_at_most(path: Path, limit: int) -> bytes | None:
     """Up to ``limit`` bytes of ``path``; None for a FIFO nobody writes to (reading it would wait forever)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and _inputs_read is not None:
+            _inputs_read.setdefault((info.st_dev, info.st_ino), str(path))
+        if stat.S_ISFIFO(info.st_mode):
             try:
                 first = os.read(fd, limit)
             except BlockingIOError:  # a writer is connected and has not written yet
@@ -96,169 +130,6 @@ def _read_at_most(path: Path, limit: int) -> bytes | None:
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-class _Refused(Exception):
-    """A structural limit of a YAML or JSON file was exceeded; ``key`` names the field when there is one."""
-
-    def __init__(self, message: str, key: str | None = None) -> None:
-        super().__init__(message)
-        self.key = key
-
-
-@functools.cache
-def _yaml_loader(c_parser: bool = True) -> type:
-    """A safe YAML loader that refuses deep nesting, alias bombs and duplicate keys (PyYAML imported on use).
-
-    With libyaml (``c_parser``, when PyYAML has it) the text is scanned and parsed in C, about ten times faster on a
-    card; composing nodes and constructing values stay in Python, where the limits below are checked as each node is
-    composed, so a hostile file is refused the same way by either parser.
-    """
-    import yaml
-    from yaml.composer import Composer
-    from yaml.constructor import SafeConstructor
-    from yaml.resolver import Resolver
-
-    class Bounds:
-        """The limits, checked while composing and constructing (a mixin over a PyYAML parser)."""
-
-        depth, aliases, values = 0, 0, 0
-
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                self.aliases += 1
-                if self.aliases > MAX_YAML_ALIASES:
-                    raise _Refused(f"uses more than {MAX_YAML_ALIASES} aliases (*name)")
-                node = super().compose_node(parent, index)
-                self._count(self.sizes.get(id(node), 1))
-                return node
-            self.depth += 1
-            if self.depth > MAX_NESTING:
-                raise _Refused(f"nests lists and mappings deeper than {MAX_NESTING} levels")
-            try:
-                before = self.values
-                node = super().compose_node(parent, index)
-                self._count(1)
-                self.sizes[id(node)] = self.values - before
-                return node
-            finally:
-                self.depth -= 1
-
-        def _count(self, n: int) -> None:
-            self.values += n
-            if self.values > MAX_YAML_VALUES:
-                raise _Refused(f"expands to more than {MAX_YAML_VALUES} values (through its aliases)")
-
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            seen: dict[Any, int] = {}
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-                    key = self.construct_object(key_node)
-                    line = key_node.start_mark.line + 1
-                    if key in seen:
-                        msg = f"is given twice (lines {seen[key]} and {line}): give each key once"
-                        raise _Refused(msg, key=str(key))
-                    seen[key] = line
-            return super().construct_mapping(node, deep)
-
-    if c_parser and getattr(yaml, "__with_libyaml__", False):
-        from yaml._yaml import CParser
-
-        class CBoundedLoader(Bounds, Composer, CParser, SafeConstructor, Resolver):
-            """libyaml's events, composed by PyYAML's Composer (ahead of CParser's own, which checks nothing)."""
-
-            def __init__(self, stream: str) -> None:
-                CParser.__init__(self, stream)
-                Composer.__init__(self)
-                SafeConstructor.__init__(self)
-                Resolver.__init__(self)
-                self.sizes: dict[int, int] = {}
-
-        return CBoundedLoader
-
-    class BoundedLoader(Bounds, yaml.SafeLoader):
-        def __init__(self, stream: str) -> None:
-            super().__init__(stream)
-            self.sizes: dict[int, int] = {}
-
-        def fetch_flow_collection_start(self, token_class: Any) -> None:
-            # the scanner looks ahead over a whole flow collection: refuse deep [[[... before that costs seconds
-            if self.flow_level >= MAX_NESTING:
-                raise _Refused(f"nests lists and mappings deeper than {MAX_NESTING} levels")
-            super().fetch_flow_collection_start(token_class)
-
-    return BoundedLoader
-
-
-def _refusal(source: str, exc: _Refused) -> InvalidInput:
-    return InvalidInput(source if exc.key is None else f"{source}: {exc.key}", str(exc))
-
-
-def load_yaml(text: str, source: str) -> Any:
-    """Parse YAML safely (no Python tags) within MAX_NESTING, MAX_YAML_ALIASES and MAX_YAML_VALUES, without
-    duplicate keys; any problem is one InvalidInput naming ``source`` (and the key).
-
-    libyaml parses first; text it rejects is parsed again by PyYAML's own parser, whose verdict (a value or the
-    message naming the line, the same wording whether or not libyaml is installed) is the answer.
-    """
-    import yaml
-
-    try:
-        try:
-            return _parse_yaml(text, c_parser=True)
-        except (yaml.YAMLError, ValueError, RecursionError):
-            return _parse_yaml(text, c_parser=False)  # PyYAML's own parser words the message
-    except _Refused as exc:
-        raise _refusal(source, exc) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise InvalidInput(source, f"is not valid YAML: {getattr(exc, 'problem', None) or exc}{where}") from None
-    except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, a pathological document
-        raise InvalidInput(source, f"is not valid YAML: {exc or type(exc).__name__}") from None
-
-
-def _parse_yaml(text: str, c_parser: bool) -> Any:
-    loader = _yaml_loader(c_parser)(text)  # the reader already refuses control characters
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
-
-
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_JSON_BRACKET = re.compile(r"[\[\]{}]")
-
-
-def _check_json_nesting(text: str) -> None:
-    """Refuse JSON nested deeper than MAX_NESTING before the (recursive) decoder sees it."""
-    depth = 0
-    for match in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
-        depth += 1 if match.group() in "[{" else -1
-        if depth > MAX_NESTING:
-            raise _Refused(f"nests lists and objects deeper than {MAX_NESTING} levels")
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Refused("is given twice in one object: give each key once", key=key)
-        out[key] = value
-    return out
-
-
-def load_json(text: str, source: str) -> Any:
-    """Parse JSON within MAX_NESTING and without duplicate keys; any problem is one InvalidInput naming ``source``."""
-    try:
-        _check_json_nesting(text)
-        return json.loads(text, object_pairs_hook=_unique_pairs)
-    except _Refused as exc:
-        raise _refusal(source, exc) from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(source, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
-    except (ValueError, RecursionError) as exc:
-        raise InvalidInput(source, f"is not valid JSON: {exc or type(exc).__name__}") from None
 
 
 def read_csv_cells(
@@ -303,6 +174,11 @@ def _check_csv_shape(text: str, path: Path, field: str, required: Sequence[str],
                 raise InvalidInput(field, f"{path} line {number} has more than {MAX_CSV_COLUMNS} fields")
             if width is None:
                 width = len(row)
+                names = [cell.strip() for cell in row]
+                twice = sorted({name for name in names if name and names.count(name) > 1})
+                if twice:
+                    msg = f"column is given twice in the header of {path}: give each column once"
+                    raise InvalidInput(f"{field}: {twice[0]}", msg)
                 missing = [c for c in required if c not in {cell.strip() for cell in row}]
                 if missing:
                     msg = f"column is missing: {field} needs columns {', '.join(required)}"
@@ -319,16 +195,32 @@ def _check_csv_shape(text: str, path: Path, field: str, required: Sequence[str],
 # ----------------------------------------------------------------------------------------------- writing
 
 
+_stopped = [False]
+"""Whether the run was interrupted: set by the CLI's signal handler (see stop_writing)."""
+
+
+def stop_writing(stop: bool = True) -> None:
+    """From now on (until called with ``False``) every output write raises KeyboardInterrupt instead of writing: a run
+    a signal reached writes nothing, even when a library swallowed the KeyboardInterrupt the signal raised."""
+    _stopped[0] = stop
+
+
+def _check_not_stopped() -> None:
+    if _stopped[0]:
+        raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM while a few renames complete, then deliver them to the previous handlers: no
+    """Hold SIGINT, SIGTERM and SIGHUP while a few renames complete, then deliver them to the previous handlers: no
     half-moved output."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[int] = []
     previous = {
-        s: signal.signal(s, lambda signum, _frame: caught.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)
+        s: signal.signal(s, lambda signum, _frame: caught.append(signum))
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     }
     try:
         yield
@@ -362,8 +254,10 @@ def _kind(mode: int) -> str | None:
     return None
 
 
-SYSTEM_PREFIXES = ("/dev/", "/proc/")
-"""Paths under these folders (``/dev/stdout``, ``/proc/self/fd/1``) are written through, never replaced."""
+DESCRIPTOR_PREFIXES = ("/dev/fd/", "/proc/")
+"""Paths under these folders (``/dev/fd/1``, ``/proc/self/fd/1``), ``/dev/stdout`` and links to them name an open
+descriptor: written through, never replaced (a regular file under ``/dev/shm`` is an ordinary file)."""
+MAX_LINK_HOPS = 40
 
 
 _OWN_FD = re.compile(r"/(?:proc/self|dev)/fd/(\d+)")
@@ -375,6 +269,21 @@ def _own_descriptor(path: Path) -> int | None:
     text = os.path.abspath(path)
     match = _OWN_FD.fullmatch(text)
     return int(match.group(1)) if match else _STANDARD_STREAMS.get(text)
+
+
+def _names_a_descriptor(path: Path) -> bool:
+    """Whether ``path``, or a symlink on the way to its target, names an open descriptor (``/dev/stdout``,
+    ``/dev/fd/N``, ``/proc/...``): such a path is written through, so ``--csv /dev/stdout > file`` writes into file."""
+    text = os.path.abspath(path)
+    for _ in range(MAX_LINK_HOPS):
+        if text.startswith(DESCRIPTOR_PREFIXES) or text in _STANDARD_STREAMS:
+            return True
+        try:
+            link = os.readlink(text)
+        except OSError:
+            return False
+        text = os.path.normpath(os.path.join(os.path.dirname(text), link))
+    return False
 
 
 def _write_descriptor(fd: int, data: bytes, path: Path, field: str) -> None:
@@ -426,6 +335,7 @@ def _replace_atomically(path: Path, write: Any, field: str, mode: int | None) ->
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp_name, mode if mode is not None else 0o666 & ~_umask())
+        _check_not_stopped()
         os.replace(tmp_name, path)
         tmp_name = None
     except OSError as exc:
@@ -439,7 +349,8 @@ def _replace_atomically(path: Path, write: Any, field: str, mode: int | None) ->
 def write_output(path: str | os.PathLike[str], write: Any, field: str) -> None:
     """Produce an output file with ``write(binary_file)``. A regular file (or a new path, or a symlink's regular
     target) is replaced atomically; a character device or FIFO is written through; a folder, block device or socket
-    is refused. A symlink stays a symlink."""
+    is refused. A symlink stays a symlink. An output that is one of the run's inputs (see inputs_tracked) is refused."""
+    _check_not_stopped()
     path = Path(path)
     try:
         info = os.stat(path)  # what the path is, through any symlinks
@@ -450,7 +361,8 @@ def write_output(path: str | os.PathLike[str], write: Any, field: str) -> None:
     special = info is not None and not stat.S_ISREG(info.st_mode)
     if special and _kind(info.st_mode) is not None:
         raise _cannot(field, path, _kind(info.st_mode))
-    if special or (info is not None and os.path.abspath(path).startswith(SYSTEM_PREFIXES)):
+    _refuse_input(path, field)
+    if special or (info is not None and _names_a_descriptor(path)):
         import io
 
         buffer = io.BytesIO()
@@ -462,7 +374,7 @@ def write_output(path: str | os.PathLike[str], write: Any, field: str) -> None:
             _write_through(path, buffer.getvalue(), field, append=not special)
         return
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    if not target.parent.is_dir():
+    if not os.path.isdir(target.parent):
         raise _cannot(field, path, os.strerror(errno.ENOENT))
     _replace_atomically(target, write, field, None if info is None else stat.S_IMODE(info.st_mode))
 
@@ -518,15 +430,17 @@ def check_destination(
     device or socket, one of the run's ``inputs``, or an extension outside ``formats``; lets a command refuse before
     hours of work and leave no partial output."""
     path = Path(path)
-    if path.exists():
-        kind = _kind(os.stat(path).st_mode)
-        if kind is not None:
-            raise _cannot(field, path, kind)
-        for source in inputs:
-            if source is not None and Path(source).exists() and os.path.samefile(path, source):
-                raise InvalidInput(field, f"must not be the input file {str(source)!r}: it would be overwritten")
-    elif not Path(os.path.realpath(path)).parent.is_dir():
-        raise _cannot(field, path, os.strerror(errno.ENOENT))
+    try:
+        exists = path.exists()
+        if exists:
+            kind = _kind(os.stat(path).st_mode)
+            if kind is not None:
+                raise _cannot(field, path, kind)
+            _refuse_input(path, field, inputs)
+        elif not Path(os.path.realpath(path)).parent.is_dir():
+            raise _cannot(field, path, os.strerror(errno.ENOENT))
+    except OSError as exc:  # a name too long, a loop of links, a folder one may not enter
+        raise _cannot(field, path, exc) from exc
     if formats is not None:
         formats = tuple(formats)
         if _format(path, formats) not in formats:
@@ -573,6 +487,7 @@ def output_folder(path: str | os.PathLike[str], field: str = "--out") -> Iterato
     try:
         yield staging
         with signals_deferred():
+            _check_not_stopped()
             _move_into(staging, out, field)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hardening import EVALUATE, SMALL_QUERY, assert_one_line, run
 
-from roofline_opt import files
+from roofline_opt import documents, files
 from roofline_opt.catalog import REPO_ROOT
 from roofline_opt.cli import EXIT_BAD_INPUT
 from roofline_opt.errors import MAX_MESSAGE_CHARS
@@ -147,10 +147,10 @@ def without_libyaml(monkeypatch):
     """PyYAML as installed without libyaml: every document is parsed by its pure-Python parser."""
     import yaml
 
-    files._yaml_loader.cache_clear()
+    documents._yaml_loader.cache_clear()
     monkeypatch.setattr(yaml, "__with_libyaml__", False)
     yield
-    files._yaml_loader.cache_clear()
+    documents._yaml_loader.cache_clear()
 
 
 def _outcome(text: str) -> object:
@@ -175,10 +175,10 @@ def test_libyaml_and_pure_python_parsing_agree_on_every_catalog_card_and_hostile
     cards = sorted((REPO_ROOT / "models").glob("*.yaml")) + sorted((REPO_ROOT / "instances").rglob("*.yaml"))
     texts = [p.read_text() for p in cards] + list(HOSTILE_YAML.values())
     with_c = [_outcome(t) for t in texts]
-    assert files._yaml_loader().__name__ == "CBoundedLoader"  # libyaml did run (PyYAML's wheels carry it)
+    assert documents._yaml_loader().__name__ == "CBoundedLoader"  # libyaml did run (PyYAML's wheels carry it)
     request.getfixturevalue("without_libyaml")
     assert [_outcome(t) for t in texts] == with_c
-    assert files._yaml_loader().__name__ == "BoundedLoader"  # the pure-Python parser did run
+    assert documents._yaml_loader().__name__ == "BoundedLoader"  # the pure-Python parser did run
 
 
 # ----------------------------------------------------------------------------------------------- cluster files

@@ -76,8 +76,10 @@ def data_dirs() -> list[Path]:
 
 
 def _card_index(subdir: Path, suffixes: tuple[str, ...] = CARD_SUFFIXES) -> dict[str, Path]:
-    """Card name (file stem) -> file over every data folder; a user card reusing a name is an error."""
+    """Card name (file stem) -> file over every data folder; a user card reusing a name is an error, and so is a
+    user model or accelerator card that does not load (it is never skipped silently)."""
     index: dict[str, Path] = {}
+    packaged = packaged_root()
     for root in data_dirs():
         folder = root / subdir
         if not folder.is_dir():
@@ -92,7 +94,23 @@ def _card_index(subdir: Path, suffixes: tuple[str, ...] = CARD_SUFFIXES) -> dict
                 )
                 raise InvalidInput(f"{DATA_ENV}: {path}", msg)
             index.setdefault(path.stem, path)
+            if root != packaged and subdir in _USER_CARD_LOADERS:
+                info = path.stat()
+                _check_user_card(subdir, str(path), info.st_mtime_ns, info.st_size)
     return dict(sorted(index.items()))
+
+
+_USER_CARD_LOADERS = {MODELS_SUBDIR: "model", GPUS_SUBDIR: "gpu"}
+
+
+@functools.lru_cache(maxsize=1024)
+def _check_user_card(subdir: Path, path: str, mtime_ns: int, size: int) -> None:
+    """Load a ROOFLINE_OPT_DATA card once per version of the file: a broken one is an error naming it."""
+    loader = load_model if _USER_CARD_LOADERS[subdir] == "model" else load_gpu
+    try:
+        loader(path, field=f"{DATA_ENV}: {path}")
+    except InvalidInput as exc:
+        raise InvalidInput(exc.field, f"{exc.message} (a card of {DATA_ENV}: fix or remove it)") from exc
 
 
 def _nonempty_index(subdir: Path, what: str) -> dict[str, Path]:
@@ -220,6 +238,8 @@ def cluster_file(name_or_path: str, field: str = "cluster") -> str:
     """A cluster given as an existing file, a catalog cluster name (``hgx-h100``) or a catalog-relative path
     (``instances/clusters/hgx-h100.yaml``, found in the packaged catalog when not in the current folder)."""
     text = str(name_or_path)
+    if text.lstrip().startswith("{") and not os.path.isfile(text):
+        return text  # an inline compact mapping (``{nodes: 2, node_type: hgx-h100}``): topology.load_cluster reads it
     if Path(found := data_file(text)).expanduser().is_file():
         return found
     index = _card_index(CLUSTERS_SUBDIR, CLUSTER_SUFFIXES)

@@ -69,6 +69,9 @@ def _hf_get(cfg: dict[str, Any], where: str, keys: tuple[str, ...], default: Any
 
 def _hf_int(cfg: dict[str, Any], where: str, keys: tuple[str, ...], default: Any = _MISSING, minimum: int = 1) -> int:
     key, value = _hf_get(cfg, where, keys, default)
+    if isinstance(value, str):  # config.json gives numbers as JSON numbers: "4096" is text
+        msg = f"must be a JSON number, not text. Got {checks.shown(value)} instead (write it without quotes)."
+        raise InvalidInput(f"{where}: {key}", msg)
     return checks.positive_int(f"{where}: {key}", value, minimum=minimum)
 
 

@@ -101,11 +101,18 @@ def parse_price_overrides(field: str, value: str | Mapping[str, float] | None) -
                 msg = f"must be name=price pairs like h100-sxm=2.5,h200=3.2. Got {item.strip()!r} instead."
                 raise InvalidInput(field, msg)
             pairs.append((name.strip(), price.strip()))
-    return {str(name): checks.positive_float(f"{field}: {name}", price) for name, price in pairs}
+    prices: dict[str, float] = {}
+    for name, price in pairs:
+        if str(name) in prices:
+            raise InvalidInput(f"{field}: {name}", "is given twice: give each accelerator's price once")
+        prices[str(name)] = checks.positive_float(f"{field}: {name}", price)
+    return prices
 
 
 def with_prices(gpus: tuple[GpuSpec, ...], overrides: Mapping[str, float], field: str) -> tuple[GpuSpec, ...]:
-    """The accelerators with overridden hourly prices; an override naming no accelerator of the question is an error."""
+    """The accelerators with overridden hourly prices; an override naming no accelerator of the question is an error.
+    An override equal to the card's price changes nothing (the card keeps its basis), so a saved question that pins
+    the prices it ran with (``--save-dir``) repeats the answer exactly."""
     names = {g.name for g in gpus}
     for name in overrides:
         checks.choice(field, name, names)
@@ -117,7 +124,7 @@ def with_prices(gpus: tuple[GpuSpec, ...], overrides: Mapping[str, float], field
             price_date="",
             price_source=f"{OVERRIDE_BASIS}: {overrides[g.name]:g} $/GPU-hour",
         )  # fmt: skip
-        if g.name in overrides
+        if g.name in overrides and overrides[g.name] != g.usd_per_hour
         else g
         for g in gpus
     )

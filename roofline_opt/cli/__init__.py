@@ -1,8 +1,9 @@
 """Command-line entry point: maps arguments to API calls and our errors to one line plus an exit code.
 
 Exit codes: 0 answered, 1 a well-formed question nobody can answer (infeasible), 2 bad input (or an output that cannot
-be written), 3 solver failure, 4 internal error (a bug: the message asks to report it), 130 interrupted by SIGINT,
-143 by SIGTERM. Each sub-command lives in its own module of this package and registers itself through ``add_parser``.
+be written, standard output closed or full), 3 solver failure, 4 internal error (a bug: the message asks to report
+it), 130 interrupted by SIGINT, 143 by SIGTERM, 129 by SIGHUP (handled like SIGTERM). Each sub-command lives in its
+own module of this package and registers itself through ``add_parser``.
 
 May import: every layer below (api, fidelity, report, topology, catalog, physics, base modules). Nothing imports
 the CLI but ``roofline_opt.__main__``.
@@ -12,17 +13,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure, one_line
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERNAL = 0, 1, 2, 3, 4
-EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
+EXIT_SIGINT, EXIT_SIGTERM, EXIT_SIGHUP = 128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGHUP
+INTERRUPTING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals that end a run as interrupted (exit 128 + the signal): temporary files removed, no output written."""
+REPEAT_RAISE_S = 0.5
+"""A signal this soon after the one that interrupted the run is only remembered (a burst of Ctrl-C never interrupts
+the cleanup or the one-line report); a later one interrupts again (the first may have been swallowed by a library)."""
 
 
 EXAMPLES = """\
@@ -53,7 +61,7 @@ commands, one example each (every flag's default is in `roofline-opt COMMAND --h
 Every figure assumes decoding with 8000 tokens already in each sequence's KV cache (--context) unless told.
 Query commands take --question FILE.yaml (any of their flags) and --save-dir DIR (a folder to repeat the run from).
 Exit codes: 0 answered, 1 no setup answers the question (reason printed), 2 bad input, 3 solver failure,
-4 internal error (please report it), 130/143 interrupted.
+4 internal error (please report it), 130/143/129 interrupted (SIGINT/SIGTERM/SIGHUP).
 """
 
 
@@ -155,27 +163,47 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 _received: list[int] = []
 """Signals received during the running command: one a library swallowed (Pyomo catches broadly while it loads
 HiGHS) still ends the run as interrupted."""
+_last_raise = [-float("inf")]
+"""When the handler last raised KeyboardInterrupt (time.monotonic)."""
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    """SIGINT and SIGTERM alike: remember the signal and raise KeyboardInterrupt, so every cleanup path runs."""
+    """SIGINT, SIGTERM and SIGHUP alike: remember the signal, stop output writing, and raise KeyboardInterrupt so that
+    every cleanup path runs, unless the run was interrupted less than REPEAT_RAISE_S ago (a burst)."""
+    from roofline_opt import files
+
     _received.append(signum)
-    raise KeyboardInterrupt
+    files.stop_writing()
+    now = time.monotonic()
+    if now - _last_raise[0] >= REPEAT_RAISE_S:
+        _last_raise[0] = now
+        raise KeyboardInterrupt
+
+
+def _remember(signum: int, frame: object) -> None:
+    """Outside a command (before main, after it): a signal is remembered, never raised where nothing catches it."""
+    _received.append(signum)
 
 
 @contextlib.contextmanager
 def _signals_interrupt() -> Iterator[None]:
-    """Handle SIGTERM as SIGINT for the duration of a command (main thread only), then restore the handlers."""
+    """Handle SIGTERM and SIGHUP as SIGINT for the duration of a command (main thread only), then restore the
+    handlers."""
+    from roofline_opt import files
+
     _received.clear()
+    _last_raise[0] = -float("inf")
+    files.stop_writing(False)
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, _interrupt) for s in INTERRUPTING_SIGNALS}
     try:
         yield
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        files.stop_writing(False)
 
 
 def _silence_stdout() -> None:
@@ -218,10 +246,24 @@ class _GuardedStdout:
         return getattr(self._stream, name)
 
 
+class _ClosedStdout:
+    """sys.stdout when the process started with descriptor 1 closed (``>&-``): Python made it None and would drop
+    the answer silently; writing to it fails instead."""
+
+    def write(self, text: str) -> int:
+        raise StdoutFailed(OSError(errno.EBADF, "it is closed (redirect it to /dev/null to discard the answer)"))
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
 @contextlib.contextmanager
 def _guarded_stdout() -> Iterator[None]:
     original = sys.stdout
-    sys.stdout = _GuardedStdout(original)  # type: ignore[assignment]
+    sys.stdout = _GuardedStdout(_ClosedStdout() if original is None else original)  # type: ignore[assignment]
     try:
         yield
     finally:
@@ -238,50 +280,105 @@ def _error(kind: str, message: object, code: int) -> int:
     return code
 
 
+def _occupy_closed_standard_descriptors() -> None:
+    """Open the null device on descriptors 0-2 the process started without, so that no file this run opens gets one
+    of them (a library writing to descriptor 1 would write into it); sys.stdout stays None and fails on writing."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                opened = os.open(os.devnull, os.O_RDWR)
+                if opened != fd:
+                    os.dup2(opened, fd)
+                    os.close(opened)
+
+
 def run() -> NoReturn:
-    """The console entry point (and ``python -m roofline_opt``): main's exit code. A run a signal ended leaves through
-    os._exit once its output is flushed: after a KeyboardInterrupt raised inside some library code, CPython can turn
-    the interpreter's exit into death by SIGINT (exit -2) whatever code main returned (1 run in 15 of an interrupted
-    frontier)."""
+    """The console entry point (and ``python -m roofline_opt``): main's exit code. Between commands a signal is only
+    remembered, and a run a signal reached leaves through os._exit once its output is flushed: after a
+    KeyboardInterrupt raised inside some library code, CPython can turn the interpreter's exit into death by SIGINT
+    (exit -2) whatever code main returned (1 run in 15 of an interrupted frontier)."""
+    if threading.current_thread() is threading.main_thread():
+        for s in INTERRUPTING_SIGNALS:
+            signal.signal(s, _remember)
+    _occupy_closed_standard_descriptors()
     code = main()
     if _received:
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
                 stream.flush()
         os._exit(code)
     sys.exit(code)
 
 
+def _named_option(argv: Sequence[str], args: argparse.Namespace | None, filename: object) -> str:
+    """The option (or positional argument) whose value holds ``filename``, for an OS error about that name."""
+    name = str(filename or "")
+    for i, word in enumerate(argv):
+        if not name or (name not in word and word not in name) or not word:
+            continue
+        if word.startswith("--") and "=" in word:
+            return word.split("=", 1)[0]
+        if i > 0 and argv[i - 1].startswith("-") and not argv[i - 1].lstrip("-")[:1].isdigit():
+            return argv[i - 1]
+        for dest, value in vars(args or argparse.Namespace()).items():
+            if value == word:
+                return dest.upper()
+    return "a file name"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; never lets a traceback reach the user: our errors as one line and their exit code, anything
     else as an internal error (exit 4) asking to report it."""
-    with _signals_interrupt(), _guarded_stdout():
-        try:
-            argv = sys.argv[1:] if argv is None else list(argv)
-            parser = build_parser(argv)
-            args = parser.parse_args(argv)
-            if getattr(args, "question", None):
-                from roofline_opt.cli.run_files import apply_question_file
+    from roofline_opt import files
 
-                apply_question_file(args)
-                args = parser.parse_args(argv)
-            code = int(args.func(args) or EXIT_OK)
-            sys.stdout.flush()
-            return _error("interrupted", "", code) if _received else code
-        except InvalidInput as exc:
-            return _error("error", exc, EXIT_BAD_INPUT)
-        except Infeasible as exc:
-            return _error("infeasible", exc, EXIT_INFEASIBLE)
-        except SolverFailure as exc:
-            return _error("solver failure", exc, EXIT_SOLVER)
-        except BrokenPipeError:
-            _silence_stdout()
-            return EXIT_OK
-        except KeyboardInterrupt:
-            return _error("interrupted", "SIGINT", EXIT_SIGINT)
-        except StdoutFailed as exc:
-            _silence_stdout()
-            return _error("error", f"cannot write to standard output: {exc}", EXIT_BAD_INPUT)
-        except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported on one line
-            report = f"{type(exc).__name__}: {exc} (a bug in roofline-opt: please report it with the command)"
-            return _error("internal error", report, EXIT_INTERNAL)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    with _signals_interrupt(), _guarded_stdout(), files.inputs_tracked():
+        try:
+            return _main(argv)
+        except KeyboardInterrupt:  # a later signal while the first one's report was being written
+            return 128 + _received[0] if _received else EXIT_SIGINT
+
+
+def _main(argv: list[str]) -> int:
+    args = None
+    try:
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        if getattr(args, "question", None):
+            from roofline_opt.cli.run_files import apply_question_file
+
+            apply_question_file(args)
+            args = parser.parse_args(argv)
+        code = int(args.func(args) or EXIT_OK)
+        sys.stdout.flush()
+        return _error("interrupted", "", code) if _received else code
+    except InvalidInput as exc:
+        return _error("error", exc, EXIT_BAD_INPUT)
+    except Infeasible as exc:
+        return _error("infeasible", exc, EXIT_INFEASIBLE)
+    except SolverFailure as exc:
+        return _error("solver failure", exc, EXIT_SOLVER)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return _error("interrupted", "SIGINT", EXIT_SIGINT)
+    except StdoutFailed as exc:
+        _silence_stdout()
+        return _error("error", f"cannot write to standard output: {exc}", EXIT_BAD_INPUT)
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            return _internal(exc)
+        option = _named_option(argv, args, exc.filename)
+        what = one_line(repr(str(exc.filename)), 80)
+        msg = f"{option}: a name too long for a file (a path component over 255 characters): {what}"
+        return _error("error", msg, EXIT_BAD_INPUT)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported on one line
+        return _internal(exc)
+
+
+def _internal(exc: BaseException) -> int:
+    report = f"{type(exc).__name__}: {exc} (a bug in roofline-opt: please report it with the command)"
+    return _error("internal error", report, EXIT_INTERNAL)

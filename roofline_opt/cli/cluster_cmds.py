@@ -248,16 +248,16 @@ def run_build(args: argparse.Namespace) -> int:
     from roofline_opt import files, topology
 
     spec = args.spec
-    if not spec.lstrip().startswith("{"):
+    inline = topology.is_inline_spec(spec)
+    if not inline:
         from roofline_opt import catalog
 
         spec = catalog.data_file(spec)
-    files.check_destination(args.out, "--out", inputs=(spec,))
-    if Path(spec).is_file():
+    files.check_destination(args.out, "--out", inputs=() if inline else (spec,))
+    if inline:
+        cluster = topology.load_inline_spec(spec, "SPEC", known_gpu_names())
+    elif Path(spec).is_file():
         cluster = topology.load_cluster(spec, known_gpu_names())
-    elif spec.lstrip().startswith("{"):
-        data = files.load_yaml(spec, "SPEC")
-        cluster = topology.validate_cluster(topology.from_spec(data, "SPEC"), known_gpu_names(), "SPEC")
     else:
         msg = (
             f"must be a cluster file or an inline YAML mapping like '{{nodes: 2, node_type: hgx-h100}}'. Got {spec!r}."

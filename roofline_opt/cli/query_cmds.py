@@ -50,9 +50,10 @@ def _flag_names(fields: tuple[str, ...]) -> Iterator[None]:
     try:
         yield
     except InvalidInput as exc:
-        if exc.field not in fields:
+        head, sep, rest = exc.field.partition(": ")  # "usd_per_gpu_hour: h100-sxm" names the flag and an item
+        if head not in fields:
             raise
-        raise InvalidInput(_flag(exc.field), exc.message) from exc
+        raise InvalidInput(_flag(head) + sep + rest, exc.message) from exc
 
 
 API_FIELDS = (
@@ -172,7 +173,7 @@ def _emit(
         prices = {g.name: g.usd_per_hour for g in question.gpus}
         if args.context is None and question.workload is None:
             args.context = question.context  # with whole requests it stays derived from the lengths
-        run_files.write_run(Path(args.save_dir), args, frame.to_csv(index=False), json_text, prices)
+        run_files.write_run(Path(args.save_dir), args, files.csv_text(frame), json_text, prices)
         if plot is not None:
             plot(str(Path(args.save_dir) / "plot.png"), "--save-dir")
     print(json_text if args.json else text)

@@ -41,13 +41,30 @@ def apply_question_file(args: argparse.Namespace) -> None:
         raise InvalidInput(f"{path}: command", f"must be {args.command!r} for this command. Got {command!r} instead.")
     dests = _dests(parser)
     values: dict[str, Any] = {}
+    spelled: dict[str, Any] = {}
     for key, value in data.items():
         dest = str(key).removeprefix("--").replace("-", "_")
         if dest not in dests:
             options = ", ".join(sorted(d.replace("_", "-") for d in dests))
             raise InvalidInput(f"{path}: {key}", f"is not a flag of {args.command}; valid: {options}")
+        if dest in spelled:
+            msg = f"is the flag {spelled[dest]!r} gives already (another spelling of one key): give each flag once"
+            raise InvalidInput(f"{path}: {key}", msg)
+        spelled[dest] = key
+        _refuse_numeric_text(f"{path}: {key}", value)
         values[dest] = _flag_value(dests[dest], value)
     parser.set_defaults(**values)
+
+
+def _refuse_numeric_text(field: str, value: Any) -> None:
+    """A question file's numbers are YAML numbers: text spelling one (``'64'``, ``!!str 64``) is refused, as in
+    cards, instead of being passed on as if typed on the command line."""
+    from roofline_opt.checks import NumericText, shown
+
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, NumericText):
+            msg = f"must be a number written unquoted (not text: quoted or !!str). Got {shown(str(item))} instead."
+            raise InvalidInput(field, msg)
 
 
 def _flag_value(action: argparse.Action, value: Any) -> Any:
@@ -81,7 +98,7 @@ def resolved_question(args: argparse.Namespace, prices: dict[str, float] | None 
         if value is not None:
             out[dest.replace("_", "-")] = _yaml_value(value)
     if prices and "usd_per_gpu_hour" in _dests(args.parser):
-        out["usd-per-gpu-hour"] = ",".join(f"{name}={price:g}" for name, price in prices.items())
+        out["usd-per-gpu-hour"] = ",".join(f"{name}={price!r}" for name, price in prices.items())
     return out
 
 

@@ -135,5 +135,5 @@ class Store:
             frame.loc[frame["question_id"].isin(missing), "message"] = "not answered (the run was interrupted)"
         files.write_output(self.out, lambda f: _arrow_safe(frame).to_parquet(f, index=False), "--out")
         if csv is not None:
-            files.write_text_atomic(csv, frame.to_csv(index=False), field="--csv")
+            files.write_csv(csv, frame, field="--csv")
         return frame

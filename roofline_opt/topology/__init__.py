@@ -88,7 +88,7 @@ from roofline_opt.topology.derive import (
     effective_gpus,
     scaleup_domains,
 )
-from roofline_opt.topology.files import load_cluster, save_cluster
+from roofline_opt.topology.files import is_inline_spec, load_cluster, load_inline_spec, save_cluster
 from roofline_opt.topology.placement import Placement, instance_limit, max_instances, place
 from roofline_opt.topology.schema import (
     BANDWIDTH,
@@ -136,7 +136,9 @@ __all__ = [
     "gpu_counts",
     "gpu_ids",
     "link_tiers",
+    "is_inline_spec",
     "load_cluster",
+    "load_inline_spec",
     "instance_limit",
     "max_instances",
     "place",

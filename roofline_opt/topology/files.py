@@ -95,8 +95,25 @@ _READERS: dict[str, Callable[[str, str], nx.Graph]] = {
 }
 
 
+def is_inline_spec(text: str | os.PathLike[str]) -> bool:
+    """Whether a cluster argument is an inline compact mapping (``{nodes: 2, node_type: hgx-h100}``) rather than a
+    file name: it starts with ``{`` and names no existing file. Never asks the file system about a name longer than a
+    file name may be (a 300-character spec is still a spec)."""
+    return isinstance(text, str) and text.lstrip().startswith("{") and not os.path.isfile(text)
+
+
+def load_inline_spec(text: str, field: str, known_gpus: Collection[str] | None = None) -> nx.Graph:
+    """The cluster an inline compact mapping describes, validated (errors name ``field``)."""
+    if len(text) > files.MAX_CARD_BYTES:
+        raise InvalidInput(field, f"is longer than {files.MAX_CARD_BYTES:,} characters, the limit for an inline spec")
+    return validate_cluster(from_spec(files.load_yaml(text, field), field), known_gpus, field)
+
+
 def load_cluster(path: str | os.PathLike[str], known_gpus: Collection[str] | None = None) -> nx.Graph:
-    """Read and validate a cluster file (.graphml, .json node-link, .yaml/.yml compact form)."""
+    """Read and validate a cluster file (.graphml, .json node-link, .yaml/.yml compact form) or an inline compact
+    mapping (see is_inline_spec)."""
+    if is_inline_spec(path):
+        return load_inline_spec(str(path), "cluster", known_gpus)
     path = Path(path)
     source = str(path)
     reader = _READERS.get(path.suffix.lower())

@@ -24,7 +24,7 @@ from roofline_opt.optimize.fleet.problem import (
     FleetModel,
     Pool,
 )
-from roofline_opt.optimize.space import Question
+from roofline_opt.optimize.space import MAX_DEMAND_TOK_S, Question
 
 FLEET_KEYS = ("cluster", "gpus", "objective", "max_usd_per_hour", "max_utilisation", "models", "prices", "period_hours")
 SPACE_KEYS = ("weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "max_batch", "context", "draft",
@@ -34,6 +34,9 @@ REQUEST_KEYS = ("isl", "osl", "ttft_ms", "kv_bits", "chunk_tokens", "serving")
 MODEL_KEYS = ("name", "model", "demand_req_s", "demand_tok_s", "demand_profile", "tpot_ms", "min_tok_s", "weight",
               *REQUEST_KEYS, *SPACE_KEYS)  # fmt: skip
 UNLIMITED = "unlimited"
+MIN_DEMAND_TOK_S = 1e-6
+"""Smallest non-zero demand of a fleet model (one token in 11.6 days): with the 1e12 cap the MIP's demand rows span
+at most 18 orders of magnitude, within what HiGHS's scaling keeps exact; a smaller one is almost surely a typo."""
 MAX_FILE_BYTES = 1 << 20
 
 QuestionFactory = Callable[..., Question]
@@ -167,12 +170,20 @@ def _demand(where: str, raw: Mapping[str, Any], osl: int | None) -> tuple[tuple[
     values = value if isinstance(value, list) else [value]
     if not values:
         raise InvalidInput(f"{where}{key}", "must give at least one period")
-    numbers = [checks.positive_float(f"{where}{key}", v, allow_zero=True) for v in values]
-    if unit == "req_s":
-        if osl is None:
-            raise InvalidInput(f"{where}osl", "is required with demand_req_s: output tokens per request")
-        return tuple(v * osl for v in numbers), unit, float(osl)
-    return tuple(numbers), unit, None if osl is None else float(osl)
+    profile = key == "demand_profile"
+    numbers = [checks.positive_float(f"{where}{key}", v, allow_zero=profile) for v in values]
+    if unit == "req_s" and osl is None:
+        raise InvalidInput(f"{where}osl", "is required with demand_req_s: output tokens per request")
+    tok_s = tuple(v * osl for v in numbers) if unit == "req_s" else tuple(numbers)
+    for given, rate in zip(values, tok_s, strict=True):
+        if rate != 0 and not MIN_DEMAND_TOK_S <= rate <= MAX_DEMAND_TOK_S:
+            zero = "0 (an idle period) or " if profile else ""
+            msg = (
+                f"must be {zero}a demand of {MIN_DEMAND_TOK_S:g} to {MAX_DEMAND_TOK_S:g} tok/s. Got "
+                f"{checks.shown(given)} instead ({rate:g} tok/s)."
+            )
+            raise InvalidInput(f"{where}{key}", msg)
+    return tok_s, unit, None if osl is None else float(osl)
 
 
 def _model(where, raw, pool: Pool, make_question: QuestionFactory, cache) -> FleetModel:
