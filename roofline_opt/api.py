@@ -12,7 +12,8 @@ tp_degrees, pp_degrees, ep_degrees : degrees offered; tp_modes : subset of ("1d"
 dp_attention : also offer a MoE model data-parallel attention with wide expert parallelism, one group of G GPUs
     per EP degree G > 1 dividing the experts (EP beyond TP; model-notes 10.5).
 max_batch : largest batch (sequences per instance); context : tokens already in the KV cache (default 8000).
-draft, acceptance, gamma_max : speculative decoding with a draft model on the same GPUs (gamma 0..gamma_max).
+draft, acceptance, gamma_max : speculative decoding with a draft model on the same GPUs (gamma 0..gamma_max;
+    gamma_max defaults to DEFAULT_DRAFT_GAMMA_MAX = 4 with a draft, else 0).
 preset : "default" (realistic) or "paper" (the reference notebook). max_gpus : GPUs available in all.
 demand_tok_s : total tokens/s to serve; an instance may not out-serve it and replicas meet it.
 cluster : a cluster file (GraphML, node-link JSON or YAML) or a catalog cluster name (``hgx-h100``).
@@ -50,6 +51,7 @@ from roofline_opt.optimize.results import Answer, Setup, reevaluate
 from roofline_opt.optimize.space import (
     DEFAULT_ACCEPTANCE,
     DEFAULT_CONTEXT,
+    DEFAULT_DRAFT_GAMMA_MAX,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_INSTANCES,
     DEFAULT_PP_DEGREES,
@@ -66,7 +68,7 @@ from roofline_opt.optimize.space import (
 from roofline_opt.optimize.space import DEFAULT_TP_DEGREES as _TP
 from roofline_opt.optimize.sweep import frontier_answers, is_monotone, preferred_index
 from roofline_opt.physics import requests as rq
-from roofline_opt.physics.evaluator import KV_BITS
+from roofline_opt.physics.evaluator import DEFAULT_KV_BITS, KV_BITS
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
 
 if TYPE_CHECKING:
@@ -195,7 +197,7 @@ def question(
     context: int | None = None,
     draft: str | ModelSpec | None = None,
     acceptance: float = DEFAULT_ACCEPTANCE,
-    gamma_max: int = 0,
+    gamma_max: int | None = None,
     preset: str = "default",
     max_gpus: int | None = None,
     demand_tok_s: float | None = None,
@@ -219,6 +221,8 @@ def question(
     prices = parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour)
     spec, suffix_bits = _model(model)
     draft_spec = None if draft is None else _model(draft, "draft")[0]
+    if gamma_max is None:
+        gamma_max = 0 if draft_spec is None else DEFAULT_DRAFT_GAMMA_MAX
     gamma_max = checks.positive_int("gamma_max", gamma_max, minimum=0, maximum=MAX_GAMMA)
     if gamma_max > 0 and draft_spec is None:
         raise InvalidInput("gamma_max", "needs a draft model (--draft). Got no draft instead.")
@@ -270,7 +274,7 @@ def question(
         instance_limit=instance_limit,
         cluster_name=None if cluster is None else str(cluster),
         cluster=graph,
-        kv_bits=_choices("kv_bits", kv_bits, KV_BITS, (16,)),
+        kv_bits=_choices("kv_bits", kv_bits, KV_BITS, (DEFAULT_KV_BITS,)),
         workload=load,
         serving=modes,
         chunk_tokens=_degrees(

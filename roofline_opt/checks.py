@@ -98,8 +98,11 @@ def choice(field: str, value: Any, options: Iterable[Any]) -> Any:
     if text in by_text:
         return by_text[text]
     msg = f"must be one of {', '.join(by_text)}. Got {shown(value)} instead."
-    extending = [option for option in by_text if text and option.startswith(text)]
-    close = list(dict.fromkeys(extending + difflib.get_close_matches(text, list(by_text), n=3)))[:3]
+    folded = {option.casefold(): option for option in by_text}  # suggestions ignore letter case: H10 -> h100-sxm
+    key = text.casefold()
+    extending = [option for option in by_text if key and option.casefold().startswith(key)]
+    similar = [folded[o] for o in difflib.get_close_matches(key, list(folded), n=3)]
+    close = list(dict.fromkeys(extending + similar))[:3]
     if close:
         msg += f" Did you mean {' or '.join(repr(c) for c in close)}?"
     raise InvalidInput(field, msg)

@@ -106,7 +106,11 @@ def _nonempty_index(subdir: Path, what: str) -> dict[str, Path]:
 
 
 def _is_path(name_or_path: str) -> bool:
-    return "/" in name_or_path or os.sep in name_or_path or name_or_path.endswith(PATH_SUFFIXES)
+    """A path rather than a catalog name: it has a folder separator or a card suffix, or it is a folder holding a
+    HuggingFace config.json (``Meta-Llama-3-8B`` downloaded into the current folder, no trailing ``/`` needed)."""
+    if "/" in name_or_path or os.sep in name_or_path or name_or_path.endswith(PATH_SUFFIXES):
+        return True
+    return (Path(name_or_path).expanduser() / "config.json").is_file()
 
 
 def _resolve_file(name_or_path: str, subdir: Path, field: str, what: str) -> Path:
@@ -196,11 +200,42 @@ def model_aliases(name: str) -> list[str]:
     return [] if path is None else [str(a) for a in read_yaml(path).get("aliases") or []]
 
 
+def _gpu_key(name: str) -> str:
+    """An accelerator name in the form names are compared in: case-folded, spaces and underscores as dashes."""
+    return re.sub(r"[\s_]+", "-", name.strip().casefold())
+
+
+def gpu_aliases(names: list[str]) -> dict[str, str]:
+    """Alias key -> card name: each card's name in any case, and its first dash-separated part (``h100`` for
+    ``h100-sxm``, ``a100`` for ``a100-80gb``) when no other card shares that part."""
+    table = {_gpu_key(n): n for n in names}
+    parts: dict[str, list[str]] = {}
+    for n in names:
+        parts.setdefault(_gpu_key(n).split("-")[0], []).append(n)
+    for part, owners in parts.items():
+        if len(owners) == 1:
+            table.setdefault(part, owners[0])
+    return table
+
+
+def resolve_gpu_name(name: str) -> str:
+    """The catalog accelerator a name designates in any letter case or through an alias (``H100`` -> ``h100-sxm``),
+    or ``name`` unchanged when none does (the caller's error then suggests names)."""
+    index = _card_index(GPUS_SUBDIR)
+    if name in index:
+        return name
+    return gpu_aliases(list(index)).get(_gpu_key(name), name)
+
+
 def load_gpu(name_or_path: str, field: str = "gpu") -> GpuSpec:
-    """An accelerator from a catalog name or a YAML card path (an owned-hardware card's price is derived)."""
+    """An accelerator from a catalog name (any letter case, or an alias such as ``H100``) or a YAML card path (an
+    owned-hardware card's price is derived)."""
     from roofline_opt.catalog.prices import gpu_from_mapping
 
-    path = _resolve_file(str(name_or_path), GPUS_SUBDIR, field, "accelerator")
+    name_or_path = str(name_or_path)
+    if not _is_path(name_or_path):
+        name_or_path = resolve_gpu_name(name_or_path)
+    path = _resolve_file(name_or_path, GPUS_SUBDIR, field, "accelerator")
     return gpu_from_mapping(read_yaml(path), str(path))
 
 

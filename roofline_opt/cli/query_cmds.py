@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from roofline_opt import checks
 from roofline_opt.cli import run_files
 from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.space import DEFAULT_CONTEXT
+from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX
+from roofline_opt.physics.evaluator import DEFAULT_KV_BITS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -90,12 +91,12 @@ def _request_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "kv_bits": r["kv_bits"],
             "replicas": r["replicas"],
             "total_gpus": r["total_gpus"],
-            "ttft_ms": r["ttft_s"] * 1e3,
-            "tpot_ms": r["tpot_s"] * 1e3,
+            "ttft_ms": r["ttft_ms"],
+            "tpot_ms": r["tpot_ms"],
             "tok_s_per_request": r["tok_s_per_request"],
             "requests_per_s": r["requests_per_s"],
             "usd_per_request": r["usd_per_request"],
-            "usd_per_mtok": r["usd_per_mtok"],
+            "usd_per_mtok_whole_request": r["usd_per_mtok_whole_request"],
             "usd_per_mtok_blended": r["usd_per_mtok_blended"],
             "tok_s_per_gpu": r["tok_s_per_gpu"],
             "usd_per_hour": r["usd_per_hour"],
@@ -107,9 +108,9 @@ def _request_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 SUMMARY_COLUMNS = (
     "gpu", "weight_bits", "layout", "total_gpus", "replicas", "batch", "tok_s_per_request", "tok_s_per_gpu",
-    "ms_per_token", "usd_per_mtok", "usd_per_hour", "mfu_fraction", "bottleneck",
+    "time_per_token_ms", "usd_per_mtok_decode_only", "usd_per_hour", "mfu_fraction", "bottleneck",
 )  # fmt: skip
-"""Columns of the terminal table of decode-only answers (``ms_per_token`` is ``time_per_token_s`` in ms)."""
+"""Columns of the terminal table of decode-only answers, named as in JSON and CSV."""
 PLACEMENT_COLUMN = "placement (GPU ids per replica: [stage] ...)"
 
 
@@ -120,7 +121,7 @@ def summary_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
     if records and "serving" in records[0]:
         return _request_rows(records)
-    rows = [{c: r["time_per_token_s"] * 1e3 if c == "ms_per_token" else r[c] for c in SUMMARY_COLUMNS} for r in records]
+    rows = [{c: r[c] for c in SUMMARY_COLUMNS} for r in records]
     if any(r.get("placement") for r in records):
         for row, r in zip(rows, records, strict=True):
             row[PLACEMENT_COLUMN] = report.placement_text(r.get("placement"))
@@ -258,15 +259,25 @@ def run_frontier(args: argparse.Namespace) -> int:
 
 
 def _request_text(question: Question) -> str:
-    """The whole-request part of a headline: lengths, limits and serving modes offered ("" for decode-only)."""
+    """The whole-request part of a headline: lengths, serving modes offered and every latency limit in force, a
+    missing one said as such; for a decode-only question, that its price leaves prefill out."""
+    from roofline_opt import report
+
     w = question.workload
     if w is None:
-        return ""
+        return (
+            f" (decode only: usd_per_mtok_decode_only prices decode steps at a context of "
+            f"{report.format_number(question.context)} tokens, prefill excluded; give --isl/--osl to price whole "
+            "requests)"
+        )
     lengths = f"{w.isl[0]} in / {w.osl[0]} out" if len(w.isl) == 1 else f"a {len(w.isl)}-class mix"
-    limits = [f"{name} <= {value * 1e3:.4g} ms" for name, value in (("TTFT", question.max_ttft_s),
-              ("TPOT", question.max_tpot_s)) if value is not None]  # fmt: skip
+    given = (("TTFT", question.max_ttft_s, "--ttft-ms"), ("TPOT", question.max_tpot_s, "--tpot-ms"))
+    limits = [
+        f"{name} <= {report.format_number(value * 1e3)} ms" if value is not None else f"{name} not limited: {flag}"
+        for name, value, flag in given
+    ]
     serving = "/".join(question.serving)
-    return f" for requests of {lengths} tokens ({', '.join([serving, *limits])})"
+    return f" for whole requests of {lengths} tokens ({', '.join([serving, *limits])})"
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -299,7 +310,8 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
     monotone = "monotone" if frame.attrs.get("monotone") else "NOT monotone"
     return "\n".join(
         [
-            f"frontier of {question.model.name} (decode context {report.format_number(question.context)} tokens, "
+            f"frontier of {question.model.name}{_request_text(question)} (decode context "
+            f"{report.format_number(question.context)} tokens, "
             f"{question.preset.name} "
             f"preset): {len(frame)} optimal setups from the cheapest to the fastest ({monotone}); * = preferred: "
             f"max speed^{report.format_number(float(exponent))} / price over the whole frontier",
@@ -356,13 +368,15 @@ SHARED_HELP = {
     "-int8/-int4 suffix, else 16)",
     "--context": f"tokens already in each sequence's KV cache: every figure assumes decoding at this context "
     f"(default {DEFAULT_CONTEXT}; with --isl/--osl or --workload: isl + osl / 2)",
-    "--draft": "draft model for speculative decoding on the same GPUs (with --gamma-max)",
+    "--draft": "draft model for speculative decoding on the same GPUs (draft lengths 0..--gamma-max offered)",
     "--acceptance": "draft token acceptance probability in (0, 1)",
-    "--gamma-max": "longest draft the solver may choose, 0..G (0: no speculative decoding)",
+    "--gamma-max": "longest draft the solver may choose, 0..G (0: no speculative decoding; default: "
+    f"{DEFAULT_DRAFT_GAMMA_MAX} with --draft, else 0)",
     "--preset": "physics of the reference notebook (paper) or the realistic one (default)",
     "--max-gpus": "GPUs available in all, over every replica (default: unlimited)",
     "--demand-tok-s": "total tokens/s to serve: replicas meet it and an instance may not out-serve it",
-    "--kv-bits": "KV-cache precision(s) offered: 16, 8, 4 or a list like 16,8",
+    "--kv-bits": "KV-cache precision(s) offered: 16, 8, 4 or a list like 16,8 (default "
+    f"{DEFAULT_KV_BITS}, whatever the weight precision)",
     "--isl": "input tokens per request (with --osl): prices whole requests, prefill included",
     "--osl": "output tokens per request (with --isl); the decode context becomes isl + osl / 2 unless --context",
     "--workload": "CSV of request classes (columns isl, osl, weight) served by one deployment, instead of --isl/--osl",
@@ -395,7 +409,6 @@ SHARED_DEFAULTS = {
     "--ep-degrees": "1",
     "--max-batch": 4096,
     "--acceptance": 0.8,
-    "--gamma-max": 0,
     "--preset": "default",
     "--mip-gap": 1e-6,
     "--method": "mip",

@@ -34,6 +34,9 @@ TARGET_RTOL = 1e-9
 accept a setup within it (and the answer is checked again on the exact figures)."""
 MAX_GAMMA = 64
 """Longest draft (gamma) offered or evaluated."""
+DEFAULT_DRAFT_GAMMA_MAX = 4
+"""Longest draft offered when a draft model is given without gamma_max (the solver still chooses 0..4): a draft
+named without a length would otherwise do nothing."""
 MAX_BATCH_LIMIT = 1 << 20
 """Largest batch, in sequences per instance."""
 MAX_DEGREE = 1 << 16
