@@ -154,3 +154,16 @@ def bandwidth_gb_s(field: str, value: Any, plausible_max_gb_s: float | None = No
         )
         raise InvalidInput(field, msg)
     return gb_s
+
+
+def figure(value: float, digits: int = 4) -> str:
+    """A figure for a message: ``digits`` significant digits, thousands separated, never an exponent below 10^15
+    (``100,000``, ``1,235``, ``12.35``, ``0.001234``)."""
+    value = float(value)
+    if not math.isfinite(value) or value == 0:
+        return f"{value:g}"
+    if abs(value) >= 1e15:
+        return f"{value:.{digits}g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{round(value, decimals):,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

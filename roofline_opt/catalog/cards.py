@@ -21,7 +21,7 @@ from roofline_opt import checks
 from roofline_opt.catalog.hf_config import model_from_hf_config
 from roofline_opt.catalog.parse import read_yaml, spec_from_mapping
 from roofline_opt.errors import InvalidInput
-from roofline_opt.physics.specs import GpuSpec, ModelSpec
+from roofline_opt.physics.specs import WEIGHT_BITS, GpuSpec, ModelSpec
 
 DATA_ENV = "ROOFLINE_OPT_DATA"
 
@@ -54,6 +54,11 @@ PATH_SUFFIXES = (*CARD_SUFFIXES, ".json")
 
 PRECISION_SUFFIXES = {"-int8": 8, "-fp8": 8, "-int4": 4, "-fp4": 4}
 """Name suffixes that select a weight precision for a catalog model: ``llama-3-70b-int8`` is llama-3-70b at 8 bits."""
+
+
+CARD_ONLY_KEYS = ("aliases", "native_weight_bits")
+"""Keys of a model card about the catalog entry, not the architecture: read by ``model_aliases`` and
+``native_weight_bits``, left out of the ModelSpec."""
 
 
 VARIANT_SUFFIXES = re.compile(r"(-(instruct|chat|hf|it|base))+$")
@@ -182,8 +187,19 @@ def load_model(name_or_path: str, field: str = "model") -> ModelSpec:
     if path.suffix == ".json":
         return model_from_hf_config(path)
     data = read_yaml(path)
-    data.pop("aliases", None)
+    for key in CARD_ONLY_KEYS:
+        data.pop(key, None)
     return spec_from_mapping(ModelSpec, data, str(path))
+
+
+def native_weight_bits(name: str) -> int | None:
+    """The weight precision a catalog model is released in (its card's ``native_weight_bits``: 8 for DeepSeek-V3's
+    FP8 checkpoint), or None when the card states none (16-bit weights) or ``name`` is no catalog card."""
+    path = _card_index(MODELS_SUBDIR).get(name)
+    bits = None if path is None else read_yaml(path).get("native_weight_bits")
+    if bits is None:
+        return None
+    return checks.choice(f"{path}: native_weight_bits", bits, WEIGHT_BITS)
 
 
 def resolve_model(name_or_path: str, field: str = "model") -> tuple[ModelSpec, int | None]:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from roofline_opt import checks
 from roofline_opt.cli import run_files
-from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX
+from roofline_opt.errors import Infeasible, InvalidInput
+from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX, MOE_EP_DEGREES
 from roofline_opt.physics.evaluator import DEFAULT_KV_BITS
 
 if TYPE_CHECKING:
@@ -209,7 +209,13 @@ def _run_query(args: argparse.Namespace, kind: str, target: Any, limit: str) -> 
         _check_outputs(args)
         n = checks.positive_int("top_n", args.top_n)
         query = api.fastest_answers if kind == "fastest" else api.cheapest_answers
-        answers = query(question, target, args.method, args.time_limit, args.mip_gap, n)
+        try:
+            answers = query(question, target, args.method, args.time_limit, args.mip_gap, n)
+        except Infeasible as exc:
+            from roofline_opt.optimize.hints import with_hints
+
+            value = None if target is None else checks.positive_float(api.TARGETS[kind], target)
+            raise with_hints(exc, question, kind, value, api.solver_options(args.time_limit, args.mip_gap)) from exc
     if kind == "cheapest" and target is None and question.max_tpot_s is not None:
         limit = "at that TPOT or less"
     records = [a.to_record() for a in answers]
@@ -360,12 +366,16 @@ SHARED_HELP = {
     "--pp-degrees": "pipeline degrees offered",
     "--tp-modes": "tensor-parallel modes offered: 1d, 2d or 1d,2d",
     "--ep-degrees": "expert-parallel degrees offered, each dividing tp and the expert count; with "
-    "--dp-attention also as data-parallel-attention groups of that many GPUs (EP beyond TP)",
-    "--dp-attention": "also offer MoE models data-parallel attention with wide expert parallelism: every GPU holds the "
-    "attention and its own sequences, experts spread over the group (layout dpGepG)",
+    "--dp-attention also as data-parallel-attention groups of that many GPUs (EP beyond TP) (default: 1 for a dense "
+    f"model; for a MoE model 1 and each of {','.join(map(str, MOE_EP_DEGREES))} dividing its experts, except under "
+    "--preset paper)",
+    "--dp-attention": "offer MoE models data-parallel attention with wide expert parallelism: every GPU holds the "
+    "attention and its own sequences, experts spread over the group (layout dpGepG) (default: on for a MoE model "
+    "offered an EP degree > 1, except under --preset paper; --no-dp-attention turns it off)",
     "--max-batch": "largest batch, sequences per instance",
     "--weight-bits": "weight precision(s) offered: 16, 8, 4 or a list like 16,8 (default: the model name's "
-    "-int8/-int4 suffix, else 16)",
+    "-int8/-int4 suffix, else the precision the model is released in (8 for DeepSeek-V3/R1; `roofline-opt models` "
+    "lists it), else 16; 16 under --preset paper)",
     "--context": f"tokens already in each sequence's KV cache: every figure assumes decoding at this context "
     f"(default {DEFAULT_CONTEXT}; with --isl/--osl or --workload: isl + osl / 2)",
     "--draft": "draft model for speculative decoding on the same GPUs (draft lengths 0..--gamma-max offered)",
@@ -406,7 +416,6 @@ SHARED_DEFAULTS = {
     "--tp-degrees": "1,2,4,8,16,32,64",
     "--pp-degrees": "1,2,4,8",
     "--tp-modes": "1d,2d",
-    "--ep-degrees": "1",
     "--max-batch": 4096,
     "--acceptance": 0.8,
     "--preset": "default",
@@ -423,8 +432,11 @@ METAVARS = {"--time-limit": "SECONDS", "--csv": "OUT", "--cluster": "FILE", "--p
 
 def _add_shared(p: argparse.ArgumentParser) -> None:
     for flag, text in SHARED_HELP.items():
-        if flag in ("--json", "--dp-attention"):
-            p.add_argument(flag, dest=flag[2:].replace("-", "_"), action="store_true", help=text)
+        if flag == "--json":
+            p.add_argument(flag, dest="json", action="store_true", help=text)
+            continue
+        if flag == "--dp-attention":
+            p.add_argument(flag, dest="dp_attention", action=argparse.BooleanOptionalAction, help=text)
             continue
         kwargs: dict[str, Any] = {"help": text, "default": SHARED_DEFAULTS.get(flag), "metavar": METAVARS.get(flag)}
         p.add_argument(flag, dest=flag[2:].replace("-", "_"), **kwargs)

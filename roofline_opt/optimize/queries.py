@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyomo.core as pyo
 
+from roofline_opt import checks
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.optimize import tables as tables_module
 from roofline_opt.optimize.enumerate import Points, enumerate_best, feasible_points
@@ -239,7 +240,7 @@ def _no_layout(question: Question, tables: Tables) -> Infeasible:
     counts = sorted(((v, k) for k, v in tables.exclusions.items() if v), reverse=True)
     if not counts:
         return _empty_space(question)
-    ttft = f"{best_ttft_s(question) * 1e3:.4g} ms" if tables.exclusions.get("ttft") else ""
+    ttft = f"{checks.figure(best_ttft_s(question) * 1e3)} ms" if tables.exclusions.get("ttft") else ""
     demand = _demand_text(question) if tables.exclusions.get("demand") else ""
     hints = "; ".join(
         EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}", ttft=ttft, demand=demand) for v, k in counts
@@ -267,8 +268,8 @@ def _demand_text(question: Question) -> str:
 
     def both(tok_s: float) -> str:
         if question.workload is None:
-            return f"{tok_s:.4g} tok/s"
-        return f"{tok_s:.4g} output tok/s = {tok_s / question.workload.mean_osl:.4g} req/s"
+            return f"{checks.figure(tok_s)} tok/s"
+        return f"{checks.figure(tok_s)} output tok/s = {checks.figure(tok_s / question.workload.mean_osl)} req/s"
 
     low = f"at least {both(least)} fills one instance; " if np.isfinite(least) else ""
     text = f"{low}at most {both(most)} fits the GPUs" if most > 0 else f"{low}no setup fits the GPUs"
@@ -276,8 +277,8 @@ def _demand_text(question: Question) -> str:
     needed = math.ceil(demand / per_gpu - 1e-9) if per_gpu > 0 else 0
     if available and needed > available:
         text = (
-            f"{text}; the demand of {both(demand)} needs at least {needed} GPUs (at the best {per_gpu:.4g} tok/s per "
-            f"GPU any setup reaches), and there are {available}"
+            f"{text}; the demand of {both(demand)} needs at least {needed} GPUs (at the best "
+            f"{checks.figure(per_gpu)} tok/s per GPU any setup reaches), and there are {available}"
         )
     return text
 
@@ -528,12 +529,12 @@ def _checked(
     if kind == FASTEST and tpot_speed is not None:
         first = answers[0]
         if first.tok_s_per_request < tpot_speed * (1 - TARGET_RTOL):
-            within = "at any price" if target is None else f"within ${target:.4g}/Mtok"
+            within = "at any price" if target is None else f"within ${checks.figure(target)}/Mtok"
             raise Infeasible(
-                f"no setup {within} meets TPOT <= {question.max_tpot_s * 1e3:.4g} ms",
+                f"no setup {within} meets TPOT <= {checks.figure(question.max_tpot_s * 1e3)} ms",
                 reason="tpot",
-                nearest=f"the fastest {within} has TPOT {1e3 / first.tok_s_per_request:.4g} ms at "
-                f"${first.usd_per_mtok:.4g}/Mtok",
+                nearest=f"the fastest {within} has TPOT {checks.figure(1e3 / first.tok_s_per_request)} ms at "
+                f"${checks.figure(first.usd_per_mtok)}/Mtok",
             )
         answers = [a for a in answers if a.tok_s_per_request >= tpot_speed * (1 - TARGET_RTOL)]
     return answers
@@ -541,22 +542,22 @@ def _checked(
 
 def _unreachable(question: Question, kind: str, target: float | None, nearest: Answer) -> Infeasible:
     """The target nobody meets, and the figure the best setup at the other extreme reaches."""
-    cost, speed = f"${nearest.usd_per_mtok:.4g}/Mtok", f"{nearest.tok_s_per_request:.4g} tok/s"
+    cost, speed = f"${checks.figure(nearest.usd_per_mtok)}/Mtok", f"{checks.figure(nearest.tok_s_per_request)} tok/s"
     if kind == FASTEST:
         return Infeasible(
-            f"no setup costs at most ${target:.4g}/Mtok",
+            f"no setup costs at most ${checks.figure(target)}/Mtok",
             reason="target",
             nearest=f"the cheapest setup costs {cost} at {speed}",
         )
     assert target is not None
     if question.max_tpot_s is not None and target <= 1.0 / question.max_tpot_s * (1 + TARGET_RTOL):
         return Infeasible(
-            f"no setup meets TPOT <= {question.max_tpot_s * 1e3:.4g} ms",
+            f"no setup meets TPOT <= {checks.figure(question.max_tpot_s * 1e3)} ms",
             reason="tpot",
-            nearest=f"the fastest setup has TPOT {1e3 / nearest.tok_s_per_request:.4g} ms at {cost}",
+            nearest=f"the fastest setup has TPOT {checks.figure(1e3 / nearest.tok_s_per_request)} ms at {cost}",
         )
     return Infeasible(
-        f"no setup reaches {target:.4g} tok/s per request",
+        f"no setup reaches {checks.figure(target)} tok/s per request",
         reason="target",
         nearest=f"the fastest setup reaches {speed} at {cost}",
     )
