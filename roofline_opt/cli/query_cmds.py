@@ -261,6 +261,10 @@ def run_frontier(args: argparse.Namespace) -> int:
                              axes=axes, field=field)  # fmt: skip
 
     _emit(args, question, records, _frontier_text(question, frame, args.utility_exponent), as_list=True, plot=plot)
+    if args.html:
+        from roofline_opt.report import html
+
+        html.write_html(frame, args.html, html.frontier_chart(frame), f"frontier: {_plot_title(question)}")
     return 0
 
 
@@ -296,6 +300,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if getattr(args, "plot", None):
         files.check_destination(args.plot, "--plot", files.plot_formats(), inputs=inputs)
     run_files.check_save_dir(args)
+    if getattr(args, "html", None):
+        from roofline_opt.report.html import check_html_destination
+
+        check_html_destination(args.html, inputs=inputs)
 
 
 def _plot_title(question: Question) -> str:
@@ -412,6 +420,11 @@ SHARED_HELP = {
     "--json": "print JSON with every field instead of the summary",
     "--csv": "also write every field to this CSV file (atomically)",
 }
+HTML_HELP = (
+    "also write an interactive report here: one self-contained HTML file (plotly.js inside, opens offline), hover a "
+    "point for its setup and figures, click the legend to toggle accelerators/precisions, every row in a table "
+    "below (needs the extra html: pip install 'roofline-opt[html]')"
+)
 SHARED_DEFAULTS = {
     "--tp-degrees": "1,2,4,8,16,32,64",
     "--pp-degrees": "1,2,4,8",
@@ -503,5 +516,6 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    "vs tok/s per GPU, the serving benchmarks' view")  # fmt: skip
     observed_help = "overlay points from a CSV with columns tok_s_per_request, usd_per_mtok and optional label"
     p.add_argument("--observed", metavar="FILE.csv", help=observed_help)
+    p.add_argument("--html", metavar="FILE.html", help=HTML_HELP)
     _add_shared(p)
     p.set_defaults(func=run_frontier)
