@@ -271,25 +271,38 @@ def run_build(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``cluster`` with its sub-commands ``show``, ``draw`` and ``build``."""
-    from roofline_opt.cli import command_help
+    from roofline_opt.cli import command_help, helpfmt
 
     cluster = subparsers.add_parser(
         "cluster",
         help=command_help("cluster"),
         description="Cluster topologies: GraphML, node-link JSON or compact YAML (README section Clusters).",
+        epilog=helpfmt.examples("cluster"),
     )
     sub = cluster.add_subparsers(
         dest="cluster_command", metavar="{show,draw,build}", required=True, parser_class=OneLineParser
     )
-    show = sub.add_parser("show", help="domains, GPU counts, link tiers and derived collective figures per GPU type")
+    show = sub.add_parser(
+        "show",
+        help="domains, GPU counts, link tiers and derived collective figures per GPU type",
+        epilog=helpfmt.examples("cluster show"),
+    )
     show.add_argument("file", help="cluster file (.graphml, node-link .json, compact .yaml) or catalog cluster name")
     show.add_argument("--json", action="store_true", help="print the summary as JSON")
     show.set_defaults(func=run_show)
-    draw = sub.add_parser("draw", help="draw the graph: GPUs grouped by server, links by kind and bandwidth")
+    draw = sub.add_parser(
+        "draw",
+        help="draw the graph: GPUs grouped by server, links by kind and bandwidth",
+        epilog=helpfmt.examples("cluster draw"),
+    )
     draw.add_argument("file", help="cluster file (.graphml, node-link .json, compact .yaml) or catalog cluster name")
     draw.add_argument("--out", required=True, help="image to write (.png, .svg, .pdf)")
     draw.set_defaults(func=run_draw)
-    build = sub.add_parser("build", help="expand a compact YAML spec (file or inline) into GraphML or node-link JSON")
+    build = sub.add_parser(
+        "build",
+        help="expand a compact YAML spec (file or inline) into GraphML or node-link JSON",
+        epilog=helpfmt.examples("cluster build"),
+    )
     build.add_argument(
         "spec", metavar="SPEC", help="a cluster file, or inline YAML like '{nodes: 4, node_type: hgx-h100}'"
     )

@@ -492,7 +492,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``evaluate``."""
-    from roofline_opt.cli import command_help
+    from roofline_opt.cli import command_help, helpfmt
     from roofline_opt.optimize.space import DEFAULT_CONTEXT
 
     p = subparsers.add_parser(
@@ -502,6 +502,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "model, gpu, tp, pp, batch required; weight_bits, tp_2d, ep, dp_attention, two_batch_overlap, context, "
         "tokens_per_step, draft, acceptance, gamma_max, preset optional: a blank or absent cell takes the flag's "
         "value).",
+        epilog=helpfmt.examples("evaluate"),
     )
     need = "(required unless --from-csv)"
     p.add_argument("--model", help=f"catalog name or alias (a -int8/-int4 suffix sets the weight bits), YAML card or "

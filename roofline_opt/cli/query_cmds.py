@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from roofline_opt import checks
 from roofline_opt.cli import run_files
+from roofline_opt.cli.helpfmt import HTML_HELP
 from roofline_opt.errors import Infeasible, InvalidInput
 from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX, MOE_EP_DEGREES
 from roofline_opt.physics.evaluator import DEFAULT_KV_BITS
@@ -420,11 +421,6 @@ SHARED_HELP = {
     "--json": "print JSON with every field instead of the summary",
     "--csv": "also write every field to this CSV file (atomically)",
 }
-HTML_HELP = (
-    "also write an interactive report here: one self-contained HTML file (plotly.js inside, opens offline), hover a "
-    "point for its setup and figures, click the legend to toggle accelerators/precisions, every row in a table "
-    "below (needs the extra html: pip install 'roofline-opt[html]')"
-)
 SHARED_DEFAULTS = {
     "--tp-degrees": "1,2,4,8,16,32,64",
     "--pp-degrees": "1,2,4,8",
@@ -443,16 +439,52 @@ METAVARS = {"--time-limit": "SECONDS", "--csv": "OUT", "--cluster": "FILE", "--p
             "--usd-per-gpu-hour": "NAME=PRICE,...", "--workload": "FILE.csv", "--serving": "MODES"}  # fmt: skip
 
 
+FLAG_GROUPS = {
+    "model and accelerators": ("--model", "--gpu", "--cluster", "--preset", "--usd-per-gpu-hour"),
+    "layouts offered": (
+        "--tp-degrees",
+        "--pp-degrees",
+        "--tp-modes",
+        "--ep-degrees",
+        "--dp-attention",
+        "--max-batch",
+        "--weight-bits",
+        "--kv-bits",
+        "--context",
+    ),
+    "speculative decoding": ("--draft", "--acceptance", "--gamma-max"),
+    "whole requests and latency limits": (
+        "--isl",
+        "--osl",
+        "--workload",
+        "--serving",
+        "--chunk-tokens",
+        "--ttft-ms",
+        "--tpot-ms",
+        "--prefill-gpu",
+        "--decode-gpu",
+        "--max-instances",
+    ),
+    "demand": ("--max-gpus", "--demand-tok-s", "--demand-req-s", "--max-utilisation"),
+    "solver": ("--time-limit", "--mip-gap", "--method"),
+    "input and output": ("--question", "--save-dir", "--json", "--csv"),
+}
+"""The shared flags by what a user changes them for, each group a section of --help."""
+
+
 def _add_shared(p: argparse.ArgumentParser) -> None:
+    group_of = {flag: title for title, flags in FLAG_GROUPS.items() for flag in flags}
+    groups = {title: p.add_argument_group(title) for title in FLAG_GROUPS}
     for flag, text in SHARED_HELP.items():
+        g = groups[group_of[flag]]
         if flag == "--json":
-            p.add_argument(flag, dest="json", action="store_true", help=text)
+            g.add_argument(flag, dest="json", action="store_true", help=text)
             continue
         if flag == "--dp-attention":
-            p.add_argument(flag, dest="dp_attention", action=argparse.BooleanOptionalAction, help=text)
+            g.add_argument(flag, dest="dp_attention", action=argparse.BooleanOptionalAction, help=text)
             continue
         kwargs: dict[str, Any] = {"help": text, "default": SHARED_DEFAULTS.get(flag), "metavar": METAVARS.get(flag)}
-        p.add_argument(flag, dest=flag[2:].replace("-", "_"), **kwargs)
+        g.add_argument(flag, dest=flag[2:].replace("-", "_"), **kwargs)
     p.set_defaults(parser=p)
 
 

@@ -92,7 +92,7 @@ def figure(frame: pd.DataFrame, chart: Chart, title: str) -> Any:
                 hoverinfo="skip",
             )
         )
-    keys = frame[series].astype(str).agg(" ".join, axis=1) if series else pd.Series("all", index=frame.index)
+    keys = pd.Series([_series_name(row, series) for _, row in frame.iterrows()], index=frame.index)
     bits = sorted(frame["weight_bits"].unique()) if "weight_bits" in frame else []
     shape_of = {b: SYMBOLS[i % len(SYMBOLS)] for i, b in enumerate(bits)}
     for key in dict.fromkeys(keys):
@@ -214,4 +214,85 @@ def frontier_chart(frame: pd.DataFrame) -> Chart:
             f"cost_scope {scope}: "
             + ("decode steps only, prefill excluded." if scope == "decode_only" else "whole requests, prefill too."),
         ),
+    )
+
+
+PLAN_HOVER = (
+    "period",
+    "model",
+    "model_spec",
+    "gpu",
+    "weight_bits",
+    "kv_bits",
+    "tp",
+    "pp",
+    "batch",
+    "replicas",
+    "total_gpus",
+    "tok_s_per_request",
+    "tpot_ms",
+    "ttft_ms",
+    "utilisation",
+    "served_tok_s",
+    "usd_per_gpu_hour",
+    "usd_per_hour",
+    "effective_usd_per_mtok",
+)
+"""What hovering a fleet plan's row shows."""
+
+
+def plan_chart() -> Chart:
+    """A fleet plan: each row's speed against its effective cost (log), one series per model, accelerator and
+    precision."""
+    return Chart(
+        x="tok_s_per_request",
+        y="effective_usd_per_mtok",
+        x_label="output tokens per second per request (at the planned batch: the worst a request sees)",
+        y_label="effective $ per million output tokens served (log scale)",
+        series=("model", "gpu", "weight_bits"),
+        hover=PLAN_HOVER,
+        notes=("One point per (period, model, layout) row of the plan.",),
+    )
+
+
+STUDY_TARGETS = ("in_min_tok_s", "in_max_usd_per_mtok")
+"""Study inputs that move a point along its curve rather than start a series of their own."""
+
+
+def study_chart(frame: pd.DataFrame) -> Chart:
+    """A study: every answered question's speed against its cost (log), one series per combination of the axes
+    that vary (the target aside), accelerator and precision; unanswered questions are rows of the table only."""
+    inputs = [c for c in frame.columns if c.startswith("in_")]
+    varying = [c for c in inputs if c not in STUDY_TARGETS and frame[c].astype(str).nunique() > 1]
+    return Chart(
+        x="tok_s_per_request",
+        y="usd_per_mtok",
+        x_label="output tokens per second per request (per user)",
+        y_label="$ per million output tokens (log scale)",
+        series=tuple(dict.fromkeys([*varying, "gpu", "weight_bits"])),
+        hover=(*inputs, "status", *FRONTIER_HOVER),
+        notes=("One point per answered question; infeasible and failed questions are in the table with their reason.",),
+    )
+
+
+VALIDATE_HOVER = (
+    "line", "model", "framework", "gpu_card", "weight_bits", "mapped_layout", "check", "context",
+    "measured_tok_s_per_request", "predicted_tok_s_per_request", "measured_tok_s_per_gpu", "predicted_tok_s_per_gpu",
+    "ratio", "estimate_ratio", "bottleneck", "bound_holds", "why_not_bounded", "reason",
+)
+"""What hovering a validated row shows."""
+
+
+def validate_chart() -> Chart:
+    """Measured rows: the bound over the measurement (ratio, log: >= 1 where the bound holds) against the measured
+    tok/s per GPU, one series per accelerator and precision; rows without a verdict are in the table only."""
+    return Chart(
+        x="measured_tok_s_per_gpu",
+        y="ratio",
+        x_label="measured output tokens per second per GPU",
+        y_label="roofline bound / measured (log scale; >= 1: the bound holds)",
+        log_x=True,
+        series=("gpu_card", "weight_bits"),
+        hover=VALIDATE_HOVER,
+        notes=("One point per measured row with a verdict; ratio < 1 is a row the bound does not hold on.",),
     )
