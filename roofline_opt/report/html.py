@@ -276,9 +276,24 @@ def study_chart(frame: pd.DataFrame) -> Chart:
 
 
 VALIDATE_HOVER = (
-    "line", "model", "framework", "gpu_card", "weight_bits", "mapped_layout", "check", "context",
-    "measured_tok_s_per_request", "predicted_tok_s_per_request", "measured_tok_s_per_gpu", "predicted_tok_s_per_gpu",
-    "ratio", "estimate_ratio", "bottleneck", "bound_holds", "why_not_bounded", "reason",
+    "line",
+    "model",
+    "framework",
+    "gpu_card",
+    "weight_bits",
+    "mapped_layout",
+    "check",
+    "context",
+    "measured_tok_s_per_request",
+    "predicted_tok_s_per_request",
+    "measured_tok_s_per_gpu",
+    "predicted_tok_s_per_gpu",
+    "ratio",
+    "estimate_ratio",
+    "bottleneck",
+    "bound_holds",
+    "why_not_bounded",
+    "reason",
 )
 """What hovering a validated row shows."""
 
