@@ -68,6 +68,13 @@ def _series_name(row: pd.Series, columns: Sequence[str]) -> str:
     return " ".join(parts) or "all"
 
 
+def _palette() -> list[str]:
+    """Distinct colours for up to 34 series before one repeats (and then with another shape, by precision)."""
+    from plotly.colors import qualitative
+
+    return [*qualitative.Plotly, *qualitative.Dark24]
+
+
 def _hover_template(columns: Sequence[str]) -> str:
     lines = [f"{c}: %{{customdata[{i}]}}" for i, c in enumerate(columns)]
     return "<br>".join(lines) + "<extra>%{fullData.name}</extra>"
@@ -92,10 +99,12 @@ def figure(frame: pd.DataFrame, chart: Chart, title: str) -> Any:
                 hoverinfo="skip",
             )
         )
-    keys = pd.Series([_series_name(row, series) for _, row in frame.iterrows()], index=frame.index)
+    frame = frame[frame[chart.x].notna() & frame[chart.y].notna()]  # rows without figures are in the table only
+    keys = pd.Series([_series_name(row, series) for _, row in frame.iterrows()], index=frame.index, dtype=object)
+    palette = _palette()
     bits = sorted(frame["weight_bits"].unique()) if "weight_bits" in frame else []
     shape_of = {b: SYMBOLS[i % len(SYMBOLS)] for i, b in enumerate(bits)}
-    for key in dict.fromkeys(keys):
+    for i, key in enumerate(dict.fromkeys(keys)):
         part = frame[keys == key].sort_values(chart.x)
         first = part.iloc[0]
         fig.add_trace(
@@ -104,7 +113,11 @@ def figure(frame: pd.DataFrame, chart: Chart, title: str) -> Any:
                 y=part[chart.y],
                 mode="markers",
                 name=_series_name(first, series),
-                marker={"symbol": shape_of.get(first.get("weight_bits"), "circle"), "size": 10},
+                marker={
+                    "symbol": shape_of.get(first.get("weight_bits"), "circle"),
+                    "size": 10,
+                    "color": palette[i % len(palette)],
+                },
                 customdata=[[_cell(v) for v in row] for row in part[hover].itertuples(index=False)],
                 hovertemplate=_hover_template(hover),
             )
@@ -145,7 +158,7 @@ def _cell(value: Any) -> str:
 STYLE = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}
 h1{font-size:18px}p.note{color:#555;font-size:13px;margin:4px 0}
 table{border-collapse:collapse;font-size:12px;margin-top:16px}
-th,td{border:1px solid #ddd;padding:3px 6px;text-align:right;white-space:nowrap}
+th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;white-space:nowrap}
 th{background:#f3f3f3;position:sticky;top:0}tr:nth-child(even){background:#fafafa}
 div.wrap{overflow-x:auto}"""
 
