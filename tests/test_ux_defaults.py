@@ -199,3 +199,71 @@ def test_evaluate_names_a_dp_attention_layout_as_the_queries_do(capsys):
     ]
     assert main([*argv, "--json"]) == EXIT_OK
     assert json.loads(capsys.readouterr().out)[0]["layout"] == "dp16ep16"
+
+
+COMMANDS_AND_SUBCOMMANDS = (
+    "evaluate",
+    "fastest",
+    "cheapest",
+    "frontier",
+    "plan",
+    "models",
+    "gpus",
+    "cluster",
+    "cluster show",
+    "cluster draw",
+    "cluster build",
+    "validate",
+    "calibrate",
+    "reproduce",
+    "sensitivity",
+    "study",
+)
+
+
+@pytest.mark.parametrize("command", COMMANDS_AND_SUBCOMMANDS)
+def test_every_command_and_subcommand_shows_an_example_of_itself(command, capsys):
+    with pytest.raises(SystemExit):
+        main([*command.split(), "--help"])
+    text = capsys.readouterr().out
+    examples = text.split("\nexample", 1)[1]
+    assert f"roofline-opt {command}" in examples
+
+
+def test_the_query_flags_are_grouped_by_what_they_change(capsys):
+    from roofline_opt.cli.query_cmds import FLAG_GROUPS, SHARED_HELP
+
+    assert sorted(f for flags in FLAG_GROUPS.values() for f in flags) == sorted(SHARED_HELP)
+    with pytest.raises(SystemExit):
+        main(["cheapest", "--help"])
+    text = capsys.readouterr().out
+    assert all(f"\n{title}:\n" in text for title in FLAG_GROUPS)
+
+
+def test_plan_help_describes_the_fleet_file(capsys):
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    text = capsys.readouterr().out
+    assert all(key in text for key in ("cluster:", "gpus:", "objective:", "models:", "demand_req_s", "tpot_ms"))
+
+
+def test_kv_bits_help_states_the_default_the_answer_uses(capsys):
+    with pytest.raises(SystemExit):
+        main(["cheapest", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default 16, whatever the weight precision)" in text and "--kv-bits" in text
+
+
+def test_a_shipped_study_file_opens_from_any_folder(tmp_path, monkeypatch):
+    from roofline_opt.study import load_study
+
+    monkeypatch.chdir(tmp_path)
+    assert load_study("instances/studies/hbm-value.yaml").questions
+
+
+def test_a_profile_plan_names_its_columns_as_json_does_and_explains_the_row_price(capsys):
+    assert main(["plan", "instances/fleets/day-profile.yaml"]) == EXIT_OK
+    out = capsys.readouterr().out
+    header = out.splitlines()[1].split()
+    assert {"weight_bits", "usd_per_gpu_hour", "usd_per_hour", "effective_usd_per_mtok"} <= set(header)
+    assert "a row's usd_per_hour is its GPUs at usd_per_gpu_hour" in out
