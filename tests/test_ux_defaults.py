@@ -267,3 +267,64 @@ def test_a_profile_plan_names_its_columns_as_json_does_and_explains_the_row_pric
     header = out.splitlines()[1].split()
     assert {"weight_bits", "usd_per_gpu_hour", "usd_per_hour", "effective_usd_per_mtok"} <= set(header)
     assert "a row's usd_per_hour is its GPUs at usd_per_gpu_hour" in out
+
+
+def test_top_n_never_lists_a_1d_and_a_2d_twin_of_one_layout():
+    q = api.question("llama-3-70b", "h100-sxm", tp_degrees=(8,), pp_degrees=(1, 2), max_batch=512)
+    answers = api.cheapest_answers(q, 30, top_n=3)
+    keys = [(a.setup.gpu, a.setup.weight_bits, a.setup.tp, a.setup.pp, a.setup.ep) for a in answers]
+    assert len(keys) == len(set(keys))
+
+
+def test_top_n_by_enumeration_excludes_the_same_twins():
+    q = api.question("llama-3-70b", "h100-sxm", tp_degrees=(8,), pp_degrees=(1, 2), max_batch=256)
+    mip = [a.setup.layout for a in api.cheapest_answers(q, 30, top_n=3)]
+    assert mip == [a.setup.layout for a in api.cheapest_answers(q, 30, method="enumerate", top_n=3)]
+
+
+def _drawn(monkeypatch, draw):
+    from roofline_opt.report import plots
+
+    figures = []
+    monkeypatch.setattr(plots, "save_figure_atomic", lambda figure, path, field: figures.append(figure))
+    draw(plots)
+    return figures[0].axes[0]
+
+
+def test_answers_within_a_narrow_cost_range_are_drawn_on_a_linear_axis_from_zero(monkeypatch):
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "tok_s_per_request": [30.06, 30.05],
+            "usd_per_mtok": [1.410, 1.411],
+            "gpu": ["h100-sxm"] * 2,
+            "layout": ["tp8pp1ep1", "tp8pp2ep1"],
+            "batch": [141, 282],
+        }
+    )
+    ax = _drawn(monkeypatch, lambda plots: plots.plot_answers(frame, "x.png", title="t"))
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
+    low, high = ax.get_xlim()
+    assert high - low >= 0.1 * 30.06
+
+
+def test_a_mixed_gpu_frontier_plot_has_a_legend_entry_per_accelerator_and_precision(monkeypatch):
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "tok_s_per_request": [10.0, 20.0, 30.0],
+            "usd_per_mtok": [1.0, 2.0, 4.0],
+            "gpu": ["a100-80gb", "h100-sxm", "h100-sxm"],
+            "weight_bits": [8, 8, 16],
+            "preferred": [False, True, False],
+        }
+    )
+    ax = _drawn(monkeypatch, lambda plots: plots.plot_frontier(frame, "x.png", title="t"))
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {
+        "a100-80gb 8-bit (achievable setups)",
+        "h100-sxm 8-bit (achievable setups)",
+        "h100-sxm 16-bit (achievable setups)",
+    } <= set(labels)

@@ -443,16 +443,22 @@ def _answer(question: Question, kind: str, target: float | None, method: str, op
     return top_n(question, kind, target, 1, method, options)[0]
 
 
-def layout_index(question: Question, lay: Layouts, setup: Setup) -> int:
-    """Index in ``lay`` of the (decode) layout a setup uses."""
+def _same_choices(question: Question, lay: Layouts, setup: Setup) -> np.ndarray:
+    """Layouts making every choice ``setup`` makes but 1-D or 2-D tensor parallelism."""
     g = next(i for i, gpu in enumerate(question.gpus) if gpu.name == setup.gpu)
-    match = (
+    return (
         (lay.gpu_index == g) & (lay.weight_bits == setup.weight_bits) & (lay.tp == setup.tp)
-        & (lay.tp_2d == setup.tp_2d) & (lay.pp == setup.pp) & (lay.ep == setup.ep) & (lay.gamma == setup.gamma)
+        & (lay.pp == setup.pp) & (lay.ep == setup.ep) & (lay.gamma == setup.gamma)
         & (lay.kv_bits == setup.kv_bits) & (lay.disagg == (setup.serving == "disagg"))
         & (lay.chunk == setup.chunk_tokens) & (lay.dp_attention == setup.dp_attention)
     )  # fmt: skip
-    return int(np.flatnonzero(match)[0])
+
+
+def alternative_indices(question: Question, lay: Layouts, setup: Setup) -> list[int]:
+    """The layouts ``top_n`` excludes once ``setup`` is listed: its own and its 1-D/2-D tensor-parallel twin. The
+    twins differ by a fraction of a percent and by no choice a user makes (the serving engine picks the sharding),
+    so the next answer is an alternative a user would choose between: another accelerator, precision or degree."""
+    return [int(i) for i in np.flatnonzero(_same_choices(question, lay, setup))]
 
 
 def top_n(
@@ -464,8 +470,9 @@ def top_n(
     options: SolverOptions | None = None,
 ) -> list[Answer]:
     """The best answer, then the best among the remaining layouts, and so on: up to ``n`` distinct layouts, each
-    proven best once the previous ones are excluded (fewer when no other layout meets the target). A disaggregated
-    layout is excluded with every prefill partner it was paired with."""
+    proven best once the previous ones are excluded (fewer when no other layout meets the target). A listed layout
+    is excluded with its 1-D/2-D tensor-parallel twin (``alternative_indices``), a disaggregated one with every
+    prefill partner it was paired with."""
     check_method(method)
     if method == "mip":
         return _prepared_top(prepare(question, options), kind, target, n)
@@ -476,7 +483,7 @@ def top_n(
     def best(goal: float | None) -> Answer | None:
         answer = enumerate_best(question, kind, goal, pts.subset(~np.isin(pts.layout_index, excluded)))
         if answer is not None:
-            excluded.append(layout_index(question, pts.layouts, answer.setup))
+            excluded.extend(alternative_indices(question, pts.layouts, answer.setup))
         return answer
 
     return _checked(question, kind, target, n, best, lambda: enumerate_best(question, other, None, pts))
@@ -495,7 +502,7 @@ def _prepared_top(prep: Prepared, kind: str, target: float | None, n: int) -> li
     def best(goal: float | None) -> Answer | None:
         answer = solve[kind](prep, goal)
         if answer is not None:
-            prep.excluded_layouts.add(layout_index(prep.question, prep.tables.layouts, answer.setup))
+            prep.excluded_layouts.update(alternative_indices(prep.question, prep.tables.layouts, answer.setup))
         return answer
 
     try:
