@@ -328,3 +328,10 @@ def test_a_mixed_gpu_frontier_plot_has_a_legend_entry_per_accelerator_and_precis
         "h100-sxm 8-bit (achievable setups)",
         "h100-sxm 16-bit (achievable setups)",
     } <= set(labels)
+
+
+def test_a_study_summary_with_many_series_gives_each_its_own_colour_and_marker():
+    from roofline_opt.report.facets import series_styles
+
+    styles = series_styles([f"series {i}" for i in range(24)])
+    assert len(set(styles.values())) == 24
