@@ -27,6 +27,10 @@ EDGE_COLORS = {
     "infiniband": "tab:blue",
     "ethernet": "tab:purple",
 }
+TIER_COLORS = ("tab:red", "navy", "tab:orange", "darkcyan", "black")
+"""Colours of a link kind's second, third, ... bandwidth tier (two InfiniBand tiers must not look alike)."""
+MAX_DRAWN_SERVERS = 16
+"""Clusters with more servers are drawn aggregated: each server one box-node, its links to the fabric bundled."""
 NODE_STYLES = {"switch": ("s", "0.55"), "host": ("D", "burlywood")}
 """Marker and color of non-GPU nodes; GPUs are circles colored by type."""
 
@@ -208,10 +212,16 @@ def _figure(cluster: nx.Graph) -> Any:
     by_link: dict[tuple[str, float], list[Any]] = {}
     for u, v, attrs in cluster.edges(data=True):
         by_link.setdefault((attrs["kind"], attrs[topology.BANDWIDTH]), []).append((pos[u], pos[v]))
+    tiers_seen: Counter[str] = Counter()
     for (kind, bandwidth), segments in sorted(by_link.items(), key=lambda kv: -kv[0][1]):
         width = 0.6 + 0.5 * math.log2(1.0 + bandwidth / 25.0)
         label = f"{kind}: {bandwidth:g} GB/s per link ({len(segments)} links)"
-        ax.add_collection(LineCollection(segments, colors=EDGE_COLORS[kind], linewidths=width, alpha=0.7, label=label))
+        tier = tiers_seen[kind]
+        tiers_seen[kind] += 1
+        colour = EDGE_COLORS[kind] if tier == 0 else TIER_COLORS[(tier - 1) % len(TIER_COLORS)]
+        style = "solid" if tier == 0 else "dashed"
+        ax.add_collection(LineCollection(segments, colors=colour, linewidths=width, alpha=0.7, label=label,
+                                         linestyles=style))  # fmt: skip
     for name, bx0, by0, bx1, by1 in boxes:
         ax.add_patch(Rectangle((bx0, by0), bx1 - bx0, by1 - by0, fill=False, ls="--", lw=0.8, ec="0.4"))
         counts = Counter(cluster.nodes[n].get("gpu") for n in cluster.nodes if _group_of(n) == name)
