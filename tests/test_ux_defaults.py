@@ -335,3 +335,26 @@ def test_a_study_summary_with_many_series_gives_each_its_own_colour_and_marker()
 
     styles = series_styles([f"series {i}" for i in range(24)])
     assert len(set(styles.values())) == 24
+
+
+def test_a_large_cluster_is_drawn_aggregated_with_one_bundle_per_switch_and_tier(tmp_path, monkeypatch):
+    from roofline_opt import topology
+    from roofline_opt.cli import cluster_cmds
+
+    cluster = topology.load_cluster(catalog.cluster_file("pod-128x-hgx-h100"), cluster_cmds.known_gpu_names())
+    ax = cluster_cmds._figure(cluster).axes[0]
+    assert "drawn aggregated" in ax.get_title()
+    drawn = sum(len(c.get_segments()) for c in ax.collections if hasattr(c, "get_segments"))
+    assert drawn < cluster.number_of_edges() / 50
+
+
+def test_two_bandwidth_tiers_of_one_link_kind_are_drawn_in_different_colours():
+    from roofline_opt import topology
+    from roofline_opt.cli import cluster_cmds
+
+    cluster = topology.load_cluster(catalog.cluster_file("pod-4x-hgx-h100"), cluster_cmds.known_gpu_names())
+    ax = cluster_cmds._figure(cluster).axes[0]
+    colours = {
+        c.get_label(): tuple(c.get_colors()[0]) for c in ax.collections if c.get_label().startswith("infiniband")
+    }
+    assert len(colours) == 2 and len(set(colours.values())) == 2

@@ -192,9 +192,86 @@ def _layout(cluster: nx.Graph) -> tuple[dict[str, tuple[float, float]], list[tup
     return pos, boxes
 
 
+def _link_style(kind: str, tier: int) -> tuple[str, str]:
+    """Colour and line style of a link kind's ``tier``-th bandwidth (0: the fastest)."""
+    if tier == 0:
+        return EDGE_COLORS[kind], "solid"
+    return TIER_COLORS[(tier - 1) % len(TIER_COLORS)], "dashed"
+
+
+def _aggregated_figure(cluster: nx.Graph) -> Any:
+    """A large cluster drawn aggregated: each server one marker (coloured by its GPU type), fabric switches in tiers
+    above, the links between a server and a switch bundled into one line whose width grows with their count."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.collections import LineCollection
+    from matplotlib.figure import Figure
+
+    from roofline_opt import topology
+
+    servers: dict[str, Counter[str]] = {}
+    for node, attrs in cluster.nodes(data=True):
+        if _group_of(node):
+            servers.setdefault(_group_of(node), Counter())
+            if attrs["kind"] == "gpu":
+                servers[_group_of(node)][attrs["gpu"]] += 1
+    per_row = math.ceil(math.sqrt(len(servers) * 4))
+    pos = {name: (i % per_row, -1.0 * (i // per_row)) for i, name in enumerate(servers)}
+    tiers: dict[str, list[str]] = {}
+    for node in cluster.nodes:
+        if not _group_of(node):
+            tiers.setdefault(node.rstrip("0123456789"), []).append(node)
+    for level, nodes in enumerate(tiers.values(), start=1):
+        for i, node in enumerate(nodes):
+            pos[node] = ((i + 0.5) * per_row / len(nodes) - 0.5, 1.5 + 2.0 * level)
+    # every server's links to one switch join one bundle from the servers' block: one line per switch and tier
+    block = "servers"
+    pos[block] = ((per_row - 1) / 2, 0.7)
+    bundles: Counter[tuple[str, str, str, float]] = Counter()
+    for u, v, attrs in cluster.edges(data=True):
+        a, b = (block if _group_of(x) else x for x in (u, v))
+        if not (a == b == block) and (_group_of(u) != _group_of(v) or not _group_of(u)):
+            bundles[(min(a, b), max(a, b), attrs["kind"], attrs[topology.BANDWIDTH])] += 1
+    fig = Figure(figsize=(16, 9), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    by_link: dict[tuple[str, float], list[tuple[Any, int]]] = {}
+    for (a, b, kind, bandwidth), n in bundles.items():
+        by_link.setdefault((kind, bandwidth), []).append(((pos[a], pos[b]), n))
+    tiers_seen: Counter[str] = Counter()
+    for (kind, bandwidth), items in sorted(by_link.items(), key=lambda kv: -kv[0][1]):
+        colour, style = _link_style(kind, tiers_seen[kind])
+        tiers_seen[kind] += 1
+        links = sum(n for _, n in items)
+        label = f"{kind}: {bandwidth:g} GB/s per link ({links} links in {len(items)} bundles)"
+        widths = [0.5 + 0.5 * math.log2(1 + n) for _, n in items]
+        ax.add_collection(LineCollection([seg for seg, _ in items], colors=colour, linewidths=widths, alpha=0.6,
+                                         linestyles=style, label=label))  # fmt: skip
+    types = list(topology.gpu_counts(cluster))
+    for i, name in enumerate(types):
+        xy = [pos[s] for s, c in servers.items() if c and c.most_common(1)[0][0] == name]
+        if xy:
+            ax.scatter(*zip(*xy, strict=True), s=90, c=f"C{i % 10}", marker="s", zorder=3,
+                       label=f"server of {name} GPUs ({len(xy)})")  # fmt: skip
+    fabric = [pos[n] for nodes in tiers.values() for n in nodes]
+    if fabric:
+        ax.scatter(*zip(*fabric, strict=True), s=50, c=NODE_STYLES["switch"][1], marker="D", zorder=3,
+                   label="fabric switch")  # fmt: skip
+    counts = ", ".join(f"{n} x {g}" for g, n in topology.gpu_counts(cluster).items())
+    name = cluster.graph.get("name", "") or "cluster"
+    ax.set_title(f"{name}: {len(servers)} servers ({counts}) drawn aggregated:\neach server one square, the links "
+                 "of all servers to a switch one bundle (width grows with the count)")  # fmt: skip
+    fig.legend(loc="outside right upper", fontsize="small", framealpha=0.8)
+    ax.set_axis_off()
+    ax.autoscale_view()
+    ax.margins(0.03, 0.08)
+    return fig
+
+
 def _figure(cluster: nx.Graph) -> Any:
     """A matplotlib Figure (Agg canvas, no pyplot state): GPUs grouped by server, colored by type; links colored by
-    kind with their bandwidth in the legend."""
+    kind with their bandwidth in the legend. More than MAX_DRAWN_SERVERS servers are drawn aggregated."""
+    if len({_group_of(n) for n in cluster.nodes} - {""}) > MAX_DRAWN_SERVERS:
+        return _aggregated_figure(cluster)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.collections import LineCollection
     from matplotlib.figure import Figure
@@ -216,10 +293,8 @@ def _figure(cluster: nx.Graph) -> Any:
     for (kind, bandwidth), segments in sorted(by_link.items(), key=lambda kv: -kv[0][1]):
         width = 0.6 + 0.5 * math.log2(1.0 + bandwidth / 25.0)
         label = f"{kind}: {bandwidth:g} GB/s per link ({len(segments)} links)"
-        tier = tiers_seen[kind]
+        colour, style = _link_style(kind, tiers_seen[kind])
         tiers_seen[kind] += 1
-        colour = EDGE_COLORS[kind] if tier == 0 else TIER_COLORS[(tier - 1) % len(TIER_COLORS)]
-        style = "solid" if tier == 0 else "dashed"
         ax.add_collection(LineCollection(segments, colors=colour, linewidths=width, alpha=0.7, label=label,
                                          linestyles=style))  # fmt: skip
     for name, bx0, by0, bx1, by1 in boxes:
