@@ -157,12 +157,12 @@ def bandwidth_gb_s(field: str, value: Any, plausible_max_gb_s: float | None = No
 
 
 def figure(value: float, digits: int = 4) -> str:
-    """A figure for a message: ``digits`` significant digits, thousands separated, never an exponent below 10^15
-    (``100,000``, ``1,235``, ``12.35``, ``0.001234``)."""
+    """A figure for a message: ``digits`` significant digits, thousands separated, an exponent only outside
+    [1e-4, 1e15) (``100,000``, ``1,235``, ``12.35``, ``0.001234``, ``1e-308``)."""
     value = float(value)
     if not math.isfinite(value) or value == 0:
         return f"{value:g}"
-    if abs(value) >= 1e15:
+    if not 1e-4 <= abs(value) < 1e15:  # beyond these, digits in full would be a wall of zeros
         return f"{value:.{digits}g}"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
     text = f"{round(value, decimals):,.{decimals}f}"
