@@ -358,3 +358,11 @@ def test_two_bandwidth_tiers_of_one_link_kind_are_drawn_in_different_colours():
         c.get_label(): tuple(c.get_colors()[0]) for c in ax.collections if c.get_label().startswith("infiniband")
     }
     assert len(colours) == 2 and len(set(colours.values())) == 2
+
+
+def test_the_validate_table_names_its_columns_as_json_does(capsys):
+    assert main(["validate", "--measured", "examples/measured_points.csv", "--json"]) == EXIT_OK
+    fields = set(json.loads(capsys.readouterr().out)[0])
+    assert main(["validate", "--measured", "examples/measured_points.csv"]) == EXIT_OK
+    header = capsys.readouterr().out.splitlines()[0].split()
+    assert set(header) <= fields
