@@ -7,12 +7,15 @@ Shared parameters (documented once here):
 
 model : catalog name (``llama-3-70b``, ``llama-3-70b-int8``), YAML card path, HF config.json, or a ModelSpec.
 gpu : one name, a comma-separated string or a sequence of names/GpuSpecs; the solver chooses among them.
-weight_bits : one precision or several (16, 8, 4); default the model name's suffix or 16.
-tp_degrees, pp_degrees, ep_degrees : degrees offered; tp_modes : subset of ("1d", "2d"), default 1-D (2-D: on request).
+weight_bits : one precision or several (16, 8, 4); default the name's suffix, else the card's native_weight_bits.
+tp_degrees, pp_degrees, ep_degrees : degrees offered; tp_modes : subset of ("1d", "2d"), default 1-D (2-D: on request);
+    ep_degrees: see below.
 dp_attention : also offer a MoE model data-parallel attention with wide expert parallelism, one group of G GPUs
-    per EP degree G > 1 dividing the experts (EP beyond TP; model-notes 10.5).
+    per EP degree G > 1 dividing the experts (EP beyond TP; model-notes 10.5). Defaults of a MoE model (None):
+    optimize.space.default_ep_degrees and default_dp_attention (not under the paper preset, nor native precision).
 max_batch : largest batch (sequences per instance); context : tokens already in the KV cache (default 8000).
-draft, acceptance, gamma_max : speculative decoding with a draft model on the same GPUs (gamma 0..gamma_max).
+draft, acceptance, gamma_max : speculative decoding with a draft model on the same GPUs (gamma 0..gamma_max;
+    gamma_max defaults to DEFAULT_DRAFT_GAMMA_MAX = 4 with a draft, else 0).
 preset : "default" (realistic) or "paper" (the reference notebook). max_gpus : GPUs available in all.
 demand_tok_s : total tokens/s to serve; an instance may not out-serve it and replicas meet it.
 cluster : a cluster file (GraphML, node-link JSON or YAML) or a catalog cluster name (``hgx-h100``).
@@ -44,19 +47,27 @@ from typing import TYPE_CHECKING
 from roofline_opt import catalog, checks, files
 from roofline_opt.catalog.prices import parse_price_overrides, with_prices
 from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize.offers import (
+    default_ep_degrees,
+    degrees,
+    dp_attention_offered,
+    ep_degrees_offered,
+    modern_defaults,
+    weight_bits_offered,
+)
 from roofline_opt.optimize.queries import Prepared, SolverOptions, prepare, solve_prepared
 from roofline_opt.optimize.queries import top_n as _top_n
 from roofline_opt.optimize.results import Answer, Setup, reevaluate
 from roofline_opt.optimize.space import (
     DEFAULT_ACCEPTANCE,
     DEFAULT_CONTEXT,
+    DEFAULT_DRAFT_GAMMA_MAX,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_INSTANCES,
     DEFAULT_PP_DEGREES,
     MAX_BATCH_LIMIT,
     MAX_CHOICES,
     MAX_CONTEXT,
-    MAX_DEGREE,
     MAX_DEMAND_TOK_S,
     MAX_GAMMA,
     MAX_POINTS,
@@ -66,7 +77,7 @@ from roofline_opt.optimize.space import (
 from roofline_opt.optimize.space import DEFAULT_TP_DEGREES as _TP
 from roofline_opt.optimize.sweep import frontier_answers, is_monotone, preferred_index
 from roofline_opt.physics import requests as rq
-from roofline_opt.physics.evaluator import KV_BITS
+from roofline_opt.physics.evaluator import DEFAULT_KV_BITS, KV_BITS
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
 
 if TYPE_CHECKING:
@@ -131,51 +142,6 @@ def _with_placement(q: Question, answer: Answer) -> Answer:
     return dataclasses.replace(answer, placement={"decode": decode.to_dict(), "prefill": prefill.to_dict()})
 
 
-def _bits(weight_bits, suffix_bits: int | None) -> tuple[int, ...]:
-    if weight_bits is None:
-        return (suffix_bits or 16,)
-    raw = checks.parse_int_list("weight_bits", weight_bits) if isinstance(weight_bits, str) else weight_bits
-    values = (raw,) if isinstance(raw, int) else tuple(raw)
-    bits = tuple(checks.choice("weight_bits", b, WEIGHT_BITS) for b in values)
-    if suffix_bits is not None and bits != (suffix_bits,):
-        msg = f"must agree with the model name's {suffix_bits}-bit suffix (or drop the suffix). Got {values} instead."
-        raise InvalidInput("weight_bits", msg)
-    return bits
-
-
-def _ep_degrees(model: ModelSpec, ep_degrees) -> tuple[int, ...]:
-    degrees = _degrees("ep_degrees", ep_degrees)
-    if not model.is_moe and degrees != (1,):
-        msg = f"must be 1 for the dense model {model.name} (expert parallelism needs experts). Got {degrees} instead."
-        raise InvalidInput("ep_degrees", msg)
-    return degrees
-
-
-def _dp_attention(model: ModelSpec, dp_attention: bool, ep_degrees) -> bool:
-    """Data-parallel attention needs a MoE model and an EP degree > 1 dividing its experts."""
-    if not dp_attention:
-        return False
-    if not model.is_moe:
-        msg = f"needs a MoE model (experts to spread over the GPUs); {model.name} is dense. Got on instead."
-        raise InvalidInput("dp_attention", msg)
-    groups = [ep for ep in _degrees("ep_degrees", ep_degrees) if ep > 1 and model.n_experts % ep == 0]
-    if not groups:
-        msg = f"needs --ep-degrees with a degree > 1 dividing {model.n_experts} experts (e.g. 8,16,32). Got none."
-        raise InvalidInput("dp_attention", msg)
-    return True
-
-
-def _degrees(field: str, values) -> tuple[int, ...]:
-    raw = checks.parse_int_list(field, values) if isinstance(values, str) else values
-    raw = [raw] if isinstance(raw, int) else raw
-    out = tuple(sorted({checks.positive_int(field, v, maximum=MAX_DEGREE) for v in raw}))
-    if not out:
-        raise InvalidInput(field, "must list at least one degree. Got none instead.")
-    if len(out) > MAX_CHOICES:
-        raise InvalidInput(field, f"must list at most {MAX_CHOICES} degrees. Got {len(out):,} instead.")
-    return out
-
-
 def _modes(tp_modes) -> tuple[bool, ...]:
     raw = checks.parse_name_list("tp_modes", tp_modes) if isinstance(tp_modes, str) else tuple(tp_modes)
     return tuple(sorted({checks.choice("tp_modes", m, ("1d", "2d")) == "2d" for m in raw}))
@@ -189,13 +155,13 @@ def question(
     tp_degrees=_TP,
     pp_degrees=DEFAULT_PP_DEGREES,
     tp_modes=None,
-    ep_degrees=(1,),
-    dp_attention: bool = False,
+    ep_degrees=None,
+    dp_attention: bool | None = None,
     max_batch: int = DEFAULT_MAX_BATCH,
     context: int | None = None,
     draft: str | ModelSpec | None = None,
     acceptance: float = DEFAULT_ACCEPTANCE,
-    gamma_max: int = 0,
+    gamma_max: int | None = None,
     preset: str = "default",
     max_gpus: int | None = None,
     demand_tok_s: float | None = None,
@@ -218,7 +184,12 @@ def question(
     """A validated Question (see the module docstring for every parameter)."""
     prices = parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour)
     spec, suffix_bits = _model(model)
+    preset = checks.choice("preset", preset, PRESETS)
+    native_bits = catalog.native_weight_bits(spec.name) if modern_defaults(preset) else None
+    ep = ep_degrees_offered(spec, default_ep_degrees(spec, preset) if ep_degrees is None else ep_degrees)
     draft_spec = None if draft is None else _model(draft, "draft")[0]
+    if gamma_max is None:
+        gamma_max = 0 if draft_spec is None else DEFAULT_DRAFT_GAMMA_MAX
     gamma_max = checks.positive_int("gamma_max", gamma_max, minimum=0, maximum=MAX_GAMMA)
     if gamma_max > 0 and draft_spec is None:
         raise InvalidInput("gamma_max", "needs a draft model (--draft). Got no draft instead.")
@@ -253,27 +224,27 @@ def question(
     return Question(
         model=spec,
         gpus=with_prices(gpus, prices, "usd_per_gpu_hour"),
-        weight_bits=_bits(weight_bits, suffix_bits),
-        tp_degrees=_degrees("tp_degrees", tp_degrees),
+        weight_bits=weight_bits_offered(weight_bits, suffix_bits, native_bits),
+        tp_degrees=degrees("tp_degrees", tp_degrees),
         tp_modes=Question.tp_modes if tp_modes is None else _modes(tp_modes),
-        pp_degrees=_degrees("pp_degrees", pp_degrees),
-        ep_degrees=_ep_degrees(spec, ep_degrees),
-        dp_attention=_dp_attention(spec, dp_attention, ep_degrees),
+        pp_degrees=degrees("pp_degrees", pp_degrees),
+        ep_degrees=ep,
+        dp_attention=dp_attention_offered(spec, dp_attention, ep, preset),
         max_batch=max_batch,
         context=context,
         draft=draft_spec,
         acceptance=checks.probability("acceptance", acceptance),
         gamma_max=gamma_max,
-        preset=PRESETS[checks.choice("preset", preset, PRESETS)],
+        preset=PRESETS[preset],
         max_gpus=None if max_gpus is None else checks.positive_int("max_gpus", max_gpus),
         demand_tok_s=None if demand_tok_s is None else _demand(demand_tok_s),
         instance_limit=instance_limit,
         cluster_name=None if cluster is None else str(cluster),
         cluster=graph,
-        kv_bits=_choices("kv_bits", kv_bits, KV_BITS, (16,)),
+        kv_bits=_choices("kv_bits", kv_bits, KV_BITS, (DEFAULT_KV_BITS,)),
         workload=load,
         serving=modes,
-        chunk_tokens=_degrees(
+        chunk_tokens=degrees(
             "chunk_tokens", _listed(rq.DEFAULT_CHUNK_TOKENS if chunk_tokens is None else chunk_tokens)
         ),
         max_ttft_s=None if ttft_ms is None else checks.positive_float("ttft_ms", ttft_ms) / 1e3,
@@ -541,8 +512,8 @@ def evaluate(
         raise InvalidInput("gamma", f"needs a draft model (draft=...). Got {gamma} without one instead.")
     q = question(
         model, gpu, weight_bits=weight_bits, tp_degrees=(tp,), pp_degrees=(pp,), tp_modes=("2d" if tp_2d else "1d",),
-        ep_degrees=(ep,), max_batch=max(batch, pp), context=context, draft=draft, acceptance=acceptance,
-        gamma_max=gamma, preset=preset, usd_per_gpu_hour=usd_per_gpu_hour,
+        ep_degrees=(ep,), dp_attention=False, max_batch=max(batch, pp), context=context, draft=draft,
+        acceptance=acceptance, gamma_max=gamma, preset=preset, usd_per_gpu_hour=usd_per_gpu_hour,
     )  # fmt: skip
     if len(q.gpus) != 1 or len(q.weight_bits) != 1:
         raise InvalidInput("gpu", "must name one accelerator and one weight precision for evaluate")

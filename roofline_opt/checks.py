@@ -106,8 +106,11 @@ def choice(field: str, value: Any, options: Iterable[Any]) -> Any:
     if text in by_text:
         return by_text[text]
     msg = f"must be one of {', '.join(by_text)}. Got {shown(value)} instead."
-    extending = [option for option in by_text if text and option.startswith(text)]
-    close = list(dict.fromkeys(extending + difflib.get_close_matches(text, list(by_text), n=3)))[:3]
+    folded = {option.casefold(): option for option in by_text}  # suggestions ignore letter case: H10 -> h100-sxm
+    key = text.casefold()
+    extending = [option for option in by_text if key and option.casefold().startswith(key)]
+    similar = [folded[o] for o in difflib.get_close_matches(key, list(folded), n=3)]
+    close = list(dict.fromkeys(extending + similar))[:3]
     if close:
         msg += f" Did you mean {' or '.join(repr(c) for c in close)}?"
     raise InvalidInput(field, msg)
@@ -159,3 +162,16 @@ def bandwidth_gb_s(field: str, value: Any, plausible_max_gb_s: float | None = No
         )
         raise InvalidInput(field, msg)
     return gb_s
+
+
+def figure(value: float, digits: int = 4) -> str:
+    """A figure for a message: ``digits`` significant digits, thousands separated, an exponent only outside
+    [1e-4, 1e15) (``100,000``, ``1,235``, ``12.35``, ``0.001234``, ``1e-308``)."""
+    value = float(value)
+    if not math.isfinite(value) or value == 0:
+        return f"{value:g}"
+    if not 1e-4 <= abs(value) < 1e15:  # beyond these, digits in full would be a wall of zeros
+        return f"{value:.{digits}g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{round(value, decimals):,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

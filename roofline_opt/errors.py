@@ -7,10 +7,20 @@ MAX_MESSAGE_CHARS = 400
 """Longest field name or message an error carries: a hostile value never floods the terminal."""
 
 
+MAX_REPORT_CHARS = 2000
+"""Longest line the command line prints for a failed run: our own explanations (an infeasible question's reasons
+and nearest figures) are never cut; only runaway text is."""
+
+
 def one_line(text: object, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """``text`` on one line (runs of whitespace as one space), cut to ``limit`` characters with an ellipsis."""
+    """``text`` on one line (runs of whitespace as one space), cut to ``limit`` characters with an ellipsis, at a
+    word boundary when one is near."""
     flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 3]
+    space = cut.rfind(" ")
+    return (cut[:space] if space >= limit // 2 else cut) + "..."
 
 
 class RooflineError(Exception):

@@ -58,7 +58,7 @@ def gpu_card(old: str, new: str) -> str:
 
 CASES = {
     "unknown model suggests a name": (with_flag("--model", "llama3-70b"), "--model", "Did you mean 'llama-3-70b'"),
-    "unknown gpu suggests a name": (with_flag("--gpu", "h100"), "--gpu", "Did you mean 'h100-sxm'"),
+    "unknown gpu suggests a name": (with_flag("--gpu", "h100-sx"), "--gpu", "Did you mean 'h100-sxm'"),
     "tp zero": (with_flag("--tp", "0"), "--tp", "must be a positive integer. Got '0' instead."),
     "tp negative": (with_flag("--tp", "-2"), "--tp", "Got '-2' instead"),
     "tp fractional": (with_flag("--tp", "2.5"), "--tp", "Got '2.5' instead"),

@@ -43,7 +43,7 @@ def plot(relative: str) -> Argv:
 BUDGET = "must be a finite number > 0"
 CASES = {
     "unknown model": (query("fastest", model=["--model", "llama3-70b", "--gpu", "h100-sxm"]), "--model", "Got"),
-    "unknown gpu": (query("fastest", model=["--model", "llama-3-70b", "--gpu", "h100"]), "--gpu", "'h100-sxm'"),
+    "unknown gpu": (query("fastest", model=["--model", "llama-3-70b", "--gpu", "h100-sx"]), "--gpu", "'h100-sxm'"),
     "unknown gpu in a list": (query("fastest", "--gpu", "h100-sxm,h300"), "--gpu", "Got 'h300' instead"),
     "no gpu": (query("fastest", model=["--model", "llama-3-70b"]), "--gpu", "must name at least one accelerator"),
     "no model": (query("cheapest", model=["--gpu", "h100-sxm"]), "--model", "is required"),

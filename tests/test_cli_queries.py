@@ -132,9 +132,10 @@ def test_summary_shows_setup_figures_with_units_and_solver_status(capsys: pytest
     out = capsys.readouterr().out
     assert code == EXIT_OK
     lines = out.splitlines()
-    assert lines[0] == "fastest setup of llama-3-70b within $3/Mtok; decode context 8000 tokens, paper preset"
+    assert lines[0].startswith("fastest setup of llama-3-70b within $3/Mtok (decode only: usd_per_mtok_decode_only")
+    assert lines[0].endswith("; decode context 8000 tokens, paper preset")
     columns = ("gpu", "weight_bits", "layout", "total_gpus", "replicas", "batch", "tok_s_per_request",
-               "tok_s_per_gpu", "ms_per_token", "usd_per_mtok", "usd_per_hour", "mfu_fraction",
+               "tok_s_per_gpu", "time_per_token_ms", "usd_per_mtok_decode_only", "usd_per_hour", "mfu_fraction",
                "bottleneck")  # fmt: skip
     for column in columns:
         assert column in lines[1]

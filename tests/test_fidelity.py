@@ -221,7 +221,7 @@ BAD = {
     "missing measured file": (["validate", "--measured", "{missing}"], "--measured", "no such file"),
     "CSV missing a column": (["validate", "--measured", "{bad_csv}"], "m.csv: layout", "column is missing"),
     "unknown preset": (["validate", "--measured", str(MEASURED), "--preset", "papr"], "--preset", "'paper'"),
-    "calibrate unknown gpu": (["calibrate", "--measured", str(SYNTHETIC), "--gpu", "h100"], "--gpu", "'h100-sxm'"),
+    "calibrate unknown gpu": (["calibrate", "--measured", str(SYNTHETIC), "--gpu", "h100-sx"], "--gpu", "'h100-sxm'"),
     "calibrate gpu without rows": (["calibrate", "--measured", str(SYNTHETIC), "--gpu", "b200"], "--gpu", "h100-sxm"),
     "sensitivity unknown gpu": (["sensitivity", "--model", "llama-3-8b", "--gpu", "h1OO"], "--gpu", "must be one of"),
     "reproduce unknown case": (["reproduce", "--only", "llama-3-9b", "--out", "{out}"], "--only", "'llama-3-8b'"),

@@ -51,7 +51,7 @@ def test_each_period_serves_its_own_demand() -> None:
 def test_plan_prints_the_tables_placement_solver_line_and_saving(capsys) -> None:
     assert main(["plan", EXAMPLE, "--compare"]) == 0
     out = capsys.readouterr().out
-    assert "effective $/Mtok" in out
+    assert "effective_usd_per_mtok" in out
     assert "placement (instance: TP group per pipeline stage):" in out
     assert "solver: mip, optimal" in out
     assert "the plan saves $" in out

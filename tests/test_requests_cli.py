@@ -53,7 +53,7 @@ def test_table_and_csv_show_the_request_columns(capsys: pytest.CaptureFixture[st
     code, out, err = run(capsys, "fastest", *LLAMA, "--serving", "agg,disagg", "--max-usd-per-mtok", "3",
                          "--csv", str(out_csv))  # fmt: skip
     assert code == EXIT_OK, err
-    assert "ttft_ms" in out and "tpot_ms" in out and "usd_per_request" in out and "for requests of 4000 in" in out
+    assert "ttft_ms" in out and "tpot_ms" in out and "usd_per_request" in out and "for whole requests of 4000 in" in out
     frame = pd.read_csv(out_csv)
     assert set(REQUEST_FIELDS) <= set(frame.columns)
 

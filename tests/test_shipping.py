@@ -187,9 +187,13 @@ def _best_per_layout(question, kind: str, target: float) -> list[tuple[tuple, fl
     for j, v in zip(pts.layout_index[ok], value[ok], strict=True):
         best[int(j)] = min(best.get(int(j), math.inf), float(v))
     lay = pts.layouts
-    keyed = [((question.gpus[lay.gpu_index[j]].name, int(lay.weight_bits[j]), int(lay.tp[j]), bool(lay.tp_2d[j]),
-               int(lay.pp[j]), int(lay.ep[j]), int(lay.gamma[j])), v) for j, v in best.items()]  # fmt: skip
-    return sorted(keyed, key=lambda kv: kv[1])
+    # a layout's 1-D and 2-D tensor-parallel twins are one alternative (top_n lists the better of the two)
+    keyed: dict[tuple, float] = {}
+    for j, v in best.items():
+        key = (question.gpus[lay.gpu_index[j]].name, int(lay.weight_bits[j]), int(lay.tp[j]), int(lay.pp[j]),
+               int(lay.ep[j]), int(lay.gamma[j]))  # fmt: skip
+        keyed[key] = min(keyed.get(key, math.inf), v)
+    return sorted(keyed.items(), key=lambda kv: kv[1])
 
 
 @pytest.mark.parametrize(("kind", "target"), [("fastest", 2.0), ("cheapest", 60.0)])

@@ -21,7 +21,7 @@ from roofline_opt import checks
 from roofline_opt.catalog.hf_config import model_from_hf_config
 from roofline_opt.catalog.parse import read_yaml, spec_from_mapping
 from roofline_opt.errors import InvalidInput
-from roofline_opt.physics.specs import GpuSpec, ModelSpec
+from roofline_opt.physics.specs import WEIGHT_BITS, GpuSpec, ModelSpec
 
 DATA_ENV = "ROOFLINE_OPT_DATA"
 
@@ -54,6 +54,11 @@ PATH_SUFFIXES = (*CARD_SUFFIXES, ".json")
 
 PRECISION_SUFFIXES = {"-int8": 8, "-fp8": 8, "-int4": 4, "-fp4": 4}
 """Name suffixes that select a weight precision for a catalog model: ``llama-3-70b-int8`` is llama-3-70b at 8 bits."""
+
+
+CARD_ONLY_KEYS = ("aliases", "native_weight_bits")
+"""Keys of a model card about the catalog entry, not the architecture: read by ``model_aliases`` and
+``native_weight_bits``, left out of the ModelSpec."""
 
 
 VARIANT_SUFFIXES = re.compile(r"(-(instruct|chat|hf|it|base))+$")
@@ -124,7 +129,11 @@ def _nonempty_index(subdir: Path, what: str) -> dict[str, Path]:
 
 
 def _is_path(name_or_path: str) -> bool:
-    return "/" in name_or_path or os.sep in name_or_path or name_or_path.endswith(PATH_SUFFIXES)
+    """A path rather than a catalog name: it has a folder separator or a card suffix, or it is a folder holding a
+    HuggingFace config.json (``Meta-Llama-3-8B`` downloaded into the current folder, no trailing ``/`` needed)."""
+    if "/" in name_or_path or os.sep in name_or_path or name_or_path.endswith(PATH_SUFFIXES):
+        return True
+    return (Path(name_or_path).expanduser() / "config.json").is_file()
 
 
 def _resolve_file(name_or_path: str, subdir: Path, field: str, what: str) -> Path:
@@ -196,8 +205,19 @@ def load_model(name_or_path: str, field: str = "model") -> ModelSpec:
     if path.suffix == ".json":
         return model_from_hf_config(path)
     data = read_yaml(path)
-    data.pop("aliases", None)
+    for key in CARD_ONLY_KEYS:
+        data.pop(key, None)
     return spec_from_mapping(ModelSpec, data, str(path))
+
+
+def native_weight_bits(name: str) -> int | None:
+    """The weight precision a catalog model is released in (its card's ``native_weight_bits``: 8 for DeepSeek-V3's
+    FP8 checkpoint), or None when the card states none (16-bit weights) or ``name`` is no catalog card."""
+    path = _card_index(MODELS_SUBDIR).get(name)
+    bits = None if path is None else read_yaml(path).get("native_weight_bits")
+    if bits is None:
+        return None
+    return checks.choice(f"{path}: native_weight_bits", bits, WEIGHT_BITS)
 
 
 def resolve_model(name_or_path: str, field: str = "model") -> tuple[ModelSpec, int | None]:
@@ -214,11 +234,42 @@ def model_aliases(name: str) -> list[str]:
     return [] if path is None else [str(a) for a in read_yaml(path).get("aliases") or []]
 
 
+def _gpu_key(name: str) -> str:
+    """An accelerator name in the form names are compared in: case-folded, spaces and underscores as dashes."""
+    return re.sub(r"[\s_]+", "-", name.strip().casefold())
+
+
+def gpu_aliases(names: list[str]) -> dict[str, str]:
+    """Alias key -> card name: each card's name in any case, and its first dash-separated part (``h100`` for
+    ``h100-sxm``, ``a100`` for ``a100-80gb``) when no other card shares that part."""
+    table = {_gpu_key(n): n for n in names}
+    parts: dict[str, list[str]] = {}
+    for n in names:
+        parts.setdefault(_gpu_key(n).split("-")[0], []).append(n)
+    for part, owners in parts.items():
+        if len(owners) == 1:
+            table.setdefault(part, owners[0])
+    return table
+
+
+def resolve_gpu_name(name: str) -> str:
+    """The catalog accelerator a name designates in any letter case or through an alias (``H100`` -> ``h100-sxm``),
+    or ``name`` unchanged when none does (the caller's error then suggests names)."""
+    index = _card_index(GPUS_SUBDIR)
+    if name in index:
+        return name
+    return gpu_aliases(list(index)).get(_gpu_key(name), name)
+
+
 def load_gpu(name_or_path: str, field: str = "gpu") -> GpuSpec:
-    """An accelerator from a catalog name or a YAML card path (an owned-hardware card's price is derived)."""
+    """An accelerator from a catalog name (any letter case, or an alias such as ``H100``) or a YAML card path (an
+    owned-hardware card's price is derived)."""
     from roofline_opt.catalog.prices import gpu_from_mapping
 
-    path = _resolve_file(str(name_or_path), GPUS_SUBDIR, field, "accelerator")
+    name_or_path = str(name_or_path)
+    if not _is_path(name_or_path):
+        name_or_path = resolve_gpu_name(name_or_path)
+    path = _resolve_file(name_or_path, GPUS_SUBDIR, field, "accelerator")
     return gpu_from_mapping(read_yaml(path), str(path))
 
 

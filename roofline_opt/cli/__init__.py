@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
-from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure, one_line
+from roofline_opt.errors import MAX_REPORT_CHARS, Infeasible, InvalidInput, SolverFailure, one_line
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERNAL = 0, 1, 2, 3, 4
 EXIT_SIGINT, EXIT_SIGTERM, EXIT_SIGHUP = 128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGHUP
@@ -276,7 +276,7 @@ def _error(kind: str, message: object, code: int) -> int:
         kind, message = "interrupted", signal.Signals(_received[0]).name
         code = 128 + _received[0]
     with contextlib.suppress(OSError, ValueError):
-        print(f"roofline-opt: {kind}: {one_line(message)}", file=sys.stderr)
+        print(f"roofline-opt: {kind}: {one_line(message, MAX_REPORT_CHARS)}", file=sys.stderr)
     return code
 
 

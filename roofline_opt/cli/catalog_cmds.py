@@ -94,10 +94,12 @@ def run_gpus(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``models`` and ``gpus``."""
-    from roofline_opt.cli import command_help
+    from roofline_opt.cli import command_help, helpfmt
 
     for name, func in (("models", run_models), ("gpus", run_gpus)):
         text = command_help(name)
-        p = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}.")
+        p = subparsers.add_parser(
+            name, help=text, description=f"{text[0].upper()}{text[1:]}.", epilog=helpfmt.examples(name)
+        )
         p.add_argument("--json", action="store_true", help="print a JSON list with every card field")
         p.set_defaults(func=func)

@@ -27,6 +27,10 @@ EDGE_COLORS = {
     "infiniband": "tab:blue",
     "ethernet": "tab:purple",
 }
+TIER_COLORS = ("tab:red", "navy", "tab:orange", "darkcyan", "black")
+"""Colours of a link kind's second, third, ... bandwidth tier (two InfiniBand tiers must not look alike)."""
+MAX_DRAWN_SERVERS = 16
+"""Clusters with more servers are drawn aggregated: each server one box-node, its links to the fabric bundled."""
 NODE_STYLES = {"switch": ("s", "0.55"), "host": ("D", "burlywood")}
 """Marker and color of non-GPU nodes; GPUs are circles colored by type."""
 
@@ -188,9 +192,86 @@ def _layout(cluster: nx.Graph) -> tuple[dict[str, tuple[float, float]], list[tup
     return pos, boxes
 
 
+def _link_style(kind: str, tier: int) -> tuple[str, str]:
+    """Colour and line style of a link kind's ``tier``-th bandwidth (0: the fastest)."""
+    if tier == 0:
+        return EDGE_COLORS[kind], "solid"
+    return TIER_COLORS[(tier - 1) % len(TIER_COLORS)], "dashed"
+
+
+def _aggregated_figure(cluster: nx.Graph) -> Any:
+    """A large cluster drawn aggregated: each server one marker (coloured by its GPU type), fabric switches in tiers
+    above, the links between a server and a switch bundled into one line whose width grows with their count."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.collections import LineCollection
+    from matplotlib.figure import Figure
+
+    from roofline_opt import topology
+
+    servers: dict[str, Counter[str]] = {}
+    for node, attrs in cluster.nodes(data=True):
+        if _group_of(node):
+            servers.setdefault(_group_of(node), Counter())
+            if attrs["kind"] == "gpu":
+                servers[_group_of(node)][attrs["gpu"]] += 1
+    per_row = math.ceil(math.sqrt(len(servers) * 4))
+    pos = {name: (i % per_row, -1.0 * (i // per_row)) for i, name in enumerate(servers)}
+    tiers: dict[str, list[str]] = {}
+    for node in cluster.nodes:
+        if not _group_of(node):
+            tiers.setdefault(node.rstrip("0123456789"), []).append(node)
+    for level, nodes in enumerate(tiers.values(), start=1):
+        for i, node in enumerate(nodes):
+            pos[node] = ((i + 0.5) * per_row / len(nodes) - 0.5, 1.5 + 2.0 * level)
+    # every server's links to one switch join one bundle from the servers' block: one line per switch and tier
+    block = "servers"
+    pos[block] = ((per_row - 1) / 2, 0.7)
+    bundles: Counter[tuple[str, str, str, float]] = Counter()
+    for u, v, attrs in cluster.edges(data=True):
+        a, b = (block if _group_of(x) else x for x in (u, v))
+        if not (a == b == block) and (_group_of(u) != _group_of(v) or not _group_of(u)):
+            bundles[(min(a, b), max(a, b), attrs["kind"], attrs[topology.BANDWIDTH])] += 1
+    fig = Figure(figsize=(16, 9), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    by_link: dict[tuple[str, float], list[tuple[Any, int]]] = {}
+    for (a, b, kind, bandwidth), n in bundles.items():
+        by_link.setdefault((kind, bandwidth), []).append(((pos[a], pos[b]), n))
+    tiers_seen: Counter[str] = Counter()
+    for (kind, bandwidth), items in sorted(by_link.items(), key=lambda kv: -kv[0][1]):
+        colour, style = _link_style(kind, tiers_seen[kind])
+        tiers_seen[kind] += 1
+        links = sum(n for _, n in items)
+        label = f"{kind}: {bandwidth:g} GB/s per link ({links} links in {len(items)} bundles)"
+        widths = [0.5 + 0.5 * math.log2(1 + n) for _, n in items]
+        ax.add_collection(LineCollection([seg for seg, _ in items], colors=colour, linewidths=widths, alpha=0.6,
+                                         linestyles=style, label=label))  # fmt: skip
+    types = list(topology.gpu_counts(cluster))
+    for i, name in enumerate(types):
+        xy = [pos[s] for s, c in servers.items() if c and c.most_common(1)[0][0] == name]
+        if xy:
+            ax.scatter(*zip(*xy, strict=True), s=90, c=f"C{i % 10}", marker="s", zorder=3,
+                       label=f"server of {name} GPUs ({len(xy)})")  # fmt: skip
+    fabric = [pos[n] for nodes in tiers.values() for n in nodes]
+    if fabric:
+        ax.scatter(*zip(*fabric, strict=True), s=50, c=NODE_STYLES["switch"][1], marker="D", zorder=3,
+                   label="fabric switch")  # fmt: skip
+    counts = ", ".join(f"{n} x {g}" for g, n in topology.gpu_counts(cluster).items())
+    name = cluster.graph.get("name", "") or "cluster"
+    ax.set_title(f"{name}: {len(servers)} servers ({counts}) drawn aggregated:\neach server one square, the links "
+                 "of all servers to a switch one bundle (width grows with the count)")  # fmt: skip
+    fig.legend(loc="outside right upper", fontsize="small", framealpha=0.8)
+    ax.set_axis_off()
+    ax.autoscale_view()
+    ax.margins(0.03, 0.08)
+    return fig
+
+
 def _figure(cluster: nx.Graph) -> Any:
     """A matplotlib Figure (Agg canvas, no pyplot state): GPUs grouped by server, colored by type; links colored by
-    kind with their bandwidth in the legend."""
+    kind with their bandwidth in the legend. More than MAX_DRAWN_SERVERS servers are drawn aggregated."""
+    if len({_group_of(n) for n in cluster.nodes} - {""}) > MAX_DRAWN_SERVERS:
+        return _aggregated_figure(cluster)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.collections import LineCollection
     from matplotlib.figure import Figure
@@ -208,10 +289,14 @@ def _figure(cluster: nx.Graph) -> Any:
     by_link: dict[tuple[str, float], list[Any]] = {}
     for u, v, attrs in cluster.edges(data=True):
         by_link.setdefault((attrs["kind"], attrs[topology.BANDWIDTH]), []).append((pos[u], pos[v]))
+    tiers_seen: Counter[str] = Counter()
     for (kind, bandwidth), segments in sorted(by_link.items(), key=lambda kv: -kv[0][1]):
         width = 0.6 + 0.5 * math.log2(1.0 + bandwidth / 25.0)
         label = f"{kind}: {bandwidth:g} GB/s per link ({len(segments)} links)"
-        ax.add_collection(LineCollection(segments, colors=EDGE_COLORS[kind], linewidths=width, alpha=0.7, label=label))
+        colour, style = _link_style(kind, tiers_seen[kind])
+        tiers_seen[kind] += 1
+        ax.add_collection(LineCollection(segments, colors=colour, linewidths=width, alpha=0.7, label=label,
+                                         linestyles=style))  # fmt: skip
     for name, bx0, by0, bx1, by1 in boxes:
         ax.add_patch(Rectangle((bx0, by0), bx1 - bx0, by1 - by0, fill=False, ls="--", lw=0.8, ec="0.4"))
         counts = Counter(cluster.nodes[n].get("gpu") for n in cluster.nodes if _group_of(n) == name)
@@ -271,25 +356,38 @@ def run_build(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``cluster`` with its sub-commands ``show``, ``draw`` and ``build``."""
-    from roofline_opt.cli import command_help
+    from roofline_opt.cli import command_help, helpfmt
 
     cluster = subparsers.add_parser(
         "cluster",
         help=command_help("cluster"),
         description="Cluster topologies: GraphML, node-link JSON or compact YAML (README section Clusters).",
+        epilog=helpfmt.examples("cluster"),
     )
     sub = cluster.add_subparsers(
         dest="cluster_command", metavar="{show,draw,build}", required=True, parser_class=OneLineParser
     )
-    show = sub.add_parser("show", help="domains, GPU counts, link tiers and derived collective figures per GPU type")
+    show = sub.add_parser(
+        "show",
+        help="domains, GPU counts, link tiers and derived collective figures per GPU type",
+        epilog=helpfmt.examples("cluster show"),
+    )
     show.add_argument("file", help="cluster file (.graphml, node-link .json, compact .yaml) or catalog cluster name")
     show.add_argument("--json", action="store_true", help="print the summary as JSON")
     show.set_defaults(func=run_show)
-    draw = sub.add_parser("draw", help="draw the graph: GPUs grouped by server, links by kind and bandwidth")
+    draw = sub.add_parser(
+        "draw",
+        help="draw the graph: GPUs grouped by server, links by kind and bandwidth",
+        epilog=helpfmt.examples("cluster draw"),
+    )
     draw.add_argument("file", help="cluster file (.graphml, node-link .json, compact .yaml) or catalog cluster name")
     draw.add_argument("--out", required=True, help="image to write (.png, .svg, .pdf)")
     draw.set_defaults(func=run_draw)
-    build = sub.add_parser("build", help="expand a compact YAML spec (file or inline) into GraphML or node-link JSON")
+    build = sub.add_parser(
+        "build",
+        help="expand a compact YAML spec (file or inline) into GraphML or node-link JSON",
+        epilog=helpfmt.examples("cluster build"),
+    )
     build.add_argument(
         "spec", metavar="SPEC", help="a cluster file, or inline YAML like '{nodes: 4, node_type: hgx-h100}'"
     )

@@ -53,8 +53,8 @@ TABLE_COLUMNS = (
 """Columns of the terminal table for several setups (one setup shows every field; --json and --csv carry all)."""
 REQUEST_TABLE_COLUMNS = (
     "model", "gpu", "tp", "pp", "batch", "kv_bits", "isl", "osl", "serving", "prefill_gpu", "prefill_tp", "prefill_pp",
-    "prefill_batch", "ttft_s", "tpot_s", "requests_per_s", "usd_per_request", "usd_per_mtok", "tok_s_per_gpu",
-    "fits_in_memory",
+    "prefill_batch", "n_gpus", "ttft_s", "tpot_s", "requests_per_s", "usd_per_request", "usd_per_mtok",
+    "usd_per_hour", "tok_s_per_gpu", "fits_in_memory",
 )  # fmt: skip
 """Columns of the terminal table when some setups price whole requests."""
 _TRUE_FALSE = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
@@ -364,9 +364,17 @@ def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
             (p_gpu, p_layout, float(setup.prefill_batch), setup.prefill_instances),
             (gpu, layout, batch, setup.decode_instances),
         )  # fmt: skip
+        # the xPyD unit is what is priced and served: its GPUs and $/hour, each side's kept beside them
+        decode_gpus, prefill_gpus = setup.decode_instances * layout.n_gpus, setup.prefill_instances * p_layout.n_gpus
+        out["decode_gpus"] = np.asarray(decode_gpus, dtype=float)
+        out["prefill_gpus"] = np.asarray(prefill_gpus, dtype=float)
+        out["prefill_usd_per_gpu_hour"] = np.asarray(p_gpu.usd_per_hour)
+        out["n_gpus"] = np.asarray(decode_gpus + prefill_gpus, dtype=float)
+        out["usd_per_hour"] = np.asarray(decode_gpus * gpu.usd_per_hour + prefill_gpus * p_gpu.usd_per_hour)
     else:
         out = rq.aggregated_figures(model, gpu, preset, setup.weight_bits, layout, batch, workload, setup.chunk_tokens)
-    out["n_gpus"] = np.asarray(layout.n_gpus, dtype=float)
+        out["n_gpus"] = np.asarray(layout.n_gpus, dtype=float)
+        out["usd_per_hour"] = np.asarray(layout.n_gpus * gpu.usd_per_hour)
     out["time_per_token_s"] = out["tpot_s"]
     out["tok_s_per_request"] = 1.0 / out["tpot_s"]
     return {k: np.broadcast_to(np.asarray(v), batch.shape) for k, v in out.items()}
@@ -432,7 +440,7 @@ def _inputs(setup: Setup, specs: _Specs) -> dict[str, Any]:
     inputs["model"] = specs.model(setup.model, "model")[0].name
     inputs["gpu"] = specs.gpu(setup.gpu, "gpu").name
     inputs["draft"] = specs.model(setup.draft, "draft")[0].name if setup.draft else None
-    inputs["layout"] = layout_label(setup.tp, setup.tp_2d, setup.pp, setup.ep)
+    inputs["layout"] = layout_label(setup.tp, setup.tp_2d, setup.pp, setup.ep, dp_attention=setup.dp_attention)
     inputs["usd_per_gpu_hour"] = specs.gpu(setup.gpu, "gpu").usd_per_hour
     if not setup.is_request:
         for name in ("isl", "osl", "serving", "chunk_tokens", *PREFILL_INPUTS):
@@ -484,7 +492,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``evaluate``."""
-    from roofline_opt.cli import command_help
+    from roofline_opt.cli import command_help, helpfmt
     from roofline_opt.optimize.space import DEFAULT_CONTEXT
 
     p = subparsers.add_parser(
@@ -494,6 +502,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "model, gpu, tp, pp, batch required; weight_bits, tp_2d, ep, dp_attention, two_batch_overlap, context, "
         "tokens_per_step, draft, acceptance, gamma_max, preset optional: a blank or absent cell takes the flag's "
         "value).",
+        epilog=helpfmt.examples("evaluate"),
     )
     need = "(required unless --from-csv)"
     p.add_argument("--model", help=f"catalog name or alias (a -int8/-int4 suffix sets the weight bits), YAML card or "

@@ -10,25 +10,12 @@ from pathlib import Path
 from roofline_opt import checks
 from roofline_opt.physics.specs import DEFAULT, PRESETS
 
-VALIDATE_TABLE = {
-    "line": "line",
-    "model_card": "model",
-    "weight_bits": "bits",
-    "gpu_card": "gpu",
-    "mapped_layout": "layout",
-    "check": "check",
-    "predicted_at_batch": "batch",
-    "context": "context",
-    "measured_tok_s_per_request": "meas_tok_s_req",
-    "predicted_tok_s_per_request": "pred_tok_s_req",
-    "measured_tok_s_per_gpu": "meas_tok_s_gpu",
-    "predicted_tok_s_per_gpu": "pred_tok_s_gpu",
-    "ratio": "ratio",
-    "estimate_ratio": "est_ratio",
-    "bottleneck": "bound_by",
-    "bound_holds": "bound_holds",
-}
-"""Columns of the terminal table of compared rows (--json and --csv carry every field) and their headers."""
+VALIDATE_TABLE = (
+    "line", "model_card", "weight_bits", "gpu_card", "mapped_layout", "check", "predicted_at_batch", "context",
+    "measured_tok_s_per_request", "predicted_tok_s_per_request", "measured_tok_s_per_gpu", "predicted_tok_s_per_gpu",
+    "ratio", "estimate_ratio", "bottleneck", "bound_holds",
+)  # fmt: skip
+"""Columns of the terminal table of compared rows, named as in --json and --csv (which carry every field)."""
 REPRODUCE_TABLE = (
     "case",
     "max_tok_s_per_request",
@@ -82,6 +69,10 @@ def run_validate(args: argparse.Namespace) -> int:
         if path:
             formats = files.plot_formats() if flag == "--plot" else None
             files.check_destination(path, flag, formats, inputs=(args.measured,))
+    if args.html:
+        from roofline_opt.report.html import check_html_destination
+
+        check_html_destination(args.html, inputs=(args.measured,))
     rows = fidelity.validate(catalog.data_file(args.measured), PRESETS[_preset(args.preset)])
     records = [r.to_record() for r in rows]
     frame = pd.DataFrame(records)
@@ -90,12 +81,16 @@ def run_validate(args: argparse.Namespace) -> int:
         files.write_csv(args.csv, frame.convert_dtypes(), field="--csv")
     if args.plot:
         report.plot_validation(fidelity.plot_panels(rows), args.plot, "--plot")
+    if args.html:
+        from roofline_opt.report import html
+
+        html.write_html(frame, args.html, html.validate_chart(), f"validate {args.measured} ({args.preset} preset)")
     if args.json:
         print(report.to_json(records))
         print(summary.line(), file=sys.stderr)
         return 0
     compared = frame[frame["check"].notna()]
-    print(report.frame_to_table(compared[list(VALIDATE_TABLE)].rename(columns=VALIDATE_TABLE)))
+    print(report.frame_to_table(compared[list(VALIDATE_TABLE)]))
     failed = frame[frame["bound_holds"].eq(False)]
     if len(failed):
         print("\nrows the bound does not hold on:")
@@ -221,12 +216,15 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "validate",
         help=command_help("validate"),
-        description="Evaluate the roofline at the setup of each row of a measured-points CSV (columns of "
-        "shared/reference/measured_points.csv; context = input_len + output_len / 2) and check that the prediction "
+        description="Evaluate the roofline at the setup of each row of a measured-points CSV (the columns of "
+        "examples/measured_points.csv, which ships with the package and opens from any folder; context = "
+        "input_len + output_len / 2) and check that the prediction "
         "bounds the measurement: at the stated batch (point), at maximum load (throughput ceiling) or at the "
         "measured per-user speed (frontier). The bound is the preset's physics at 100% of peak FLOP/s and HBM "
-        "bandwidth (pred_*, ratio); est_ratio is the preset's realistic estimate over the measurement. Rows that "
-        "cannot be mapped are listed with the reason.",
+        "bandwidth (predicted_*, ratio); estimate_ratio is the preset's realistic estimate over the measurement. "
+        "Rows that cannot be mapped are listed with the reason.",
+        epilog="examples:\n  roofline-opt validate --measured examples/measured_points.csv\n"
+        "  roofline-opt validate --measured examples/measured_points.csv --plot validate.png --html validate.html",
     )
     p.add_argument("--measured", metavar="FILE",
                    help="measured-points CSV (examples/measured_points.csv ships with the package)")  # fmt: skip
@@ -247,6 +245,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help="per accelerator, measured points against the bound's frontier (tok/s per GPU vs tok/s per user, at "
         "peak), coloured by whether the bound holds",
     )
+    from roofline_opt.cli.helpfmt import HTML_HELP
+
+    p.add_argument("--html", metavar="FILE.html", help=HTML_HELP)
     p.set_defaults(func=run_validate)
 
     p = subparsers.add_parser(
@@ -255,6 +256,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         description="Fit FLOP efficiency, HBM efficiency and the NCCL latency factor to the rows of one accelerator "
         "in a measured-points CSV (least squared log error of tok/s per request), report the leave-one-out error "
         "and write a card carrying the fit, for use with the default preset.",
+        epilog="example:\n  roofline-opt calibrate --measured examples/measured_points.csv --gpu h100-sxm "
+        "--out h100-calibrated.yaml",
     )
     p.add_argument("--measured", required=True, metavar="FILE",
                    help="measured-points CSV (examples/measured_points.csv ships with the package)")  # fmt: skip
@@ -269,6 +272,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         description="Frontiers (paper preset) of the notebook's headline settings (model-notes section 8), each as "
         "CSV and PNG, and reproduce.md comparing our max speed, cost, N, batch, cheapest and preferred point with the "
         "notebook's continuous numbers.",
+        epilog="example:\n  roofline-opt reproduce --only llama-3-70b --out reproduce",
     )
     p.add_argument("--out", default="reproduce", metavar="DIR", help="output folder (default ./reproduce)")
     p.add_argument("--points", default="30", help="budget points per frontier (default 30)")
@@ -281,6 +285,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help=command_help("sensitivity"),
         description="Re-solve the frontier with all-reduce scaling, FLOP/HBM efficiency, NCCL latency, kernel launch, "
         "draft acceptance and the utility exponent moved; report max speed, cheapest cost and preferred point.",
+        epilog="example:\n  roofline-opt sensitivity --model llama-3-70b --gpu h100-sxm --out sens",
     )
     p.add_argument("--model", required=True, help="catalog name (a -int8/-int4 suffix sets the weight bits) or card")
     p.add_argument("--gpu", required=True, help="catalog name or YAML card (comma-separated: the solver chooses)")

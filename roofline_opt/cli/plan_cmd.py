@@ -15,18 +15,34 @@ if TYPE_CHECKING:
 
     from roofline_opt.optimize.fleet import FleetPlan
 
-ROW_COLUMNS = {
-    "model": "model", "gpu": "gpu", "weight_bits": "bits", "tp": "tp", "pp": "pp", "batch": "batch",
-    "replicas": "replicas", "total_gpus": "GPUs", "kv_bits": "kv", "chunk_tokens": "chunk", "tpot_ms": "TPOT ms",
-    "ttft_ms": "TTFT ms", "tok_s_per_request": "tok/s per request",
-    "utilisation": "util %", "served_tok_s": "served tok/s", "usd_per_hour": "$/hour",
-    "effective_usd_per_mtok": "effective $/Mtok",
-}  # fmt: skip
-MODEL_COLUMNS = {
-    "model": "model", "model_spec": "spec", "demand_tok_s": "demand tok/s", "served_tok_s": "served tok/s",
-    "tpot_limit_ms": "TPOT limit ms", "gpus": "GPUs", "usd_per_hour": "$/hour",
-    "effective_usd_per_mtok": "effective $/Mtok",
-}  # fmt: skip
+ROW_COLUMNS = (
+    "model", "gpu", "weight_bits", "tp", "pp", "batch", "replicas", "total_gpus", "kv_bits", "chunk_tokens",
+    "tpot_ms", "ttft_ms", "tok_s_per_request", "utilisation", "served_tok_s", "usd_per_gpu_hour", "usd_per_hour",
+    "effective_usd_per_mtok",
+)  # fmt: skip
+"""Row columns of the text answer, named as in --json and --csv."""
+MODEL_COLUMNS = (
+    "model", "model_spec", "demand_tok_s", "served_tok_s", "tpot_limit_ms", "gpus", "usd_per_hour",
+    "effective_usd_per_mtok",
+)  # fmt: skip
+FLEET_FILE_HELP = """\
+the fleet file (YAML; instances/fleets/*.yaml ship with the package and open from any folder):
+  cluster: FILE or catalog name   a cluster graph (placement on its scale-up domains), or instead
+  gpus: {h100-sxm: 64, h200: unlimited}   GPU counts per accelerator type
+  objective: cost | served        least $/hour meeting every demand (default) | most weighted demand in a budget
+  max_utilisation: 0.9            headroom: no instance planned above this fraction of its throughput
+  models:                         one entry per model served
+    - name: chat                  the row label
+      model: llama-3-70b          catalog name, alias, card or config.json
+      demand_req_s: 12            or demand_tok_s, or demand_profile: {tok_s: [...]} per period
+      tpot_ms: 40                 or min_tok_s; isl/osl (whole requests), ttft_ms, weight_bits, kv_bits, ... as
+                                  the query flags, with underscores
+examples:
+  roofline-opt plan instances/fleets/chat-and-code.yaml
+  roofline-opt plan instances/fleets/day-profile.yaml --json
+  roofline-opt plan instances/fleets/chat-and-code.yaml --compare --html plan.html
+"""
+
 FLAG_FIELDS = ("time_limit", "mip_gap", "method")
 """Errors about these API parameters are reported under their flag."""
 OPTIONAL = ("kv_bits", "chunk_tokens", "ttft_ms")
@@ -35,15 +51,12 @@ PLACEMENT_LINES = 40
 """Placement lines printed in the text answer (all are in --json)."""
 
 
-def _frame(records: Sequence[Mapping[str, Any]], columns: Mapping[str, str]) -> pd.DataFrame:
+def _frame(records: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
     """The columns present in the records (TTFT, KV bits and chunk only for fleets with whole requests)."""
     import pandas as pd
 
-    shown = {k: v for k, v in columns.items() if any(r.get(k) not in (None, 0) for r in records) or k not in OPTIONAL}
-    frame = pd.DataFrame([{label: r.get(key) for key, label in shown.items()} for r in records])
-    if "util %" in frame:
-        frame["util %"] = frame["util %"] * 100
-    return frame
+    shown = [k for k in columns if any(r.get(k) not in (None, 0) for r in records) or k not in OPTIONAL]
+    return pd.DataFrame([{key: r.get(key) for key in shown} for r in records])
 
 
 def compact_ids(ids: Sequence[str]) -> str:
@@ -85,6 +98,11 @@ def plan_text(plan: FleetPlan, source: str) -> str:
     average = "on average " if c["periods"] > 1 else ""
     lines.append(f"cluster: {used} GPUs used{peak}, {average}${spend}/hour")
     if "reserved_gpus" in c:
+        lines.append(
+            "  a row's usd_per_hour is its GPUs at usd_per_gpu_hour: the day's cost of that GPU type (reserved GPUs "
+            "all day, idle hours included, plus on-demand hours) over the GPU-hours its instances used, not the "
+            "list price"
+        )
         total = report.format_number(c["usd_total"])
         for g, r in c["reserved_gpus"].items():
             lines.append(f"  {g}: {r} reserved, on demand per period {c['on_demand_gpus'][g]}")
@@ -192,6 +210,10 @@ def run_plan(args: argparse.Namespace) -> int:
         files.check_destination(args.csv, "--csv", inputs=(args.fleet,))
     if args.plot:
         files.check_destination(args.plot, "--plot", files.plot_formats(), inputs=(args.fleet,))
+    if args.html:
+        from roofline_opt.report.html import check_html_destination
+
+        check_html_destination(args.html, inputs=(args.fleet,))
     from roofline_opt.cli import launch_cmd
     from roofline_opt.optimize import fleet as fl
 
@@ -215,6 +237,10 @@ def run_plan(args: argparse.Namespace) -> int:
         files.write_csv(args.csv, pd.DataFrame(plan.rows), field="--csv")
     if args.plot:
         plot_plan(plan, spec.pool.cluster, spec.pool.domains, args.plot)
+    if args.html:
+        from roofline_opt.report import html
+
+        html.write_html(pd.DataFrame(plan.rows), args.html, html.plan_chart(), f"fleet plan for {args.fleet}")
     print(report.to_json_object(plan.to_record()) if args.json else plan_text(plan, args.fleet))
     launch_cmd.emit_plan(args, spec, plan)
     return 0
@@ -229,7 +255,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help=command_help("plan"),
         description="Replica counts per layout for every model, each instance's batch within its TPOT limit, and "
         "their placement on the cluster graph, at the least provisioned $/hour (or the most weighted demand served "
-        "within a budget). The fleet file is described in the README section Fleet planning.",
+        "within a budget).",
+        epilog=FLEET_FILE_HELP,
     )
     p.add_argument("fleet", metavar="FLEET.yaml", help="fleet file (YAML)")
     p.add_argument(
@@ -251,4 +278,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     from roofline_opt.cli import launch_cmd
 
     launch_cmd.add_emit_flags(p)
+
+    from roofline_opt.cli.helpfmt import HTML_HELP
+
+    p.add_argument("--html", metavar="FILE.html", help=HTML_HELP)
     p.set_defaults(func=run_plan)

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from roofline_opt import checks
 from roofline_opt.cli import launch_cmd, run_files
-from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_TP_MODES
+from roofline_opt.cli.helpfmt import HTML_HELP
+from roofline_opt.errors import Infeasible, InvalidInput
+from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX, DEFAULT_TP_MODES, MOE_EP_DEGREES
+from roofline_opt.physics.evaluator import DEFAULT_KV_BITS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -91,12 +93,12 @@ def _request_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "kv_bits": r["kv_bits"],
             "replicas": r["replicas"],
             "total_gpus": r["total_gpus"],
-            "ttft_ms": r["ttft_s"] * 1e3,
-            "tpot_ms": r["tpot_s"] * 1e3,
+            "ttft_ms": r["ttft_ms"],
+            "tpot_ms": r["tpot_ms"],
             "tok_s_per_request": r["tok_s_per_request"],
             "requests_per_s": r["requests_per_s"],
             "usd_per_request": r["usd_per_request"],
-            "usd_per_mtok": r["usd_per_mtok"],
+            "usd_per_mtok_whole_request": r["usd_per_mtok_whole_request"],
             "usd_per_mtok_blended": r["usd_per_mtok_blended"],
             "tok_s_per_gpu": r["tok_s_per_gpu"],
             "usd_per_hour": r["usd_per_hour"],
@@ -108,9 +110,9 @@ def _request_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 SUMMARY_COLUMNS = (
     "gpu", "weight_bits", "layout", "total_gpus", "replicas", "batch", "tok_s_per_request", "tok_s_per_gpu",
-    "ms_per_token", "usd_per_mtok", "usd_per_hour", "mfu_fraction", "bottleneck",
+    "time_per_token_ms", "usd_per_mtok_decode_only", "usd_per_hour", "mfu_fraction", "bottleneck",
 )  # fmt: skip
-"""Columns of the terminal table of decode-only answers (``ms_per_token`` is ``time_per_token_s`` in ms)."""
+"""Columns of the terminal table of decode-only answers, named as in JSON and CSV."""
 PLACEMENT_COLUMN = "placement (GPU ids per replica: [stage] ...)"
 
 
@@ -121,7 +123,7 @@ def summary_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
     if records and "serving" in records[0]:
         return _request_rows(records)
-    rows = [{c: r["time_per_token_s"] * 1e3 if c == "ms_per_token" else r[c] for c in SUMMARY_COLUMNS} for r in records]
+    rows = [{c: r[c] for c in SUMMARY_COLUMNS} for r in records]
     if any(r.get("placement") for r in records):
         for row, r in zip(rows, records, strict=True):
             row[PLACEMENT_COLUMN] = report.placement_text(r.get("placement"))
@@ -210,7 +212,13 @@ def _run_query(args: argparse.Namespace, kind: str, target: Any, limit: str) -> 
         _check_outputs(args)
         n = checks.positive_int("top_n", args.top_n)
         query = api.fastest_answers if kind == "fastest" else api.cheapest_answers
-        answers = query(question, target, args.method, args.time_limit, args.mip_gap, n)
+        try:
+            answers = query(question, target, args.method, args.time_limit, args.mip_gap, n)
+        except Infeasible as exc:
+            from roofline_opt.optimize.hints import with_hints
+
+            value = None if target is None else checks.positive_float(api.TARGETS[kind], target)
+            raise with_hints(exc, question, kind, value, api.solver_options(args.time_limit, args.mip_gap)) from exc
     if kind == "cheapest" and target is None and question.max_tpot_s is not None:
         limit = "at that TPOT or less"
     records = [a.to_record() for a in answers]
@@ -256,19 +264,33 @@ def run_frontier(args: argparse.Namespace) -> int:
                              axes=axes, field=field)  # fmt: skip
 
     _emit(args, question, records, _frontier_text(question, frame, args.utility_exponent), as_list=True, plot=plot)
+    if args.html:
+        from roofline_opt.report import html
+
+        html.write_html(frame, args.html, html.frontier_chart(frame), f"frontier: {_plot_title(question)}")
     return 0
 
 
 def _request_text(question: Question) -> str:
-    """The whole-request part of a headline: lengths, limits and serving modes offered ("" for decode-only)."""
+    """The whole-request part of a headline: lengths, serving modes offered and every latency limit in force, a
+    missing one said as such; for a decode-only question, that its price leaves prefill out."""
+    from roofline_opt import report
+
     w = question.workload
     if w is None:
-        return ""
+        return (
+            f" (decode only: usd_per_mtok_decode_only prices decode steps at a context of "
+            f"{report.format_number(question.context)} tokens, prefill excluded; give --isl/--osl to price whole "
+            "requests)"
+        )
     lengths = f"{w.isl[0]} in / {w.osl[0]} out" if len(w.isl) == 1 else f"a {len(w.isl)}-class mix"
-    limits = [f"{name} <= {value * 1e3:.4g} ms" for name, value in (("TTFT", question.max_ttft_s),
-              ("TPOT", question.max_tpot_s)) if value is not None]  # fmt: skip
+    given = (("TTFT", question.max_ttft_s, "--ttft-ms"), ("TPOT", question.max_tpot_s, "--tpot-ms"))
+    limits = [
+        f"{name} <= {report.format_number(value * 1e3)} ms" if value is not None else f"{name} not limited: {flag}"
+        for name, value, flag in given
+    ]
     serving = "/".join(question.serving)
-    return f" for requests of {lengths} tokens ({', '.join([serving, *limits])})"
+    return f" for whole requests of {lengths} tokens ({', '.join([serving, *limits])})"
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -282,6 +304,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
         files.check_destination(args.plot, "--plot", files.plot_formats(), inputs=inputs)
     run_files.check_save_dir(args)
     launch_cmd.check_emit(args)
+    if getattr(args, "html", None):
+        from roofline_opt.report.html import check_html_destination
+
+        check_html_destination(args.html, inputs=inputs)
 
 
 def _plot_title(question: Question) -> str:
@@ -302,7 +328,8 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
     monotone = "monotone" if frame.attrs.get("monotone") else "NOT monotone"
     return "\n".join(
         [
-            f"frontier of {question.model.name} (decode context {report.format_number(question.context)} tokens, "
+            f"frontier of {question.model.name}{_request_text(question)} (decode context "
+            f"{report.format_number(question.context)} tokens, "
             f"{question.preset.name} "
             f"preset): {len(frame)} optimal setups from the cheapest to the fastest ({monotone}); * = preferred: "
             f"max speed^{report.format_number(float(exponent))} / price over the whole frontier",
@@ -352,21 +379,27 @@ SHARED_HELP = {
     "--tp-modes": "tensor-parallel modes offered: 1d, 2d or 1d,2d (2d on request only: no mainstream engine ships "
     "2-D tensor parallelism, so its answers cannot be launched)",
     "--ep-degrees": "expert-parallel degrees offered, each dividing tp and the expert count; with "
-    "--dp-attention also as data-parallel-attention groups of that many GPUs (EP beyond TP)",
-    "--dp-attention": "also offer MoE models data-parallel attention with wide expert parallelism: every GPU holds the "
-    "attention and its own sequences, experts spread over the group (layout dpGepG)",
+    "--dp-attention also as data-parallel-attention groups of that many GPUs (EP beyond TP) (default: 1 for a dense "
+    f"model; for a MoE model 1 and each of {','.join(map(str, MOE_EP_DEGREES))} dividing its experts, except under "
+    "--preset paper)",
+    "--dp-attention": "offer MoE models data-parallel attention with wide expert parallelism: every GPU holds the "
+    "attention and its own sequences, experts spread over the group (layout dpGepG) (default: on for a MoE model "
+    "offered an EP degree > 1, except under --preset paper; --no-dp-attention turns it off)",
     "--max-batch": "largest batch, sequences per instance",
     "--weight-bits": "weight precision(s) offered: 16, 8, 4 or a list like 16,8 (default: the model name's "
-    "-int8/-int4 suffix, else 16)",
+    "-int8/-int4 suffix, else the precision the model is released in (8 for DeepSeek-V3/R1; `roofline-opt models` "
+    "lists it), else 16; 16 under --preset paper)",
     "--context": f"tokens already in each sequence's KV cache: every figure assumes decoding at this context "
     f"(default {DEFAULT_CONTEXT}; with --isl/--osl or --workload: isl + osl / 2)",
-    "--draft": "draft model for speculative decoding on the same GPUs (with --gamma-max)",
+    "--draft": "draft model for speculative decoding on the same GPUs (draft lengths 0..--gamma-max offered)",
     "--acceptance": "draft token acceptance probability in (0, 1)",
-    "--gamma-max": "longest draft the solver may choose, 0..G (0: no speculative decoding)",
+    "--gamma-max": "longest draft the solver may choose, 0..G (0: no speculative decoding; default: "
+    f"{DEFAULT_DRAFT_GAMMA_MAX} with --draft, else 0)",
     "--preset": "physics of the reference notebook (paper) or the realistic one (default)",
     "--max-gpus": "GPUs available in all, over every replica (default: unlimited)",
     "--demand-tok-s": "total tokens/s to serve: replicas meet it and an instance may not out-serve it",
-    "--kv-bits": "KV-cache precision(s) offered: 16, 8, 4 or a list like 16,8",
+    "--kv-bits": "KV-cache precision(s) offered: 16, 8, 4 or a list like 16,8 (default "
+    f"{DEFAULT_KV_BITS}, whatever the weight precision)",
     "--isl": "input tokens per request (with --osl): prices whole requests, prefill included",
     "--osl": "output tokens per request (with --isl); the decode context becomes isl + osl / 2 unless --context",
     "--workload": "CSV of request classes (columns isl, osl, weight) served by one deployment, instead of --isl/--osl",
@@ -396,10 +429,8 @@ SHARED_DEFAULTS = {
     "--tp-degrees": "1,2,4,8,16,32,64",
     "--pp-degrees": "1,2,4,8",
     "--tp-modes": ",".join(DEFAULT_TP_MODES),
-    "--ep-degrees": "1",
     "--max-batch": 4096,
     "--acceptance": 0.8,
-    "--gamma-max": 0,
     "--preset": "default",
     "--mip-gap": 1e-6,
     "--method": "mip",
@@ -412,13 +443,52 @@ METAVARS = {"--time-limit": "SECONDS", "--csv": "OUT", "--cluster": "FILE", "--p
             "--usd-per-gpu-hour": "NAME=PRICE,...", "--workload": "FILE.csv", "--serving": "MODES"}  # fmt: skip
 
 
+FLAG_GROUPS = {
+    "model and accelerators": ("--model", "--gpu", "--cluster", "--preset", "--usd-per-gpu-hour"),
+    "layouts offered": (
+        "--tp-degrees",
+        "--pp-degrees",
+        "--tp-modes",
+        "--ep-degrees",
+        "--dp-attention",
+        "--max-batch",
+        "--weight-bits",
+        "--kv-bits",
+        "--context",
+    ),
+    "speculative decoding": ("--draft", "--acceptance", "--gamma-max"),
+    "whole requests and latency limits": (
+        "--isl",
+        "--osl",
+        "--workload",
+        "--serving",
+        "--chunk-tokens",
+        "--ttft-ms",
+        "--tpot-ms",
+        "--prefill-gpu",
+        "--decode-gpu",
+        "--max-instances",
+    ),
+    "demand": ("--max-gpus", "--demand-tok-s", "--demand-req-s", "--max-utilisation"),
+    "solver": ("--time-limit", "--mip-gap", "--method"),
+    "input and output": ("--question", "--save-dir", "--json", "--csv"),
+}
+"""The shared flags by what a user changes them for, each group a section of --help."""
+
+
 def _add_shared(p: argparse.ArgumentParser) -> None:
+    group_of = {flag: title for title, flags in FLAG_GROUPS.items() for flag in flags}
+    groups = {title: p.add_argument_group(title) for title in FLAG_GROUPS}
     for flag, text in SHARED_HELP.items():
-        if flag in ("--json", "--dp-attention"):
-            p.add_argument(flag, dest=flag[2:].replace("-", "_"), action="store_true", help=text)
+        g = groups[group_of[flag]]
+        if flag == "--json":
+            g.add_argument(flag, dest="json", action="store_true", help=text)
+            continue
+        if flag == "--dp-attention":
+            g.add_argument(flag, dest="dp_attention", action=argparse.BooleanOptionalAction, help=text)
             continue
         kwargs: dict[str, Any] = {"help": text, "default": SHARED_DEFAULTS.get(flag), "metavar": METAVARS.get(flag)}
-        p.add_argument(flag, dest=flag[2:].replace("-", "_"), **kwargs)
+        g.add_argument(flag, dest=flag[2:].replace("-", "_"), **kwargs)
     p.set_defaults(parser=p)
 
 
@@ -484,6 +554,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    "vs tok/s per GPU, the serving benchmarks' view")  # fmt: skip
     observed_help = "overlay points from a CSV with columns tok_s_per_request, usd_per_mtok and optional label"
     p.add_argument("--observed", metavar="FILE.csv", help=observed_help)
+    p.add_argument("--html", metavar="FILE.html", help=HTML_HELP)
     _add_shared(p)
     launch_cmd.add_emit_flags(p, points=True)
     p.set_defaults(func=run_frontier)

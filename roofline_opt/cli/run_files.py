@@ -69,7 +69,7 @@ def _refuse_numeric_text(field: str, value: Any) -> None:
 
 def _flag_value(action: argparse.Action, value: Any) -> Any:
     """A YAML value as the flag would receive it (text; lists comma-separated; null = not given); switches bool."""
-    if isinstance(action, argparse._StoreTrueAction):
+    if isinstance(action, argparse._StoreTrueAction | argparse.BooleanOptionalAction):
         return bool(value)
     if isinstance(value, list):
         return ",".join(str(v) for v in value)

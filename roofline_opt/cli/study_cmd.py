@@ -31,6 +31,10 @@ def run_study(args: argparse.Namespace) -> int:
             files.check_destination(path, flag, formats)
     if args.summary_plot:
         files.check_destination(args.summary_plot, "--summary-plot", files.plot_formats())
+    if args.html:
+        from roofline_opt.report.html import check_html_destination
+
+        check_html_destination(args.html)
     workers = None if args.workers is None else checks.positive_int("--workers", args.workers)
     chunk_rows = checks.positive_int("--chunk-rows", args.chunk_rows)
     n = workers or os.cpu_count() or 1
@@ -63,6 +67,11 @@ def run_study(args: argparse.Namespace) -> int:
     statuses = ", ".join(f"{counts[s]} {s}" for s in sorted(counts))
     print(f"answered {result.answered_now} now; {len(result.frame)} rows: {statuses}")
     print(f"wrote {out}" + (f" and {args.csv}" if args.csv else ""))
+    if args.html:
+        from roofline_opt.report import html
+
+        html.write_html(result.frame, args.html, html.study_chart(result.frame), f"study {study.name} ({study.kind})")
+        print(f"wrote {args.html}")
     if args.summary_plot or args.summary_md:
         text = summary.markdown(result.frame, study)
         md = args.summary_md or str(Path(args.summary_plot).with_suffix(".md"))
@@ -76,7 +85,7 @@ def run_study(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``study``."""
-    from roofline_opt.cli import command_help
+    from roofline_opt.cli import command_help, helpfmt
 
     p = subparsers.add_parser(
         "study",
@@ -85,6 +94,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "product is the grid and/or a list of questions; any flag of the query and accelerator card fields) on an "
         "embedded Dask cluster or a running one. Rows are written in chunks as they arrive; re-running skips the "
         "questions already answered. Infeasible and failed questions are rows with their reason.",
+        epilog=helpfmt.examples("study"),
     )
     p.add_argument("study", metavar="STUDY.yaml", help="the study file")
     p.add_argument("--out", metavar="FILE.parquet", help="output file (default: the study file's name, .parquet, "
@@ -99,4 +109,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--summary-plot", dest="summary_plot", metavar="FILE.png",
                    help="faceted summary plot; the markdown table goes to FILE.md beside it and to stdout")  # fmt: skip
     p.add_argument("--summary-md", dest="summary_md", metavar="FILE.md", help="write the markdown summary table here")
+    from roofline_opt.cli.helpfmt import HTML_HELP
+
+    p.add_argument("--html", metavar="FILE.html", help=HTML_HELP)
     p.set_defaults(func=run_study)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyomo.core as pyo
 
+from roofline_opt import checks
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.optimize import tables as tables_module
 from roofline_opt.optimize.enumerate import Points, enumerate_best, feasible_points
@@ -239,7 +240,7 @@ def _no_layout(question: Question, tables: Tables) -> Infeasible:
     counts = sorted(((v, k) for k, v in tables.exclusions.items() if v), reverse=True)
     if not counts:
         return _empty_space(question)
-    ttft = f"{best_ttft_s(question) * 1e3:.4g} ms" if tables.exclusions.get("ttft") else ""
+    ttft = f"{checks.figure(best_ttft_s(question) * 1e3)} ms" if tables.exclusions.get("ttft") else ""
     demand = _demand_text(question) if tables.exclusions.get("demand") else ""
     hints = "; ".join(
         EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}", ttft=ttft, demand=demand) for v, k in counts
@@ -267,8 +268,8 @@ def _demand_text(question: Question) -> str:
 
     def both(tok_s: float) -> str:
         if question.workload is None:
-            return f"{tok_s:.4g} tok/s"
-        return f"{tok_s:.4g} output tok/s = {tok_s / question.workload.mean_osl:.4g} req/s"
+            return f"{checks.figure(tok_s)} tok/s"
+        return f"{checks.figure(tok_s)} output tok/s = {checks.figure(tok_s / question.workload.mean_osl)} req/s"
 
     low = f"at least {both(least)} fills one instance; " if np.isfinite(least) else ""
     text = f"{low}at most {both(most)} fits the GPUs" if most > 0 else f"{low}no setup fits the GPUs"
@@ -276,8 +277,8 @@ def _demand_text(question: Question) -> str:
     needed = math.ceil(demand / per_gpu - 1e-9) if per_gpu > 0 else 0
     if available and needed > available:
         text = (
-            f"{text}; the demand of {both(demand)} needs at least {needed} GPUs (at the best {per_gpu:.4g} tok/s per "
-            f"GPU any setup reaches), and there are {available}"
+            f"{text}; the demand of {both(demand)} needs at least {needed} GPUs (at the best "
+            f"{checks.figure(per_gpu)} tok/s per GPU any setup reaches), and there are {available}"
         )
     return text
 
@@ -442,16 +443,22 @@ def _answer(question: Question, kind: str, target: float | None, method: str, op
     return top_n(question, kind, target, 1, method, options)[0]
 
 
-def layout_index(question: Question, lay: Layouts, setup: Setup) -> int:
-    """Index in ``lay`` of the (decode) layout a setup uses."""
+def _same_choices(question: Question, lay: Layouts, setup: Setup) -> np.ndarray:
+    """Layouts making every choice ``setup`` makes but 1-D or 2-D tensor parallelism."""
     g = next(i for i, gpu in enumerate(question.gpus) if gpu.name == setup.gpu)
-    match = (
+    return (
         (lay.gpu_index == g) & (lay.weight_bits == setup.weight_bits) & (lay.tp == setup.tp)
-        & (lay.tp_2d == setup.tp_2d) & (lay.pp == setup.pp) & (lay.ep == setup.ep) & (lay.gamma == setup.gamma)
+        & (lay.pp == setup.pp) & (lay.ep == setup.ep) & (lay.gamma == setup.gamma)
         & (lay.kv_bits == setup.kv_bits) & (lay.disagg == (setup.serving == "disagg"))
         & (lay.chunk == setup.chunk_tokens) & (lay.dp_attention == setup.dp_attention)
     )  # fmt: skip
-    return int(np.flatnonzero(match)[0])
+
+
+def alternative_indices(question: Question, lay: Layouts, setup: Setup) -> list[int]:
+    """The layouts ``top_n`` excludes once ``setup`` is listed: its own and its 1-D/2-D tensor-parallel twin. The
+    twins differ by a fraction of a percent and by no choice a user makes (the serving engine picks the sharding),
+    so the next answer is an alternative a user would choose between: another accelerator, precision or degree."""
+    return [int(i) for i in np.flatnonzero(_same_choices(question, lay, setup))]
 
 
 def top_n(
@@ -463,8 +470,9 @@ def top_n(
     options: SolverOptions | None = None,
 ) -> list[Answer]:
     """The best answer, then the best among the remaining layouts, and so on: up to ``n`` distinct layouts, each
-    proven best once the previous ones are excluded (fewer when no other layout meets the target). A disaggregated
-    layout is excluded with every prefill partner it was paired with."""
+    proven best once the previous ones are excluded (fewer when no other layout meets the target). A listed layout
+    is excluded with its 1-D/2-D tensor-parallel twin (``alternative_indices``), a disaggregated one with every
+    prefill partner it was paired with."""
     check_method(method)
     if method == "mip":
         return _prepared_top(prepare(question, options), kind, target, n)
@@ -475,7 +483,7 @@ def top_n(
     def best(goal: float | None) -> Answer | None:
         answer = enumerate_best(question, kind, goal, pts.subset(~np.isin(pts.layout_index, excluded)))
         if answer is not None:
-            excluded.append(layout_index(question, pts.layouts, answer.setup))
+            excluded.extend(alternative_indices(question, pts.layouts, answer.setup))
         return answer
 
     return _checked(question, kind, target, n, best, lambda: enumerate_best(question, other, None, pts))
@@ -494,7 +502,7 @@ def _prepared_top(prep: Prepared, kind: str, target: float | None, n: int) -> li
     def best(goal: float | None) -> Answer | None:
         answer = solve[kind](prep, goal)
         if answer is not None:
-            prep.excluded_layouts.add(layout_index(prep.question, prep.tables.layouts, answer.setup))
+            prep.excluded_layouts.update(alternative_indices(prep.question, prep.tables.layouts, answer.setup))
         return answer
 
     try:
@@ -528,12 +536,12 @@ def _checked(
     if kind == FASTEST and tpot_speed is not None:
         first = answers[0]
         if first.tok_s_per_request < tpot_speed * (1 - TARGET_RTOL):
-            within = "at any price" if target is None else f"within ${target:.4g}/Mtok"
+            within = "at any price" if target is None else f"within ${checks.figure(target)}/Mtok"
             raise Infeasible(
-                f"no setup {within} meets TPOT <= {question.max_tpot_s * 1e3:.4g} ms",
+                f"no setup {within} meets TPOT <= {checks.figure(question.max_tpot_s * 1e3)} ms",
                 reason="tpot",
-                nearest=f"the fastest {within} has TPOT {1e3 / first.tok_s_per_request:.4g} ms at "
-                f"${first.usd_per_mtok:.4g}/Mtok",
+                nearest=f"the fastest {within} has TPOT {checks.figure(1e3 / first.tok_s_per_request)} ms at "
+                f"${checks.figure(first.usd_per_mtok)}/Mtok",
             )
         answers = [a for a in answers if a.tok_s_per_request >= tpot_speed * (1 - TARGET_RTOL)]
     return answers
@@ -541,22 +549,22 @@ def _checked(
 
 def _unreachable(question: Question, kind: str, target: float | None, nearest: Answer) -> Infeasible:
     """The target nobody meets, and the figure the best setup at the other extreme reaches."""
-    cost, speed = f"${nearest.usd_per_mtok:.4g}/Mtok", f"{nearest.tok_s_per_request:.4g} tok/s"
+    cost, speed = f"${checks.figure(nearest.usd_per_mtok)}/Mtok", f"{checks.figure(nearest.tok_s_per_request)} tok/s"
     if kind == FASTEST:
         return Infeasible(
-            f"no setup costs at most ${target:.4g}/Mtok",
+            f"no setup costs at most ${checks.figure(target)}/Mtok",
             reason="target",
             nearest=f"the cheapest setup costs {cost} at {speed}",
         )
     assert target is not None
     if question.max_tpot_s is not None and target <= 1.0 / question.max_tpot_s * (1 + TARGET_RTOL):
         return Infeasible(
-            f"no setup meets TPOT <= {question.max_tpot_s * 1e3:.4g} ms",
+            f"no setup meets TPOT <= {checks.figure(question.max_tpot_s * 1e3)} ms",
             reason="tpot",
-            nearest=f"the fastest setup has TPOT {1e3 / nearest.tok_s_per_request:.4g} ms at {cost}",
+            nearest=f"the fastest setup has TPOT {checks.figure(1e3 / nearest.tok_s_per_request)} ms at {cost}",
         )
     return Infeasible(
-        f"no setup reaches {target:.4g} tok/s per request",
+        f"no setup reaches {checks.figure(target)} tok/s per request",
         reason="target",
         nearest=f"the fastest setup reaches {speed} at {cost}",
     )

@@ -43,6 +43,10 @@ REQUEST_FIGURES = (
     "usd_per_mtok_blended",
 )
 """Figures of answers about whole requests (a workload), beside FIGURES."""
+DECODE_ONLY, WHOLE_REQUEST = "decode_only", "whole_request"
+"""The two scopes of a price (record field ``cost_scope``): decode steps at a fixed context, prefill excluded, or
+whole requests (prefill, decode and, when disaggregated, the prefill instances). Each has its own field name:
+``usd_per_mtok_decode_only`` or ``usd_per_mtok_whole_request``; ``usd_per_mtok`` is the objective under either."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,12 @@ class Answer:
         if "ttft_s" in self.figures:
             rec.update(_request_fields(s))
         rec.update(self.figures)
+        scope = WHOLE_REQUEST if "ttft_s" in self.figures else DECODE_ONLY
+        rec["cost_scope"] = scope
+        rec[f"usd_per_mtok_{scope}"] = self.figures["usd_per_mtok"]
+        for name in ("time_per_token_s", "ttft_s", "tpot_s"):
+            if name in self.figures:
+                rec[name.removesuffix("_s") + "_ms"] = self.figures[name] * 1e3
         rec["usd_per_hour"] = self.figures["usd_per_hour_per_instance"] * self.setup.replicas
         rec["bottleneck"] = self.bottleneck
         rec["fits_in_memory"] = self.fits_in_memory

@@ -39,6 +39,12 @@ TARGET_RTOL = 1e-9
 accept a setup within it (and the answer is checked again on the exact figures)."""
 MAX_GAMMA = 64
 """Longest draft (gamma) offered or evaluated."""
+MOE_EP_DEGREES = (8, 16, 32, 64)
+"""Expert-parallel degrees (beside 1) a MoE model is offered by default, each dividing its expert count; with data-
+parallel attention, also groups of that many GPUs (how DeepSeek-V3/R1 and Qwen3 MoE are served today)."""
+DEFAULT_DRAFT_GAMMA_MAX = 4
+"""Longest draft offered when a draft model is given without gamma_max (the solver still chooses 0..4): a draft
+named without a length would otherwise do nothing."""
 MAX_BATCH_LIMIT = 1 << 20
 """Largest batch, in sequences per instance."""
 MAX_DEGREE = 1 << 16

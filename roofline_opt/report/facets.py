@@ -34,11 +34,13 @@ def plot_facets(
     rows = math.ceil(len(facets) / cols)
     figure = Figure(figsize=(4.2 * cols + 1.5, 3.2 * rows + 0.8), layout="constrained")
     axes = figure.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
+    style = series_styles(list(dict.fromkeys(frame[line])))
     for ax, name in zip(axes.flat, facets, strict=False):
         panel = frame[frame[facet] == name]
         for label, points in panel.groupby(line, sort=False):
             points = points.sort_values(x)
-            ax.plot(points[x], points[y], "o-", ms=3.5, lw=1.3, label=str(label))
+            colour, marker = style[label]
+            ax.plot(points[x], points[y], "-", marker=marker, ms=4, lw=1.3, color=colour, label=str(label))
         ax.set_title(str(name), fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         if log_y:
@@ -49,11 +51,27 @@ def plot_facets(
         ax.set_xlabel(x_label)
     for ax in axes[:, 0]:
         ax.set_ylabel(y)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    if handles:
-        figure.legend(handles, labels, loc="outside lower center", fontsize=8, ncols=min(3, len(labels)))
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, marker=m, ms=4, lw=1.3, label=str(k)) for k, (c, m) in style.items()]
+    if handles:  # every series, whichever panels it appears in, with the same colour and marker everywhere
+        figure.legend(
+            handles=handles, loc="outside lower center", fontsize=8, ncols=min(max(3, cols * 2), len(handles))
+        )
     figure.suptitle(title)
     save_figure_atomic(figure, path, field)
+
+
+SERIES_MARKERS = ("o", "s", "D", "^", "v", "P", "X")
+"""Markers cycled beside the 20 colours of tab20: 7 and 20 are coprime, so 140 series differ in colour or marker."""
+
+
+def series_styles(labels: list) -> dict:
+    """A (colour, marker) per series label, distinct for up to 140 series."""
+    from matplotlib import colormaps
+
+    colours = colormaps["tab20"].colors
+    return {label: (colours[i % 20], SERIES_MARKERS[i % len(SERIES_MARKERS)]) for i, label in enumerate(labels)}
 
 
 def frame_to_markdown(frame: pd.DataFrame) -> str:

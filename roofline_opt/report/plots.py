@@ -83,8 +83,8 @@ def plot_frontier(
     ax = figure.add_subplot()
     x, y = frame["tok_s_per_request"], frame[y_field]
     if axes == "cost":
-        ax.step(x, y, where="pre", lw=1.0, color="C0", alpha=0.6, label="least $/Mtok at that speed or faster")
-    ax.plot(x, y, "o", ms=4.5, color="C0", label="optimal setups (achievable points only)", zorder=3)
+        ax.step(x, y, where="pre", lw=1.0, color="0.55", label="least $/Mtok at that speed or faster")
+    _setup_markers(ax, frame, y_field)
     _mark_preferred(ax, frame, y_field, preferred_label)
     if observed is not None and len(observed) and axes == "cost":
         _overlay(ax, observed, "x", "k", "observed (serving provider)")
@@ -100,6 +100,39 @@ def plot_frontier(
     save_figure_atomic(figure, path, field)
 
 
+LOG_RANGE = 3.0
+"""Answers whose costs span less than this factor are drawn on a linear cost axis from $0."""
+SERIES_MARKERS = ("o", "D", "s", "^", "v", "P", "X", "*", "h", "p")
+"""Marker per weight precision, so that series differ in shape as well as colour."""
+
+
+def _setup_markers(ax: Any, frame: pd.DataFrame, y_field: str) -> None:
+    """The frontier's setups as markers, one colour per accelerator and one shape per weight precision, so that a
+    mixed-GPU or mixed-precision frontier shows what each point runs on."""
+    gpus = list(dict.fromkeys(frame["gpu"])) if "gpu" in frame else [None]
+    bits = sorted(frame["weight_bits"].unique()) if "weight_bits" in frame else [None]
+    for gi, gpu in enumerate(gpus):
+        for bi, b in enumerate(bits):
+            mask = pd.Series(True, index=frame.index)
+            if gpu is not None:
+                mask &= frame["gpu"] == gpu
+            if b is not None:
+                mask &= frame["weight_bits"] == b
+            if not mask.any():
+                continue
+            label = " ".join(t for t in (gpu, None if b is None else f"{b}-bit") if t) or "optimal setups"
+            ax.plot(
+                frame.loc[mask, "tok_s_per_request"],
+                frame.loc[mask, y_field],
+                SERIES_MARKERS[bi % 10],
+                ms=5,
+                color=f"C{gi % 10}",
+                label=f"{label} (achievable setups)",
+                zorder=3,
+                linestyle="none",
+            )
+
+
 def plot_answers(frame: pd.DataFrame, path: str | os.PathLike[str], *, title: str, field: str = "--plot") -> None:
     """The answers of a query (best first) on the cost axes, each labelled with its rank and layout."""
     from matplotlib.figure import Figure
@@ -107,15 +140,27 @@ def plot_answers(frame: pd.DataFrame, path: str | os.PathLike[str], *, title: st
     figure = Figure(figsize=(8, 5), layout="constrained")
     ax = figure.add_subplot()
     ax.plot(frame["tok_s_per_request"], frame["usd_per_mtok"], "o", ms=6, color="C0")
-    for rank, row in enumerate(frame.itertuples(), start=1):
+    for rank, row in enumerate(frame.itertuples(), start=1):  # labels stacked by rank: close points stay legible
         text = f"#{rank} {row.gpu} {row.layout} batch {row.batch}"
-        ax.annotate(text, (row.tok_s_per_request, row.usd_per_mtok), xytext=(5, 4), textcoords="offset points",
-                    fontsize=8)  # fmt: skip
-    ax.set_yscale("log")
-    dollar_axis(ax.yaxis)
-    ax.margins(x=0.25, y=0.15)
+        leader = {"arrowstyle": "-", "color": "0.6", "lw": 0.5}
+        ax.annotate(text, (row.tok_s_per_request, row.usd_per_mtok), xytext=(6, 4 + 11 * (rank - 1)),
+                    textcoords="offset points", fontsize=8, arrowprops=leader)  # fmt: skip
+    costs = frame["usd_per_mtok"]
+    if costs.max() / costs.min() >= LOG_RANGE:
+        ax.set_yscale("log")
+        dollar_axis(ax.yaxis)
+        scale = "log scale"
+    else:  # a narrow range on a log axis magnifies a 0.3% difference into the whole plot: linear, from $0
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_ylim(0, costs.max() * 1.3)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: dollars(v, 3) if v > 0 else "$0"))
+        scale = r"linear, from \$0"
+    speeds = frame["tok_s_per_request"]
+    spread = max(speeds.max() - speeds.min(), 0.1 * speeds.max())  # never magnify a sub-percent spread of speeds
+    ax.set_xlim(speeds.min() - 0.6 * spread, speeds.max() + 0.6 * spread)
     ax.set_xlabel("output tokens per second per request (per user)")
-    ax.set_ylabel("$ per million output tokens (log scale)")
+    ax.set_ylabel(f"$ per million output tokens ({scale})")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     save_figure_atomic(figure, path, field)

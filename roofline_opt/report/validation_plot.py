@@ -50,6 +50,7 @@ def plot_validation(panels: dict[str, Sequence[PlottedRow]], path: str | os.Path
                        edgecolors="k", linewidths=0.4, zorder=3)  # fmt: skip
             ax.annotate(r.label, (r.tok_s_per_user, r.tok_s_per_gpu), xytext=(3, 3), textcoords="offset points",
                         fontsize=6)  # fmt: skip
+            _tie(ax, r, colour)
         ax.set_xscale("log")
         ax.set_yscale("log")
         plain = FuncFormatter(lambda value, _: f"{value:g}")
@@ -69,6 +70,26 @@ def plot_validation(panels: dict[str, Sequence[PlottedRow]], path: str | os.Path
     handles += [Line2D([], [], ls="", marker=m, color="gray", label=k) for k, m in MARKERS.items()]
     bound_line = "the bound on the row's layout (peak FLOP/s and HBM)"
     handles.append(Line2D([], [], color="gray", lw=0.8, label=bound_line))
-    figure.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8)
+    handles.append(Line2D([], [], color="gray", lw=0.6, ls=":", label="a point to its own bound at its speed"))
+    # as many legend columns as the figure's width holds (two panels are too narrow for one row of eight)
+    figure.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 2 * cols), fontsize=8)
     figure.suptitle("measured points (labelled by CSV line) against the roofline; below the line = bounded")
     save_figure_atomic(figure, path, field)
+
+
+def _tie(ax, r: PlottedRow, colour: str) -> None:
+    """Tie a point to its own curve: a dotted line to the bound at the point's speed, and the point's CSV line
+    number at the curve's fast end, so that among many curves each point's is found."""
+    x, y = np.asarray(r.curve_tok_s_per_user, float), np.asarray(r.curve_tok_s_per_gpu, float)
+    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if keep.sum() < 2:
+        return
+    x, y = x[keep], y[keep]
+    order = np.argsort(x)
+    x, y = x[order], y[order]
+    if x[0] <= r.tok_s_per_user <= x[-1]:
+        bound = float(np.exp(np.interp(np.log(r.tok_s_per_user), np.log(x), np.log(y))))
+        ax.plot([r.tok_s_per_user] * 2, [r.tok_s_per_gpu, bound], ":", lw=0.6, color=colour, alpha=0.8)
+    ax.annotate(
+        r.label, (x[-1], y[-1]), xytext=(2, -2), textcoords="offset points", fontsize=5, color=colour, alpha=0.8
+    )

@@ -145,8 +145,9 @@ def _canonical(value: Any) -> Any:
 
 
 def load_study(path: str | Path) -> Study:
-    """Parse and check a study file; any problem is InvalidInput naming the file and the key."""
-    path = Path(path)
+    """Parse and check a study file (one that ships, ``instances/studies/hbm-value.yaml``, from any folder); any
+    problem is InvalidInput naming the file and the key."""
+    path = Path(catalog.data_file(str(path)))
     if not path.is_file():
         raise InvalidInput("study", f"must be an existing YAML file. Got {str(path)!r} instead (no such file).")
     data = read_yaml(path)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import pyomo.core as pyo
 
+from roofline_opt import checks
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.optimize.fleet.candidates import Candidate, ModelCandidates, model_candidates
 from roofline_opt.optimize.fleet.formulation import CLASSES, DOMAINS, build_fleet_model, use_cost_objective
@@ -47,8 +48,8 @@ def _no_candidate(fleet: Fleet, i: int, mc: ModelCandidates) -> Infeasible:
             where = "" if room is None else f" with TP groups inside one scale-up domain of at most {room} GPUs"
             parts.append(f"does not fit in memory on {gpu}{where} (offer more pp degrees or fewer weight bits)")
         else:
-            limit = fm.max_time_per_token_s * 1e3
-            parts.append(f"cannot meet tpot {limit:.4g} ms on {gpu}: the fastest layout takes {fastest * 1e3:.4g} ms")
+            limit, best = checks.figure(fm.max_time_per_token_s * 1e3), checks.figure(fastest * 1e3)
+            parts.append(f"cannot meet tpot {limit} ms on {gpu}: the fastest layout takes {best} ms")
     if not parts:
         parts.append("has no layout in its search space")
     return Infeasible(f"model {fm.name} ({fm.question.model.name}) " + "; ".join(parts), reason="target")

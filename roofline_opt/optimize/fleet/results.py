@@ -130,6 +130,7 @@ def _row(fleet: Fleet, i: int, t: int, c: Candidate, n: int, f: dict, util: floa
         served_tok_s=served,
         served_req_s=served / fm.tok_per_request if fm.tok_per_request else None,
         utilisation=util,
+        usd_per_gpu_hour=gpu_price,
         usd_per_hour=usd_per_hour,
         effective_usd_per_mtok=usd_per_hour / (served * 3600 / 1e6) if served > 0 else None,
         busy_usd_per_mtok=f["usd_per_mtok"],
