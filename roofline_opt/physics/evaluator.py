@@ -269,13 +269,25 @@ def expert_touched_fraction(model: ModelSpec, tokens) -> np.ndarray:
     return 1.0 - (1.0 - model.n_active_experts / model.n_experts) ** tokens
 
 
+def kv_read_bytes(model: ModelSpec, preset: Preset, layout: Layout, batch) -> np.ndarray:
+    """KV-cache bytes read from HBM in one step, summed over the instance's devices (model-notes section 3).
+
+    Every sequence's cache over its ``context`` tokens is read once per step. With data-parallel attention each GPU
+    reads its own sequences' cache, which sums to the same figure.
+    """
+    sz = model_sizes(model)
+    batch = np.asarray(batch, dtype=float)
+    return sz.kv_values_per_token_per_layer * model.n_layers * layout.kv_bytes_per_value * layout.context * batch
+
+
 def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> np.ndarray:
-    """Bytes read from HBM in one step, summed over the instance's devices (model-notes section 3)."""
+    """Bytes read from HBM in one step, summed over the instance's devices (model-notes section 3):
+    ``kv_read_bytes`` plus weights and activations."""
     sz = model_sizes(model)
     a = preset.activation_bytes
     w = weight_bytes_per_param(weight_bits)
     batch = np.asarray(batch, dtype=float)
-    tp, pp, ep, ctx, s_tok = layout.tp, layout.pp, layout.ep, layout.context, layout.tokens_per_step
+    tp, pp, ep, s_tok = layout.tp, layout.pp, layout.ep, layout.tokens_per_step
     tok = batch * s_tok / pp
     t1, t2 = _tp_factors(preset, tp, layout.tp_2d)
     qkv_act = sz.qkv_out_width * tok * (1.0 if preset.paper_qkv_quirk else a)
@@ -294,9 +306,8 @@ def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout
         ff_dense = sz.n_dense_layers * (
             w * sz.dense_ff_params + (model.m_in + model.m_out) * a * tok * (t2 * model.d_model + t1 * dff)
         )
-    kv_read = sz.kv_values_per_token_per_layer * model.n_layers * layout.kv_bytes_per_value * ctx * batch
     per_micro = model.n_layers * (qkv + proj) + ff_moe + ff_dense + w * model.vocab * model.d_model
-    plain = kv_read + pp * per_micro
+    plain = kv_read_bytes(model, preset, layout, batch) + pp * per_micro
     if not layout.any_dp_attention:
         return plain
     busiest = dp_attention.busiest_gpu_traffic_bytes(model, preset, weight_bits, layout, batch)
