@@ -15,6 +15,14 @@ minimum of affine protocols, MoE memory is concave, the rest affine), so these c
 both ends: valid optimistic bounds. ``refine_rows`` cuts the rows a query's screening keeps at protocol changes (and
 refines their MoE chords); no other row is cut, which is most of the saving on large spaces.
 
+With ``Preset.per_kernel_class`` (the default preset) a step is launches + network + the attention classes, each at
+its own max(memory, compute), + max(GEMM memory, GEMM compute). Both attention classes are proportional to the batch
+(decode attention: KV read and FLOPs both scale with B at a fixed context; prefill attention: the B * I / O prompt
+tokens' KV bytes and FLOPs likewise), so each class's max is linear in B and has no crossing inside a batch range:
+it joins the serial part of every piece, and the pieces stay "serial part + GEMM memory" and "serial part + GEMM
+compute", each concave (the GEMM memory is affine or, for MoE, concave). The GEMM class's own crossing is handled by
+the max over pieces as before, so no new breakpoint is needed and the chords keep every property stated here.
+
 Questions about whole requests (a workload) use the request physics (physics/requests.py): the time per token is
 the TPOT step (with the steady-state prompt tokens when aggregated), an aggregated layout's batch range is also capped
 by its TTFT limit and by the chunk budget (both exact, by bisection and division), and a disaggregated decode layout
@@ -210,19 +218,20 @@ def _used(mem: ev.DeviceMemory) -> np.ndarray:
 
 
 def _per_token_s(question: Question, terms, gamma: np.ndarray, which: tuple[str, ...]) -> np.ndarray:
-    """Seconds per generated token using memory_s or compute_s for the max() of target and draft steps."""
+    """Seconds per generated token using the GEMM class's memory or compute time for the max() of target and draft
+    steps (the serial part - launches, network, attention classes - in every piece)."""
     e_tokens = ev.expected_tokens_per_round(question.acceptance, gamma) if question.draft is not None else 1.0
     total = 0.0
     for term, pick, weight in zip(terms, which, (1.0, gamma), strict=False):
-        total = total + weight * (term.kernel_launch_s + term.network_s + getattr(term, pick))
+        total = total + weight * (term.serial_s + getattr(term, pick))
     return np.where(gamma > 0, total / e_tokens, total)
 
 
 PIECE_PICKS = (
-    ("memory_s", "memory_s"),
-    ("memory_s", "compute_s"),
-    ("compute_s", "memory_s"),
-    ("compute_s", "compute_s"),
+    ("gemm_memory_s", "gemm_memory_s"),
+    ("gemm_memory_s", "gemm_compute_s"),
+    ("gemm_compute_s", "gemm_memory_s"),
+    ("gemm_compute_s", "gemm_compute_s"),
 )
 
 
@@ -256,11 +265,16 @@ def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
 
 
 def _target_memory_s(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch):
-    """The target step's memory time alone (all MoE refinement needs: no network term is evaluated)."""
+    """The target step's GEMM-class memory time alone, the concave term (MoE refinement needs no network term)."""
     if question.workload is not None:
-        return target_step(question, gpu_index, bits, lay, idx, batch).memory_s
+        return target_step(question, gpu_index, bits, lay, idx, batch).gemm_memory_s
     layout = group_layout(lay, idx, question).verifying(lay.gamma[idx])
-    return ev.memory_time_s(question.model, question.gpus[gpu_index], question.preset, bits, layout, batch)
+    gpu = question.gpus[gpu_index]
+    total = ev.memory_time_s(question.model, gpu, question.preset, bits, layout, batch)
+    if not question.preset.per_kernel_class:
+        return total
+    kv = ev.kv_read_bytes(question.model, question.preset, layout, batch)
+    return total - kv / (layout.n_gpus * gpu.hbm_bytes_per_s * question.preset.hbm_efficiency)
 
 
 def _intervals(lo: float, hi: float, breaks: np.ndarray) -> list[tuple[float, float]]:

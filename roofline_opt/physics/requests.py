@@ -115,10 +115,26 @@ def _loaded_step(
     wanted = batch * layout.context + np.asarray(prompt_attention, dtype=float)
     attn_flop = sz.attn_flop_per_ctx_token_per_layer * model.n_layers * (wanted - counted)
     n = layout.n_gpus
-    compute_s = base.compute_s + attn_flop / (n * ev.flop_rate(gpu, weight_bits) * preset.flop_efficiency)
+    flop_s = n * ev.flop_rate(gpu, weight_bits) * preset.flop_efficiency
+    compute_s = base.compute_s + attn_flop / flop_s
     kv_bytes = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * np.asarray(prompt_kv_tokens, dtype=float)
-    memory_s = base.memory_s + kv_bytes / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
-    return replace(base, memory_s=memory_s, compute_s=compute_s)
+    hbm_s = n * gpu.hbm_bytes_per_s * preset.hbm_efficiency
+    memory_s = base.memory_s + kv_bytes / hbm_s
+    if not base.per_kernel_class:
+        return replace(base, memory_s=memory_s, compute_s=compute_s)
+    # the decode tokens' attention at layout.context; the prompt tokens' attention is the prefill class
+    tps = layout.tokens_per_step
+    per_ctx = sz.attn_flop_per_ctx_token_per_layer * model.n_layers
+    decode_flop = per_ctx * batch * tps * (layout.context + (tps - 1.0) / 2.0)
+    prompt_flop = per_ctx * np.asarray(prompt_attention, dtype=float)
+    return replace(
+        base,
+        memory_s=memory_s,
+        compute_s=compute_s,
+        decode_attention_compute_s=decode_flop / flop_s,
+        prefill_attention_memory_s=kv_bytes / hbm_s,
+        prefill_attention_compute_s=prompt_flop / flop_s,
+    )
 
 
 def prompt_share(workload: Workload | None, aggregated) -> np.ndarray:
@@ -191,8 +207,19 @@ def prefill_step(
     prompt = replace(layout, context=np.zeros_like(layout.context), tokens_per_step=np.full_like(layout.context, isl))
     base = ev.step(model, gpu, preset, weight_bits, prompt, batch)
     written = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * isl * batch
-    memory_s = base.memory_s + written / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
-    return replace(base, memory_s=memory_s)
+    written_s = written / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
+    memory_s = base.memory_s + written_s
+    if not base.per_kernel_class:
+        return replace(base, memory_s=memory_s)
+    # at C = 0 the step's attention is all prompt attention: one prefill class with the KV cache it writes
+    return replace(
+        base,
+        memory_s=memory_s,
+        decode_attention_memory_s=0.0,
+        decode_attention_compute_s=0.0,
+        prefill_attention_memory_s=base.decode_attention_memory_s + written_s,
+        prefill_attention_compute_s=base.decode_attention_compute_s,
+    )
 
 
 def kv_link_bytes_per_s(prefill_gpu: GpuSpec, decode_gpu: GpuSpec, same_domain: bool) -> float:

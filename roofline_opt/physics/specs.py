@@ -100,6 +100,30 @@ class NcclProtocol:
     base_s: float
 
 
+@dataclass(frozen=True)
+class KernelCounts:
+    """Serial GPU kernels per layer of one step, by architecture family (collectives are timed by the network term).
+
+    A layer runs its attention block's kernels then its feed-forward block's, each kernel costing the accelerator's
+    ``kernel_launch_s``. The counts are those of the most fused public engine, so that they stay a lower bound:
+    TensorRT-LLM's DeepSeek-R1 decode layer (TensorRT-LLM docs/source/blogs/tech_blog/blog1_Pushing_Latency_Boundaries
+    _Optimizing_DeepSeek-R1_Performance_on_NVIDIA_B200_GPUs.md, "Everything in One Diagram"): Fuse_A GEMM, grouped q/kv
+    RMSNorm, UQ_QR GEMM, UK batched GEMM, KV concat + RoPE, MLA generation kernel, UV batched GEMM, WO GEMM = 8 for MLA;
+    router GEMM, top-k, two grouped expert GEMMs = 4 for a routed MoE block (the shared expert runs on a side stream;
+    the two all-reduce + RMSNorm kernels are collectives). A GQA block is QKV GEMM, generation attention (RoPE and KV
+    append inside it, as TensorRT-LLM's masked-MHA generation kernel does) and output GEMM = 3 (an engine with a
+    separate RoPE/KV-append kernel, as in TensorRT-LLM's context path, runs 4); a dense feed-forward block is its two
+    GEMMs (gate-up with the activation in its epilogue, down) = 2, the paper's count. SGLang's unfused
+    DeepseekV2AttentionMLA.forward_absorb (python/sglang/srt/models/deepseek_v2.py) runs about 20 kernels for the MLA
+    block alone (separate FP8 activation quantisation per GEMM, copies into q/k buffers, two-stage Triton decode).
+    """
+
+    gqa_attention: int = 3
+    mla_attention: int = 8
+    dense_ffn: int = 2
+    moe_ffn: int = 4
+
+
 NCCL_PROTOCOLS = (
     NcclProtocol("LL", 0.5, 0.6e-6, 5e-6, 6.8e-6),
     NcclProtocol("LL128", 0.95, 1.25e-6, 8.5e-6, 14e-6),
@@ -120,6 +144,10 @@ class Preset:
     merge_parallel_attention_allreduce: models with parallel attention (PaLM, Falcon, GPT-J) reduce attention and
     feed-forward outputs in one 1-D all-reduce per layer instead of two (the notebook does not model this).
     expert_load_imbalance: with data-parallel attention, the busiest GPU's expert tokens over the mean (>= 1).
+    kernel_counts: serial kernels per layer by architecture family (``KernelCounts``); None = the notebook's 4 per
+    layer for every architecture. per_kernel_class: a step runs its GEMMs, decode attention and prefill attention as
+    separate kernels, each class at its own max(memory, compute) (docs/physics/step-structure.md); off = the notebook's
+    one max over the whole step.
     """
 
     name: str
@@ -136,6 +164,8 @@ class Preset:
     merge_parallel_attention_allreduce: bool = False
     activation_bytes: float = 2.0
     expert_load_imbalance: float = 1.0
+    kernel_counts: KernelCounts | None = None
+    per_kernel_class: bool = False
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
@@ -156,5 +186,7 @@ DEFAULT = Preset(
     integer_tp_2d=True,
     kv_split_by_kv_heads=True,
     merge_parallel_attention_allreduce=True,
+    kernel_counts=KernelCounts(),
+    per_kernel_class=True,
 )
 PRESETS = {p.name: p for p in (PAPER, DEFAULT)}
