@@ -129,7 +129,24 @@ def group_layout(lay: Layouts, idx: np.ndarray, question: Question, tokens=1.0) 
     return lay.layout(idx, question.context, tokens)
 
 
-def target_step(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch) -> ev.StepFigures:
+def prefill_cycle(question: Question) -> bool:
+    """Whether the question's aggregated layouts run the decode/chunk cycle (their TPOT is the cycle's mean)."""
+    return question.workload is not None and question.preset.prefill_cycle
+
+
+def needs_refining(question: Question) -> bool:
+    """Whether rows start with chords that are optimistic by more than a rounding (MoE memory, the cycle)."""
+    return question.model.is_moe or prefill_cycle(question)
+
+
+def _n_pieces(question: Question) -> int:
+    """Pieces per row: GEMM memory or compute of the target (and draft step, or decode and chunk step of a cycle)."""
+    return 4 if question.draft is not None or prefill_cycle(question) else 2
+
+
+def target_step(
+    question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch
+) -> ev.StepFigures | rq.CycleFigures:
     """The step whose time is the time per token (or per draft round): decode, verification, or the TPOT step."""
     gpu = question.gpus[gpu_index]
     layout = group_layout(lay, idx, question)
@@ -163,10 +180,13 @@ def _step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx
 
 
 def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray) -> list[np.ndarray]:
-    """Batches at which some collective changes its fastest protocol, per layout of idx."""
+    """Batches at which some collective changes its fastest protocol, per layout of idx (in the decode step and, with
+    the prefill cycle, in the chunk step)."""
     gpu = question.gpus[gpu_index]
     layout = group_layout(lay, idx, question)
-    tokens = layout.verifying(lay.gamma[idx]).tokens_per_step + rq.prompt_share(question.workload, ~lay.disagg[idx])
+    cycle = prefill_cycle(question)
+    share = 0.0 if cycle else rq.prompt_share(question.workload, ~lay.disagg[idx])
+    tokens = layout.verifying(lay.gamma[idx]).tokens_per_step + share
     groups = [(question.model, bits, replace(layout, tokens_per_step=tokens))]
     if question.draft is not None:
         groups.append((question.draft, ev.DRAFT_WEIGHT_BITS, layout.for_draft(question.draft)))
@@ -182,6 +202,11 @@ def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, id
                         x = (lat[..., q] - lat[..., p]) / ds
                     points.append(np.where((coll.count > 0) & (ds != 0) & np.isfinite(x), x, np.nan))
     stacked = np.stack(np.broadcast_arrays(*points), axis=-1) if points else np.full((len(idx), 0), np.nan)
+    if cycle:
+        # a chunk step's collectives carry B + chunk tokens: the decode step's crossings, moved down by the chunk
+        carried = rq.chunk_carried_tokens(question.workload, lay.chunk[idx], 0.0)
+        shift = np.where(lay.disagg[idx], np.nan, carried)
+        stacked = np.concatenate([stacked, stacked - shift[:, None]], axis=-1)
     return [row[np.isfinite(row)] for row in stacked]
 
 
@@ -220,6 +245,8 @@ def _used(mem: ev.DeviceMemory) -> np.ndarray:
 def _per_token_s(question: Question, terms, gamma: np.ndarray, which: tuple[str, ...]) -> np.ndarray:
     """Seconds per generated token using the GEMM class's memory or compute time for the max() of target and draft
     steps (the serial part - launches, network, attention classes - in every piece)."""
+    if isinstance(terms[0], rq.CycleFigures):
+        return terms[0].piece_s(*which)
     e_tokens = ev.expected_tokens_per_round(question.acceptance, gamma) if question.draft is not None else 1.0
     total = 0.0
     for term, pick, weight in zip(terms, which, (1.0, gamma), strict=False):
@@ -236,22 +263,40 @@ PIECE_PICKS = (
 
 
 def _pieces(question, gpu_index, bits, lay, idx, lo, hi):
-    """a0, a1 of every convex piece on [lo, hi] (chords of the evaluator between the interval ends)."""
+    """a0, a1 of every convex piece on [lo, hi] (chords of the evaluator between the interval ends; a cycle's pieces
+    lowered by their quadratic's chord gap, see ``_cycle_gap_s``)."""
     gamma = lay.gamma[idx].astype(float)
     at_ends = _step_terms(question, gpu_index, bits, lay, idx, np.stack([lo, hi]))  # one call: collectives once
-    picks = PIECE_PICKS if question.draft is not None else PIECE_PICKS[::3]
+    picks = PIECE_PICKS if _n_pieces(question) == 4 else PIECE_PICKS[::3]
     a0s, a1s = [], []
     width = np.maximum(hi - lo, 1.0)
     for pick in picks:
         y_lo, y_hi = _per_token_s(question, at_ends, gamma, pick)
         slope = np.where(hi > lo, (y_hi - y_lo) / width, 0.0)
         a1s.append(slope)
-        a0s.append(y_lo - slope * lo)
+        below = _cycle_gap_s(at_ends[0], pick, lo, hi) if isinstance(at_ends[0], rq.CycleFigures) else 0.0
+        a0s.append(y_lo - slope * lo - below)
     return np.stack(a0s, axis=-1), np.stack(a1s, axis=-1)
 
 
+def _cycle_gap_s(cycle: rq.CycleFigures, pick: tuple[str, str], lo, hi) -> np.ndarray:
+    """How far a cycle piece's chord may lie above the piece on [lo, hi]: a piece is (1 - f) A + f C with A (the decode
+    step) and C (the chunk step) concave in the batch and f = kappa B; A and C lie above their chords, so the piece lies
+    above the quadratic (1 - f) chord_A + f chord_C, whose chord is the piece's own and whose curvature is
+    kappa (slope C - slope A). Where that is convex its chord lies at most kappa (slope C - slope A) (hi - lo)^2 / 4
+    above it (at the middle): lowering the chord by that much keeps a valid lower bound, exact where lo = hi."""
+    width = np.maximum(hi - lo, 1.0)
+    f_lo, f_hi = cycle.chunk_share
+    decode_lo, decode_hi = cycle.decode.serial_s + getattr(cycle.decode, pick[0])
+    chunk_lo, chunk_hi = cycle.chunk.serial_s + getattr(cycle.chunk, pick[1])
+    kappa = np.where(hi > lo, (f_hi - f_lo) / width, 0.0)
+    curvature = kappa * ((chunk_hi - chunk_lo) - (decode_hi - decode_lo)) / width
+    return np.maximum(curvature, 0.0) * (hi - lo) ** 2 / 4.0
+
+
 def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
-    """Relative gap between the memory term and its chord at the interval middle (0 where it is affine)."""
+    """Relative gap between the memory term and its chord at the interval middle (0 where it is affine) and, with the
+    prefill cycle, between the TPOT and its pieces' lowered chords."""
     layout = group_layout(lay, idx, question).verifying(lay.gamma[idx])
     tokens = layout.tokens_per_step + rq.prompt_share(question.workload, ~lay.disagg[idx])
     tokens_lo = lo * tokens / layout.pp
@@ -260,8 +305,15 @@ def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
     vals = _target_memory_s(question, gpu_index, bits, lay, idx, np.stack([lo, mid, hi]))
     width = np.maximum(hi - lo, 1.0)
     chord = vals[0] + (vals[2] - vals[0]) * (mid - lo) / width
-    gap = np.abs(vals[1] - chord) / np.maximum(vals[1], 1e-300)
-    return np.where(saturated, 0.0, gap)
+    gap = np.where(saturated, 0.0, np.abs(vals[1] - chord) / np.maximum(vals[1], 1e-300))
+    if not prefill_cycle(question):
+        return gap
+    # the cycle's TPOT against its chord at the middle, plus how far its pieces were lowered (``_cycle_gap_s``)
+    tpot = target_step(question, gpu_index, bits, lay, idx, np.stack([lo, mid, hi])).step_time_s
+    tpot_chord = tpot[0] + (tpot[2] - tpot[0]) * (mid - lo) / width
+    ends = target_step(question, gpu_index, bits, lay, idx, np.stack([lo, hi]))
+    below = np.max([_cycle_gap_s(ends, pick, lo, hi) for pick in PIECE_PICKS], axis=0)
+    return np.maximum(gap, (np.abs(tpot[1] - tpot_chord) + below) / np.maximum(tpot[1], 1e-300))
 
 
 def _target_memory_s(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch):
@@ -391,7 +443,7 @@ def build_tables(question: Question, coarse: bool = False) -> Tables:
     if coarse:
         return _assemble(question, lay, rows, exclusions, options, refined=False)
     rows = _cut_at_protocols(question, lay, rows)
-    return _assemble(question, lay, rows, exclusions, options, refined=not question.model.is_moe)
+    return _assemble(question, lay, rows, exclusions, options, refined=not needs_refining(question))
 
 
 def _cut_at_protocols(question: Question, lay: Layouts, rows):
@@ -424,7 +476,7 @@ def refine_rows(tables: Tables, question: Question, rows: np.ndarray) -> Tables:
         for r in rows
     ]
     parts = _cut_at_protocols(question, tables.layouts, parts)
-    if question.model.is_moe:
+    if needs_refining(question):
         parts = _refine_concave(question, tables.layouts, parts)
     new = _assemble(
         question,
@@ -556,7 +608,7 @@ def _assemble(
 
     ``refined`` says whether the rows' MoE chords are already within MOE_CHORD_TOLERANCE (see ``refine_rows``).
     """
-    n_pieces = 4 if question.draft is not None else 2
+    n_pieces = _n_pieces(question)
     arr = np.array(rows, dtype=float).reshape(-1, 4)
     layout_of = arr[:, 0].astype(int)
     option_of = arr[:, 3].astype(int)

@@ -147,7 +147,9 @@ class Preset:
     kernel_counts: serial kernels per layer by architecture family (``KernelCounts``); None = the notebook's 4 per
     layer for every architecture. per_kernel_class: a step runs its GEMMs, decode attention and prefill attention as
     separate kernels, each class at its own max(memory, compute) (docs/physics/step-structure.md); off = the notebook's
-    one max over the whole step.
+    one max over the whole step. prefill_cycle: aggregated serving runs decode-only steps and, at the rate arrivals
+    need, steps carrying one prefill chunk; TPOT is the cycle's mean step and the chunk step the worst inter-token gap
+    (off = the notebook-era smearing of B * I / O prompt tokens into every step).
     """
 
     name: str
@@ -166,6 +168,7 @@ class Preset:
     expert_load_imbalance: float = 1.0
     kernel_counts: KernelCounts | None = None
     per_kernel_class: bool = False
+    prefill_cycle: bool = False
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
@@ -188,5 +191,6 @@ DEFAULT = Preset(
     merge_parallel_attention_allreduce=True,
     kernel_counts=KernelCounts(),
     per_kernel_class=True,
+    prefill_cycle=True,
 )
 PRESETS = {p.name: p for p in (PAPER, DEFAULT)}
