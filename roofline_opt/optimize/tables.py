@@ -23,6 +23,14 @@ it joins the serial part of every piece, and the pieces stay "serial part + GEMM
 compute", each concave (the GEMM memory is affine or, for MoE, concave). The GEMM class's own crossing is handled by
 the max over pieces as before, so no new breakpoint is needed and the chords keep every property stated here.
 
+With ``Preset.prefill_cycle`` (the default preset) an aggregated layout's TPOT is the mean of a decode-only step A and
+a chunk step C, weighted by the chunk share f = kappa * B, which grows with the batch: a piece (1 - f) A + f C is not
+concave, and its chord may lie above it. A and C are concave, so the piece lies above the quadratic (1 - f) chord_A +
+f chord_C, whose chord is the piece's own; where that quadratic is convex the chord is lowered by its largest gap
+(``_cycle_gap_s``), which keeps every row a valid optimistic bound, exact on a single batch. Such rows have four
+pieces (each step's GEMM class at memory or compute), start unrefined like MoE rows and are split until the gap is
+within MOE_CHORD_TOLERANCE; the chunk step's protocol changes are breakpoints too.
+
 Questions about whole requests (a workload) use the request physics (physics/requests.py): the time per token is
 the TPOT step (with the steady-state prompt tokens when aggregated), an aggregated layout's batch range is also capped
 by its TTFT limit and by the chunk budget (both exact, by bisection and division), and a disaggregated decode layout
