@@ -269,15 +269,32 @@ def expert_touched_fraction(model: ModelSpec, tokens) -> np.ndarray:
     return 1.0 - (1.0 - model.n_active_experts / model.n_experts) ** tokens
 
 
+def kv_copies(model: ModelSpec, preset: Preset, layout: Layout) -> np.ndarray:
+    """Copies of each KV-cache element an instance holds, as its memory check places them.
+
+    The notebook's aggregate check (``paper``) counts one copy spread over all GPUs. Per device, TP ranks split the
+    cache by KV heads over at most n_kv_heads ranks and replicate it beyond (``Preset.kv_split_by_kv_heads``; else
+    every rank holds it all): T / min(T, n_kv_heads) copies; MLA's latent is one head, on every rank: T copies.
+    With data-parallel attention each GPU keeps only its own sequences' cache: one copy. Pipeline stages split the
+    layers and add no copies.
+    """
+    if preset.memory_check == "aggregate":
+        return np.ones_like(layout.tp)
+    split = preset.kv_split_by_kv_heads and not model.is_mla
+    kv_ways = np.maximum(np.minimum(layout.tp, model_sizes(model).kv_heads / 2.0), 1.0) if split else 1.0
+    return np.where(layout.dp_attention, 1.0, layout.tp / kv_ways)
+
+
 def kv_read_bytes(model: ModelSpec, preset: Preset, layout: Layout, batch) -> np.ndarray:
     """KV-cache bytes read from HBM in one step, summed over the instance's devices (model-notes section 3).
 
-    Every sequence's cache over its ``context`` tokens is read once per step. With data-parallel attention each GPU
-    reads its own sequences' cache, which sums to the same figure.
+    Every sequence's cache over its ``context`` tokens is read once per step by every GPU holding a copy of it
+    (``kv_copies``): a GPU reads the copy it holds, so a cache replicated over TP ranks is read once per replica.
+    With data-parallel attention each GPU reads its own sequences' cache, which sums to one copy.
     """
-    sz = model_sizes(model)
     batch = np.asarray(batch, dtype=float)
-    return sz.kv_values_per_token_per_layer * model.n_layers * layout.kv_bytes_per_value * layout.context * batch
+    one_copy = kv_bytes_per_token(model, layout.kv_bytes_per_value) * layout.context * batch
+    return one_copy * kv_copies(model, preset, layout)
 
 
 def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> np.ndarray:
@@ -399,11 +416,8 @@ def memory(
     act = np.zeros_like(kv)
     for m in models:
         sz = model_sizes(m)
-        split = preset.kv_split_by_kv_heads and not m.is_mla
-        kv_ways = np.maximum(np.minimum(layout.tp, sz.kv_heads / 2.0), 1.0) if split else 1.0
-        kv = kv + kv_bytes_per_token(m, layout.kv_bytes_per_value) * (
-            layout.context + layout.tokens_per_step
-        ) * batch / (layout.pp * kv_ways)
+        held = kv_bytes_per_token(m, layout.kv_bytes_per_value) * (layout.context + layout.tokens_per_step) * batch
+        kv = kv + held * kv_copies(m, preset, layout) / n
         widest = max(sz.qkv_out_width, m.m_in * max(m.d_ff, m.dense_layer_d_ff), m.d_model)
         act = act + a * batch * layout.tokens_per_step * (2.0 * m.d_model + widest / layout.tp)
     weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights + 0.0 * kv, kv, act))

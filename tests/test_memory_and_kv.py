@@ -1,0 +1,66 @@
+"""Replicated KV caches, the memory rule and the KV transfer (docs/physics/memory-and-kv.md): each GPU reads the KV
+copy it holds, memory is a fixed reserve plus activations, a point-to-point transfer gets the whole link."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from roofline_opt import catalog
+from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics.specs import DEFAULT, PAPER
+
+DEEPSEEK = catalog.load_model("deepseek-v3")
+LLAMA_70B = catalog.load_model("llama-3-70b")
+H200 = catalog.load_gpu("h200")
+CONTEXT = 8000.0
+
+
+def _one_copy(model, layout: ev.Layout, batch: float) -> float:
+    return float(ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * layout.context * batch)
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "copies"),
+    [(LLAMA_70B, 4, 1.0), (LLAMA_70B, 8, 1.0), (LLAMA_70B, 16, 2.0), (DEEPSEEK, 8, 8.0), (DEEPSEEK, 16, 16.0)],
+    ids=["gqa-tp4", "gqa-tp8", "gqa-tp16", "mla-tp8", "mla-tp16"],
+)
+def test_every_gpu_reads_the_kv_copy_it_holds(model, tp: int, copies: float) -> None:
+    """8 KV heads split over at most 8 ranks (replicated beyond); an MLA latent sits on every rank."""
+    layout = ev.Layout.of(tp, False, 2, CONTEXT)
+    assert float(ev.kv_read_bytes(model, DEFAULT, layout, 64.0)) == pytest.approx(copies * _one_copy(model, layout, 64))
+
+
+def test_per_gpu_kv_read_is_the_per_device_kv_cache_the_memory_check_holds() -> None:
+    layout = ev.Layout.of(8, True, 2, CONTEXT)
+    held = ev.memory(DEEPSEEK, H200, DEFAULT, 8, layout, 64.0).kv_cache_bytes
+    read_per_gpu = ev.kv_read_bytes(DEEPSEEK, DEFAULT, layout, 64.0) / layout.n_gpus
+    # the memory check also holds the step's own new token (context + 1)
+    assert float(read_per_gpu) == pytest.approx(float(held) * CONTEXT / (CONTEXT + 1.0))
+
+
+def test_the_paper_preset_reads_one_copy_spread_over_all_gpus() -> None:
+    layout = ev.Layout.of(16, True, 2, CONTEXT)
+    assert float(ev.kv_read_bytes(DEEPSEEK, PAPER, layout, 64.0)) == pytest.approx(_one_copy(DEEPSEEK, layout, 64))
+
+
+def test_data_parallel_attention_reads_each_sequences_cache_once() -> None:
+    layout = ev.Layout.of(8, False, 1, CONTEXT, 1, 8, dp_attention=True)
+    assert float(ev.kv_read_bytes(DEEPSEEK, DEFAULT, layout, 64.0)) == pytest.approx(_one_copy(DEEPSEEK, layout, 64))
+
+
+def test_hbm_traffic_is_the_kv_read_plus_traffic_that_does_not_grow_with_context() -> None:
+    short, long = (ev.Layout.of(8, True, 2, c) for c in (0.0, CONTEXT))
+    traffic = [ev.hbm_traffic_bytes(DEEPSEEK, DEFAULT, 8, lay, 64.0) for lay in (short, long)]
+    assert float(traffic[1] - traffic[0]) == pytest.approx(float(ev.kv_read_bytes(DEEPSEEK, DEFAULT, long, 64.0)))
+
+
+def test_replicated_mla_cache_slows_the_step_by_its_extra_reads() -> None:
+    """The issue's DeepSeek-R1 case: TP8 x PP8 on H200 at batch 1655 reads seven more copies of the cache per step
+    than one copy spread over the 64 GPUs would."""
+    layout = ev.Layout.of(8, True, 8, CONTEXT)
+    one_copy_preset = replace(DEFAULT, memory_check="aggregate")
+    replicated, spread = (ev.step(DEEPSEEK, H200, p, 8, layout, 1655.0).memory_s for p in (DEFAULT, one_copy_preset))
+    extra_s = 7.0 * _one_copy(DEEPSEEK, layout, 1655) / (64 * H200.hbm_bytes_per_s * DEFAULT.hbm_efficiency)
+    assert float(replicated - spread) == pytest.approx(extra_s)
