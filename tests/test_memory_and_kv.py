@@ -9,6 +9,7 @@ import pytest
 
 from roofline_opt import catalog
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import requests as rq
 from roofline_opt.physics.specs import DEFAULT, PAPER
 
 DEEPSEEK = catalog.load_model("deepseek-v3")
@@ -64,3 +65,16 @@ def test_replicated_mla_cache_slows_the_step_by_its_extra_reads() -> None:
     replicated, spread = (ev.step(DEEPSEEK, H200, p, 8, layout, 1655.0).memory_s for p in (DEFAULT, one_copy_preset))
     extra_s = 7.0 * _one_copy(DEEPSEEK, layout, 1655) / (64 * H200.hbm_bytes_per_s * DEFAULT.hbm_efficiency)
     assert float(replicated - spread) == pytest.approx(extra_s)
+
+
+@pytest.mark.parametrize("same_domain", [True, False], ids=["scale-up", "scale-out"])
+def test_a_kv_transfer_gets_one_whole_direction_of_the_link(same_domain: bool) -> None:
+    """H200 links: NVLink 900 GB/s both ways (450 one way) inside a domain, a 400 Gb/s NIC (50 GB/s) across."""
+    assert rq.kv_link_bytes_per_s(H200, H200, same_domain) == pytest.approx(450e9 if same_domain else 50e9)
+
+
+def test_kv_transfer_time_is_one_requests_cache_over_the_prefill_gpus_links() -> None:
+    """Llama 3 70B, 4000 prompt tokens at 16-bit KV from 4 prefill GPUs over 50 GB/s each: 6.55 ms (13.1 before)."""
+    layout = ev.Layout.of(1, False, 4, 0.0)
+    seconds = rq.kv_transfer_s(LLAMA_70B, layout, 4000, rq.kv_link_bytes_per_s(H200, H200, False))
+    assert float(seconds) == pytest.approx(327680 * 4000 / (4 * 50e9))

@@ -25,6 +25,10 @@ DEFAULT_KV_BITS = 16
 KV_BITS = (16, 8, 4)
 ALLREDUCE = "allreduce"
 POINT_TO_POINT = "p2p"
+POINT_TO_POINT_LINK_FACTOR = 2.0
+"""One direction of a link over the all-reduce bandwidth a card states (``intra/inter_bytes_per_s`` are the
+notebook's all-reduce figures, half of one direction): point-to-point sends, all-to-all exchanges and KV transfers
+get the whole direction."""
 
 
 def weight_bytes_per_param(weight_bits: int) -> float:
