@@ -78,3 +78,12 @@ def test_kv_transfer_time_is_one_requests_cache_over_the_prefill_gpus_links() ->
     layout = ev.Layout.of(1, False, 4, 0.0)
     seconds = rq.kv_transfer_s(LLAMA_70B, layout, 4000, rq.kv_link_bytes_per_s(H200, H200, False))
     assert float(seconds) == pytest.approx(327680 * 4000 / (4 * 50e9))
+
+
+@pytest.mark.parametrize(("name", "notebook_bytes"), [("h100-sxm", 8e10), ("h200", 1.41e11), ("a100-80gb", 8e10)])
+def test_paper_runs_on_the_notebooks_hardware_figures_and_default_on_the_devices(name: str, notebook_bytes: float):
+    gpu = catalog.load_gpu(name)
+    layout = ev.Layout.of(2, False, 1, CONTEXT)
+    paper = ev.memory(LLAMA_70B, gpu, PAPER, 16, layout, 1.0).capacity_bytes
+    assert float(paper) == 2 * notebook_bytes
+    assert gpu.hbm_bytes > notebook_bytes  # the device exposes its binary-gigabyte class

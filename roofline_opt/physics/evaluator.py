@@ -31,6 +31,12 @@ notebook's all-reduce figures, half of one direction): point-to-point sends, all
 get the whole direction."""
 
 
+def hardware(gpu: GpuSpec, preset: Preset) -> GpuSpec:
+    """The accelerator as ``preset`` sees it: the reference notebook's figures under ``notebook_hardware`` (paper),
+    else the card's vendor figures. Every public function here applies it, so callers pass the card as loaded."""
+    return gpu.in_notebook() if preset.notebook_hardware else gpu
+
+
 def weight_bytes_per_param(weight_bits: int) -> float:
     return weight_bits / 8.0
 
@@ -174,6 +180,7 @@ def _tp_factors(preset: Preset, tp: np.ndarray, tp_2d: np.ndarray) -> tuple[np.n
 
 def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout) -> list[Collective]:
     """The network work of one step as collectives whose time is affine in the batch per protocol."""
+    gpu = hardware(gpu, preset)
     sz = model_sizes(model)
     a = preset.activation_bytes
     tp, pp, ep, s_tok = layout.tp, layout.pp, layout.ep, layout.tokens_per_step
@@ -353,12 +360,14 @@ def memory_time_s(
     model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch
 ) -> np.ndarray:
     """Seconds the instance's HBM needs for one step's traffic."""
+    gpu = hardware(gpu, preset)
     traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
     return traffic / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
 
 
 def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> StepFigures:
     """One decoding step of ``batch`` sequences (model-notes section 3)."""
+    gpu = hardware(gpu, preset)
     sz = model_sizes(model)
     batch = np.asarray(batch, dtype=float)
     n = layout.n_gpus
@@ -403,6 +412,7 @@ def memory(
     draft: ModelSpec | None = None,
 ) -> DeviceMemory:
     """Memory check: the notebook's aggregate one (paper) or per device with KV heads split or replicated."""
+    gpu = hardware(gpu, preset)
     a = preset.activation_bytes
     w = weight_bytes_per_param(weight_bits)
     batch = np.asarray(batch, dtype=float)
@@ -485,6 +495,7 @@ def evaluate(
     draft_weight_bits: int = DRAFT_WEIGHT_BITS,
 ) -> dict[str, np.ndarray]:
     """All figures of fully specified setups; best gamma in 0..gamma_max unless ``gamma`` fixes it."""
+    gpu = hardware(gpu, preset)
     batch = np.asarray(batch, dtype=float)
     base = step(model, gpu, preset, weight_bits, layout, batch)
     shape = np.broadcast_shapes(base.step_time_s.shape, batch.shape)

@@ -62,6 +62,9 @@ class GpuSpec:
     intra/inter_bytes_per_s are the all-reduce bandwidths the NCCL model uses inside and across scale-up domains
     (the notebook's 9e11/4 and 5e10/2 for H100: half the per-direction link bandwidth). The hop latencies are
     extra seconds a collective pays per call for the path its ranks take (0 in the catalog; set from a cluster graph).
+    hbm_bytes is the memory the device exposes (nvidia-smi / rocm-smi total). The ``notebook_*`` fields hold the
+    reference notebook's figures where they differ from the vendor's (0 or empty: the same); presets with
+    ``notebook_hardware`` (``paper``) use them (``in_notebook``).
     """
 
     name: str
@@ -80,6 +83,23 @@ class GpuSpec:
     price_basis: str = ""
     price_date: str = ""
     price_source: str = ""
+    notebook_hbm_bytes: float = 0.0
+    notebook_hbm_bytes_per_s: float = 0.0
+    notebook_flop_per_s_by_bits: dict[int, float] = field(default_factory=dict, hash=False)
+
+    def in_notebook(self) -> GpuSpec:
+        """This accelerator with the reference notebook's figures wherever the card gives them (itself if none)."""
+        if not (self.notebook_hbm_bytes or self.notebook_hbm_bytes_per_s or self.notebook_flop_per_s_by_bits):
+            return self
+        return replace(
+            self,
+            hbm_bytes=self.notebook_hbm_bytes or self.hbm_bytes,
+            hbm_bytes_per_s=self.notebook_hbm_bytes_per_s or self.hbm_bytes_per_s,
+            flop_per_s_by_bits=dict(self.notebook_flop_per_s_by_bits or self.flop_per_s_by_bits),
+            notebook_hbm_bytes=0.0,
+            notebook_hbm_bytes_per_s=0.0,
+            notebook_flop_per_s_by_bits={},
+        )
 
     def supports(self, weight_bits: int) -> bool:
         return self.flop_per_s_by_bits.get(weight_bits) is not None
@@ -120,6 +140,7 @@ class Preset:
     merge_parallel_attention_allreduce: models with parallel attention (PaLM, Falcon, GPT-J) reduce attention and
     feed-forward outputs in one 1-D all-reduce per layer instead of two (the notebook does not model this).
     expert_load_imbalance: with data-parallel attention, the busiest GPU's expert tokens over the mean (>= 1).
+    notebook_hardware: accelerators at the reference notebook's figures (``GpuSpec.in_notebook``), not the vendor's.
     """
 
     name: str
@@ -136,6 +157,7 @@ class Preset:
     merge_parallel_attention_allreduce: bool = False
     activation_bytes: float = 2.0
     expert_load_imbalance: float = 1.0
+    notebook_hardware: bool = False
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
@@ -145,7 +167,7 @@ class Preset:
         return replace(self, name=f"{self.name} at peak", flop_efficiency=1.0, hbm_efficiency=1.0)
 
 
-PAPER = Preset(name="paper")
+PAPER = Preset(name="paper", notebook_hardware=True)
 DEFAULT = Preset(
     name="default",
     flop_efficiency=0.70,
