@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from roofline_opt import catalog
@@ -87,3 +88,33 @@ def test_paper_runs_on_the_notebooks_hardware_figures_and_default_on_the_devices
     paper = ev.memory(LLAMA_70B, gpu, PAPER, 16, layout, 1.0).capacity_bytes
     assert float(paper) == 2 * notebook_bytes
     assert gpu.hbm_bytes > notebook_bytes  # the device exposes its binary-gigabyte class
+
+
+B200 = catalog.load_gpu("b200")
+
+
+def test_capacity_is_the_device_less_a_fixed_reserve_and_a_share_per_instance_gpu() -> None:
+    layouts = ev.Layout.of(np.array([1, 4, 8]), False, np.array([1, 1, 2]), CONTEXT)
+    cap = ev.memory(LLAMA_70B, B200, DEFAULT, 8, layouts, 1.0).capacity_bytes
+    per_gpu = DEFAULT.memory_reserve_bytes_per_instance_gpu
+    expected = B200.hbm_bytes - DEFAULT.memory_reserve_bytes - per_gpu * np.array([1, 4, 16])
+    np.testing.assert_allclose(cap, expected, rtol=1e-12)
+    assert DEFAULT.memory_reserve_bytes > 0 and per_gpu > 0
+
+
+def test_deepseek_r1_fp8_fits_four_b200s_as_tensorrt_llm_ran_it() -> None:
+    """167.7 GB of FP8 weights per device (TP4 x EP4): 90% of the device would refuse it; the reserve does not."""
+    layout = ev.Layout.of(4, False, 1, 2048, 1, 4, kv_bits=8)
+    mem = ev.memory(DEEPSEEK, B200, DEFAULT, 8, layout, 64.0)
+    assert float(mem.weights_bytes) == pytest.approx(167.7e9, rel=1e-3)
+    assert float(mem.weights_bytes) > 0.9 * 180e9  # the former rule, 90% of the sheet's 180 GB, refused it
+    assert bool(mem.fits)
+
+
+def test_memory_stays_affine_in_the_batch_for_the_mip_tables() -> None:
+    layout = ev.Layout.of(8, True, 2, CONTEXT, 1, 4, kv_bits=8)
+    used = [
+        float(m.weights_bytes + m.kv_cache_bytes + m.activations_bytes)
+        for m in (ev.memory(DEEPSEEK, H200, DEFAULT, 8, layout, b) for b in (0.0, 1.0, 2.0))
+    ]
+    assert used[2] - used[1] == pytest.approx(used[1] - used[0])

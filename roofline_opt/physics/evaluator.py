@@ -391,6 +391,12 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     return StepFigures(launch, network_s + np.zeros_like(compute_s), memory_s, compute_s, hidden)
 
 
+def memory_reserve_bytes(preset: Preset, layout: Layout) -> np.ndarray:
+    """Bytes per device the engine keeps outside weights, KV cache and activations (context, workspaces, CUDA
+    graphs, communication buffers): a fixed amount plus a share growing with the instance's GPUs."""
+    return preset.memory_reserve_bytes + preset.memory_reserve_bytes_per_instance_gpu * layout.n_gpus
+
+
 @dataclass(frozen=True)
 class DeviceMemory:
     """Bytes per device (per_device check) or per instance (aggregate check) and whether they fit."""
@@ -435,7 +441,7 @@ def memory(
         widest = max(sz.qkv_out_width, m.m_in * max(m.d_ff, m.dense_layer_d_ff), m.d_model)
         act = act + a * batch * layout.tokens_per_step * (2.0 * m.d_model + widest / layout.tp)
     weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights + 0.0 * kv, kv, act))
-    cap = np.full_like(kv, gpu.hbm_bytes * preset.usable_hbm_fraction)
+    cap = np.full_like(kv, gpu.hbm_bytes * preset.usable_hbm_fraction) - memory_reserve_bytes(preset, layout)
     return DeviceMemory(weights, kv, act, cap, weights + kv + act <= cap)
 
 

@@ -133,7 +133,8 @@ class Preset:
 
     flop_efficiency / hbm_efficiency: fraction of peak sustained. memory_check: "aggregate" (the notebook's
     N x HBM >= weights + KV) or "per_device" (each device's shard of weights, KV cache and activations within
-    ``usable_hbm_fraction`` of its HBM). paper_qkv_quirk: omit the activation-byte factor on the QKV output term as
+    ``usable_hbm_fraction`` of its HBM less a fixed reserve: ``memory_reserve_bytes`` per device plus
+    ``memory_reserve_bytes_per_instance_gpu`` for each GPU of the instance; see ``DEFAULT`` for their sources). paper_qkv_quirk: omit the activation-byte factor on the QKV output term as
     the notebook does. integer_tp_2d: 2-D TP factors T = t1 x t2 into integers instead of sqrt(T) x sqrt(T).
     kv_split_by_kv_heads: per-device KV cache is split across at most kv_heads TP ranks (replicated beyond).
     network_latency_factor / allreduce_time_factor: sensitivity knobs on collective latency and bandwidth time.
@@ -148,6 +149,8 @@ class Preset:
     hbm_efficiency: float = 1.0
     memory_check: str = "aggregate"
     usable_hbm_fraction: float = 1.0
+    memory_reserve_bytes: float = 0.0
+    memory_reserve_bytes_per_instance_gpu: float = 0.0
     paper_qkv_quirk: bool = True
     integer_tp_2d: bool = False
     kv_split_by_kv_heads: bool = False
@@ -167,13 +170,27 @@ class Preset:
         return replace(self, name=f"{self.name} at peak", flop_efficiency=1.0, hbm_efficiency=1.0)
 
 
+MIB = 2.0**20
+DEFAULT_MEMORY_RESERVE_BYTES = 1536 * MIB
+"""Per device, outside weights, KV cache and the computed activations: 512 MiB of constant metadata (CUDA context,
+attention-backend workspaces) plus 1 GiB of CUDA-graph buffers (2 MiB per captured batch size up to 512), the terms
+of SGLang's own estimate (python/sglang/srt/server_args.py ``_handle_gpu_memory_settings``: reserved_mem = 512 +
+1.5 x chunked_prefill_size + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024 MiB, whose prefill-activation term is left
+out here because the memory check computes activations). The engines then hand the rest to weights and KV: SGLang's
+``mem_fraction_static`` = (weights + KV pool) / capacity = 1 - reserve / capacity; TensorRT-LLM gives
+``kv_cache_free_gpu_memory_fraction`` (0.9) of the memory left after weights and activations to the KV cache;
+vLLM's ``gpu_memory_utilization`` (0.9) caps the whole of the engine's use at a fraction of the device."""
+DEFAULT_MEMORY_RESERVE_BYTES_PER_INSTANCE_GPU = 128 * MIB
+"""Communication buffers growing with the instance: SGLang's ``tp_size * pp_size / 8 * 1024`` MiB per device."""
+
 PAPER = Preset(name="paper", notebook_hardware=True)
 DEFAULT = Preset(
     name="default",
     flop_efficiency=0.70,
     hbm_efficiency=0.75,
     memory_check="per_device",
-    usable_hbm_fraction=0.90,
+    memory_reserve_bytes=DEFAULT_MEMORY_RESERVE_BYTES,
+    memory_reserve_bytes_per_instance_gpu=DEFAULT_MEMORY_RESERVE_BYTES_PER_INSTANCE_GPU,
     paper_qkv_quirk=False,
     integer_tp_2d=True,
     kv_split_by_kv_heads=True,
