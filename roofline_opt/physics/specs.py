@@ -134,8 +134,9 @@ class Preset:
     flop_efficiency / hbm_efficiency: fraction of peak sustained. memory_check: "aggregate" (the notebook's
     N x HBM >= weights + KV) or "per_device" (each device's shard of weights, KV cache and activations within
     ``usable_hbm_fraction`` of its HBM less a fixed reserve: ``memory_reserve_bytes`` per device plus
-    ``memory_reserve_bytes_per_instance_gpu`` for each GPU of the instance; see ``DEFAULT`` for their sources). paper_qkv_quirk: omit the activation-byte factor on the QKV output term as
-    the notebook does. integer_tp_2d: 2-D TP factors T = t1 x t2 into integers instead of sqrt(T) x sqrt(T).
+    ``memory_reserve_bytes_per_instance_gpu`` for each GPU of the instance; their sources: ``DEFAULT_MEMORY_*``).
+    paper_qkv_quirk: omit the activation-byte factor on the QKV output term as the notebook does.
+    integer_tp_2d: 2-D TP factors T = t1 x t2 into integers instead of sqrt(T) x sqrt(T).
     kv_split_by_kv_heads: per-device KV cache is split across at most kv_heads TP ranks (replicated beyond).
     network_latency_factor / allreduce_time_factor: sensitivity knobs on collective latency and bandwidth time.
     merge_parallel_attention_allreduce: models with parallel attention (PaLM, Falcon, GPT-J) reduce attention and
