@@ -25,6 +25,16 @@ DEFAULT_KV_BITS = 16
 KV_BITS = (16, 8, 4)
 ALLREDUCE = "allreduce"
 POINT_TO_POINT = "p2p"
+POINT_TO_POINT_LINK_FACTOR = 2.0
+"""One direction of a link over the all-reduce bandwidth a card states (``intra/inter_bytes_per_s`` are the
+notebook's all-reduce figures, half of one direction): point-to-point sends, all-to-all exchanges and KV transfers
+get the whole direction."""
+
+
+def hardware(gpu: GpuSpec, preset: Preset) -> GpuSpec:
+    """The accelerator as ``preset`` sees it: the reference notebook's figures under ``notebook_hardware`` (paper),
+    else the card's vendor figures. Every public function here applies it, so callers pass the card as loaded."""
+    return gpu.in_notebook() if preset.notebook_hardware else gpu
 
 
 def weight_bytes_per_param(weight_bits: int) -> float:
@@ -170,6 +180,7 @@ def _tp_factors(preset: Preset, tp: np.ndarray, tp_2d: np.ndarray) -> tuple[np.n
 
 def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout) -> list[Collective]:
     """The network work of one step as collectives whose time is affine in the batch per protocol."""
+    gpu = hardware(gpu, preset)
     sz = model_sizes(model)
     a = preset.activation_bytes
     tp, pp, ep, s_tok = layout.tp, layout.pp, layout.ep, layout.tokens_per_step
@@ -327,15 +338,32 @@ def expert_touched_fraction(model: ModelSpec, tokens) -> np.ndarray:
     return 1.0 - (1.0 - model.n_active_experts / model.n_experts) ** tokens
 
 
+def kv_copies(model: ModelSpec, preset: Preset, layout: Layout) -> np.ndarray:
+    """Copies of each KV-cache element an instance holds, as its memory check places them.
+
+    The notebook's aggregate check (``paper``) counts one copy spread over all GPUs. Per device, TP ranks split the
+    cache by KV heads over at most n_kv_heads ranks and replicate it beyond (``Preset.kv_split_by_kv_heads``; else
+    every rank holds it all): T / min(T, n_kv_heads) copies; MLA's latent is one head, on every rank: T copies.
+    With data-parallel attention each GPU keeps only its own sequences' cache: one copy. Pipeline stages split the
+    layers and add no copies.
+    """
+    if preset.memory_check == "aggregate":
+        return np.ones_like(layout.tp)
+    split = preset.kv_split_by_kv_heads and not model.is_mla
+    kv_ways = np.maximum(np.minimum(layout.tp, model_sizes(model).kv_heads / 2.0), 1.0) if split else 1.0
+    return np.where(layout.dp_attention, 1.0, layout.tp / kv_ways)
+
+
 def kv_read_bytes(model: ModelSpec, preset: Preset, layout: Layout, batch) -> np.ndarray:
     """KV-cache bytes read from HBM in one step, summed over the instance's devices (model-notes section 3).
 
-    Every sequence's cache over its ``context`` tokens is read once per step. With data-parallel attention each GPU
-    reads its own sequences' cache, which sums to the same figure.
+    Every sequence's cache over its ``context`` tokens is read once per step by every GPU holding a copy of it
+    (``kv_copies``): a GPU reads the copy it holds, so a cache replicated over TP ranks is read once per replica.
+    With data-parallel attention each GPU reads its own sequences' cache, which sums to one copy.
     """
-    sz = model_sizes(model)
     batch = np.asarray(batch, dtype=float)
-    return sz.kv_values_per_token_per_layer * model.n_layers * layout.kv_bytes_per_value * layout.context * batch
+    one_copy = kv_bytes_per_token(model, layout.kv_bytes_per_value) * layout.context * batch
+    return one_copy * kv_copies(model, preset, layout)
 
 
 def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> np.ndarray:
@@ -390,12 +418,14 @@ def memory_time_s(
     model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch
 ) -> np.ndarray:
     """Seconds the instance's HBM needs for one step's traffic."""
+    gpu = hardware(gpu, preset)
     traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
     return traffic / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
 
 
 def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> StepFigures:
     """One decoding step of ``batch`` sequences (model-notes section 3)."""
+    gpu = hardware(gpu, preset)
     sz = model_sizes(model)
     batch = np.asarray(batch, dtype=float)
     n = layout.n_gpus
@@ -423,6 +453,12 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     return StepFigures(launch, network_s, memory_s, compute_s, hidden, kv_s, attn_s, per_kernel_class=True)
 
 
+def memory_reserve_bytes(preset: Preset, layout: Layout) -> np.ndarray:
+    """Bytes per device the engine keeps outside weights, KV cache and activations (context, workspaces, CUDA
+    graphs, communication buffers): a fixed amount plus a share growing with the instance's GPUs."""
+    return preset.memory_reserve_bytes + preset.memory_reserve_bytes_per_instance_gpu * layout.n_gpus
+
+
 @dataclass(frozen=True)
 class DeviceMemory:
     """Bytes per device (per_device check) or per instance (aggregate check) and whether they fit."""
@@ -444,6 +480,7 @@ def memory(
     draft: ModelSpec | None = None,
 ) -> DeviceMemory:
     """Memory check: the notebook's aggregate one (paper) or per device with KV heads split or replicated."""
+    gpu = hardware(gpu, preset)
     a = preset.activation_bytes
     w = weight_bytes_per_param(weight_bits)
     batch = np.asarray(batch, dtype=float)
@@ -461,15 +498,12 @@ def memory(
     act = np.zeros_like(kv)
     for m in models:
         sz = model_sizes(m)
-        split = preset.kv_split_by_kv_heads and not m.is_mla
-        kv_ways = np.maximum(np.minimum(layout.tp, sz.kv_heads / 2.0), 1.0) if split else 1.0
-        kv = kv + kv_bytes_per_token(m, layout.kv_bytes_per_value) * (
-            layout.context + layout.tokens_per_step
-        ) * batch / (layout.pp * kv_ways)
+        held = kv_bytes_per_token(m, layout.kv_bytes_per_value) * (layout.context + layout.tokens_per_step) * batch
+        kv = kv + held * kv_copies(m, preset, layout) / n
         widest = max(sz.qkv_out_width, m.m_in * max(m.d_ff, m.dense_layer_d_ff), m.d_model)
         act = act + a * batch * layout.tokens_per_step * (2.0 * m.d_model + widest / layout.tp)
     weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights + 0.0 * kv, kv, act))
-    cap = np.full_like(kv, gpu.hbm_bytes * preset.usable_hbm_fraction)
+    cap = np.full_like(kv, gpu.hbm_bytes * preset.usable_hbm_fraction) - memory_reserve_bytes(preset, layout)
     return DeviceMemory(weights, kv, act, cap, weights + kv + act <= cap)
 
 
@@ -529,6 +563,7 @@ def evaluate(
     draft_weight_bits: int = DRAFT_WEIGHT_BITS,
 ) -> dict[str, np.ndarray]:
     """All figures of fully specified setups; best gamma in 0..gamma_max unless ``gamma`` fixes it."""
+    gpu = hardware(gpu, preset)
     batch = np.asarray(batch, dtype=float)
     base = step(model, gpu, preset, weight_bits, layout, batch)
     shape = np.broadcast_shapes(base.step_time_s.shape, batch.shape)

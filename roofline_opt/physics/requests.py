@@ -295,10 +295,11 @@ def prefill_step(
 
 
 def kv_link_bytes_per_s(prefill_gpu: GpuSpec, decode_gpu: GpuSpec, same_domain: bool) -> float:
-    """Per-GPU bandwidth the KV cache moves at: scale-up inside one domain, else the slower scale-out side."""
+    """Per-GPU bandwidth the KV cache moves at, point to point (one direction of the link): scale-up inside one
+    domain, else the slower scale-out side."""
     if same_domain:
-        return prefill_gpu.intra_bytes_per_s
-    return min(prefill_gpu.inter_bytes_per_s, decode_gpu.inter_bytes_per_s)
+        return ev.POINT_TO_POINT_LINK_FACTOR * prefill_gpu.intra_bytes_per_s
+    return ev.POINT_TO_POINT_LINK_FACTOR * min(prefill_gpu.inter_bytes_per_s, decode_gpu.inter_bytes_per_s)
 
 
 def shares_domain(prefill_gpu: GpuSpec, decode_gpu: GpuSpec, prefill_gpus, decode_gpus) -> np.ndarray:

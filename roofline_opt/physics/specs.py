@@ -62,6 +62,9 @@ class GpuSpec:
     intra/inter_bytes_per_s are the all-reduce bandwidths the NCCL model uses inside and across scale-up domains
     (the notebook's 9e11/4 and 5e10/2 for H100: half the per-direction link bandwidth). The hop latencies are
     extra seconds a collective pays per call for the path its ranks take (0 in the catalog; set from a cluster graph).
+    hbm_bytes is the memory the device exposes (nvidia-smi / rocm-smi total). The ``notebook_*`` fields hold the
+    reference notebook's figures where they differ from the vendor's (0 or empty: the same); presets with
+    ``notebook_hardware`` (``paper``) use them (``in_notebook``).
     """
 
     name: str
@@ -80,6 +83,23 @@ class GpuSpec:
     price_basis: str = ""
     price_date: str = ""
     price_source: str = ""
+    notebook_hbm_bytes: float = 0.0
+    notebook_hbm_bytes_per_s: float = 0.0
+    notebook_flop_per_s_by_bits: dict[int, float] = field(default_factory=dict, hash=False)
+
+    def in_notebook(self) -> GpuSpec:
+        """This accelerator with the reference notebook's figures wherever the card gives them (itself if none)."""
+        if not (self.notebook_hbm_bytes or self.notebook_hbm_bytes_per_s or self.notebook_flop_per_s_by_bits):
+            return self
+        return replace(
+            self,
+            hbm_bytes=self.notebook_hbm_bytes or self.hbm_bytes,
+            hbm_bytes_per_s=self.notebook_hbm_bytes_per_s or self.hbm_bytes_per_s,
+            flop_per_s_by_bits=dict(self.notebook_flop_per_s_by_bits or self.flop_per_s_by_bits),
+            notebook_hbm_bytes=0.0,
+            notebook_hbm_bytes_per_s=0.0,
+            notebook_flop_per_s_by_bits={},
+        )
 
     def supports(self, weight_bits: int) -> bool:
         return self.flop_per_s_by_bits.get(weight_bits) is not None
@@ -137,8 +157,10 @@ class Preset:
 
     flop_efficiency / hbm_efficiency: fraction of peak sustained. memory_check: "aggregate" (the notebook's
     N x HBM >= weights + KV) or "per_device" (each device's shard of weights, KV cache and activations within
-    ``usable_hbm_fraction`` of its HBM). paper_qkv_quirk: omit the activation-byte factor on the QKV output term as
-    the notebook does. integer_tp_2d: 2-D TP factors T = t1 x t2 into integers instead of sqrt(T) x sqrt(T).
+    ``usable_hbm_fraction`` of its HBM less a fixed reserve: ``memory_reserve_bytes`` per device plus
+    ``memory_reserve_bytes_per_instance_gpu`` for each GPU of the instance; their sources: ``DEFAULT_MEMORY_*``).
+    paper_qkv_quirk: omit the activation-byte factor on the QKV output term as the notebook does.
+    integer_tp_2d: 2-D TP factors T = t1 x t2 into integers instead of sqrt(T) x sqrt(T).
     kv_split_by_kv_heads: per-device KV cache is split across at most kv_heads TP ranks (replicated beyond).
     network_latency_factor / allreduce_time_factor: sensitivity knobs on collective latency and bandwidth time.
     merge_parallel_attention_allreduce: models with parallel attention (PaLM, Falcon, GPT-J) reduce attention and
@@ -150,6 +172,7 @@ class Preset:
     one max over the whole step. prefill_cycle: aggregated serving runs decode-only steps and, at the rate arrivals
     need, steps carrying one prefill chunk; TPOT is the cycle's mean step and the chunk step the worst inter-token gap
     (off = the notebook-era smearing of B * I / O prompt tokens into every step).
+    notebook_hardware: accelerators at the reference notebook's figures (``GpuSpec.in_notebook``), not the vendor's.
     """
 
     name: str
@@ -157,6 +180,8 @@ class Preset:
     hbm_efficiency: float = 1.0
     memory_check: str = "aggregate"
     usable_hbm_fraction: float = 1.0
+    memory_reserve_bytes: float = 0.0
+    memory_reserve_bytes_per_instance_gpu: float = 0.0
     paper_qkv_quirk: bool = True
     integer_tp_2d: bool = False
     kv_split_by_kv_heads: bool = False
@@ -169,6 +194,7 @@ class Preset:
     kernel_counts: KernelCounts | None = None
     per_kernel_class: bool = False
     prefill_cycle: bool = False
+    notebook_hardware: bool = False
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
@@ -178,13 +204,27 @@ class Preset:
         return replace(self, name=f"{self.name} at peak", flop_efficiency=1.0, hbm_efficiency=1.0)
 
 
-PAPER = Preset(name="paper")
+MIB = 2.0**20
+DEFAULT_MEMORY_RESERVE_BYTES = 1536 * MIB
+"""Per device, outside weights, KV cache and the computed activations: 512 MiB of constant metadata (CUDA context,
+attention-backend workspaces) plus 1 GiB of CUDA-graph buffers (2 MiB per captured batch size up to 512), the terms
+of SGLang's own estimate (python/sglang/srt/server_args.py ``_handle_gpu_memory_settings``: reserved_mem = 512 +
+1.5 x chunked_prefill_size + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024 MiB, whose prefill-activation term is left
+out here because the memory check computes activations). The engines then hand the rest to weights and KV: SGLang's
+``mem_fraction_static`` = (weights + KV pool) / capacity = 1 - reserve / capacity; TensorRT-LLM gives
+``kv_cache_free_gpu_memory_fraction`` (0.9) of the memory left after weights and activations to the KV cache;
+vLLM's ``gpu_memory_utilization`` (0.9) caps the whole of the engine's use at a fraction of the device."""
+DEFAULT_MEMORY_RESERVE_BYTES_PER_INSTANCE_GPU = 128 * MIB
+"""Communication buffers growing with the instance: SGLang's ``tp_size * pp_size / 8 * 1024`` MiB per device."""
+
+PAPER = Preset(name="paper", notebook_hardware=True)
 DEFAULT = Preset(
     name="default",
     flop_efficiency=0.70,
     hbm_efficiency=0.75,
     memory_check="per_device",
-    usable_hbm_fraction=0.90,
+    memory_reserve_bytes=DEFAULT_MEMORY_RESERVE_BYTES,
+    memory_reserve_bytes_per_instance_gpu=DEFAULT_MEMORY_RESERVE_BYTES_PER_INSTANCE_GPU,
     paper_qkv_quirk=False,
     integer_tp_2d=True,
     kv_split_by_kv_heads=True,
