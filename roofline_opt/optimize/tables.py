@@ -27,7 +27,7 @@ With ``Preset.prefill_cycle`` (the default preset) an aggregated layout's TPOT i
 a chunk step C, weighted by the chunk share f = kappa * B, which grows with the batch: a piece (1 - f) A + f C is not
 concave, and its chord may lie above it. A and C are concave, so the piece lies above the quadratic (1 - f) chord_A +
 f chord_C, whose chord is the piece's own; where that quadratic is convex the chord is lowered by its largest gap
-(``_cycle_gap_s``), which keeps every row a valid optimistic bound, exact on a single batch. Such rows have four
+(``cycle_gap_s``), which keeps every row a valid optimistic bound, exact on a single batch. Such rows have four
 pieces (each step's GEMM class at memory or compute), start unrefined like MoE rows and are split until the gap is
 within MOE_CHORD_TOLERANCE; the chunk step's protocol changes are breakpoints too.
 
@@ -48,6 +48,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline_opt.optimize import pairing
+from roofline_opt.optimize.pieces import (
+    PIECE_PICKS,
+    chord_pieces,
+    cycle_gap_s,
+    group_layout,
+    n_pieces,
+    needs_refining,
+    prefill_cycle,
+    target_step,
+)
 from roofline_opt.optimize.space import Layouts, Question, layouts, replica_caps
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
@@ -132,39 +142,6 @@ class Tables:
         )
 
 
-def group_layout(lay: Layouts, idx: np.ndarray, question: Question, tokens=1.0) -> ev.Layout:
-    """The evaluator's layout of decode layouts idx at the question's context."""
-    return lay.layout(idx, question.context, tokens)
-
-
-def prefill_cycle(question: Question) -> bool:
-    """Whether the question's aggregated layouts run the decode/chunk cycle (their TPOT is the cycle's mean)."""
-    return question.workload is not None and question.preset.prefill_cycle
-
-
-def needs_refining(question: Question) -> bool:
-    """Whether rows start with chords that are optimistic by more than a rounding (MoE memory, the cycle)."""
-    return question.model.is_moe or prefill_cycle(question)
-
-
-def _n_pieces(question: Question) -> int:
-    """Pieces per row: GEMM memory or compute of the target (and draft step, or decode and chunk step of a cycle)."""
-    return 4 if question.draft is not None or prefill_cycle(question) else 2
-
-
-def target_step(
-    question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch
-) -> ev.StepFigures | rq.CycleFigures:
-    """The step whose time is the time per token (or per draft round): decode, verification, or the TPOT step."""
-    gpu = question.gpus[gpu_index]
-    layout = group_layout(lay, idx, question)
-    if question.workload is None:
-        return ev.step(question.model, gpu, question.preset, bits, layout.verifying(lay.gamma[idx]), batch)
-    return rq.tpot_step(
-        question.model, gpu, question.preset, bits, layout, batch, question.workload, lay.chunk[idx], ~lay.disagg[idx]
-    )
-
-
 def instance_memory(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch, draft=None):
     """Memory of decode layouts idx at ``batch`` (the prompt tokens in flight included when aggregated)."""
     gpu = question.gpus[gpu_index]
@@ -174,17 +151,6 @@ def instance_memory(question: Question, gpu_index: int, bits: int, lay: Layouts,
     return rq.aggregated_memory(
         question.model, gpu, question.preset, bits, layout, batch, question.workload, ~lay.disagg[idx]
     )
-
-
-def _step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch: np.ndarray):
-    """Per-token milliseconds of the target (and draft) step terms at the given batches, for layouts idx."""
-    gpu = question.gpus[gpu_index]
-    layout = group_layout(lay, idx, question)
-    terms = [target_step(question, gpu_index, bits, lay, idx, batch)]
-    if question.draft is not None:
-        draft_layout = layout.for_draft(question.draft)
-        terms.append(ev.step(question.draft, gpu, question.preset, ev.DRAFT_WEIGHT_BITS, draft_layout, batch))
-    return terms
 
 
 def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray) -> list[np.ndarray]:
@@ -250,58 +216,6 @@ def _used(mem: ev.DeviceMemory) -> np.ndarray:
     return mem.weights_bytes + mem.kv_cache_bytes + mem.activations_bytes
 
 
-def _per_token_s(question: Question, terms, gamma: np.ndarray, which: tuple[str, ...]) -> np.ndarray:
-    """Seconds per generated token using the GEMM class's memory or compute time for the max() of target and draft
-    steps (the serial part - launches, network, attention classes - in every piece)."""
-    if isinstance(terms[0], rq.CycleFigures):
-        return terms[0].piece_s(*which)
-    e_tokens = ev.expected_tokens_per_round(question.acceptance, gamma) if question.draft is not None else 1.0
-    total = 0.0
-    for term, pick, weight in zip(terms, which, (1.0, gamma), strict=False):
-        total = total + weight * (term.serial_s + getattr(term, pick))
-    return np.where(gamma > 0, total / e_tokens, total)
-
-
-PIECE_PICKS = (
-    ("gemm_memory_s", "gemm_memory_s"),
-    ("gemm_memory_s", "gemm_compute_s"),
-    ("gemm_compute_s", "gemm_memory_s"),
-    ("gemm_compute_s", "gemm_compute_s"),
-)
-
-
-def _pieces(question, gpu_index, bits, lay, idx, lo, hi):
-    """a0, a1 of every convex piece on [lo, hi] (chords of the evaluator between the interval ends; a cycle's pieces
-    lowered by their quadratic's chord gap, see ``_cycle_gap_s``)."""
-    gamma = lay.gamma[idx].astype(float)
-    at_ends = _step_terms(question, gpu_index, bits, lay, idx, np.stack([lo, hi]))  # one call: collectives once
-    picks = PIECE_PICKS if _n_pieces(question) == 4 else PIECE_PICKS[::3]
-    a0s, a1s = [], []
-    width = np.maximum(hi - lo, 1.0)
-    for pick in picks:
-        y_lo, y_hi = _per_token_s(question, at_ends, gamma, pick)
-        slope = np.where(hi > lo, (y_hi - y_lo) / width, 0.0)
-        a1s.append(slope)
-        below = _cycle_gap_s(at_ends[0], pick, lo, hi) if isinstance(at_ends[0], rq.CycleFigures) else 0.0
-        a0s.append(y_lo - slope * lo - below)
-    return np.stack(a0s, axis=-1), np.stack(a1s, axis=-1)
-
-
-def _cycle_gap_s(cycle: rq.CycleFigures, pick: tuple[str, str], lo, hi) -> np.ndarray:
-    """How far a cycle piece's chord may lie above the piece on [lo, hi]: a piece is (1 - f) A + f C with A (the decode
-    step) and C (the chunk step) concave in the batch and f = kappa B; A and C lie above their chords, so the piece lies
-    above the quadratic (1 - f) chord_A + f chord_C, whose chord is the piece's own and whose curvature is
-    kappa (slope C - slope A). Where that is convex its chord lies at most kappa (slope C - slope A) (hi - lo)^2 / 4
-    above it (at the middle): lowering the chord by that much keeps a valid lower bound, exact where lo = hi."""
-    width = np.maximum(hi - lo, 1.0)
-    f_lo, f_hi = cycle.chunk_share
-    decode_lo, decode_hi = cycle.decode.serial_s + getattr(cycle.decode, pick[0])
-    chunk_lo, chunk_hi = cycle.chunk.serial_s + getattr(cycle.chunk, pick[1])
-    kappa = np.where(hi > lo, (f_hi - f_lo) / width, 0.0)
-    curvature = kappa * ((chunk_hi - chunk_lo) - (decode_hi - decode_lo)) / width
-    return np.maximum(curvature, 0.0) * (hi - lo) ** 2 / 4.0
-
-
 def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
     """Relative gap between the memory term and its chord at the interval middle (0 where it is affine) and, with the
     prefill cycle, between the TPOT and its pieces' lowered chords."""
@@ -316,11 +230,11 @@ def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
     gap = np.where(saturated, 0.0, np.abs(vals[1] - chord) / np.maximum(vals[1], 1e-300))
     if not prefill_cycle(question):
         return gap
-    # the cycle's TPOT against its chord at the middle, plus how far its pieces were lowered (``_cycle_gap_s``)
+    # the cycle's TPOT against its chord at the middle, plus how far its pieces were lowered (``cycle_gap_s``)
     tpot = target_step(question, gpu_index, bits, lay, idx, np.stack([lo, mid, hi])).step_time_s
     tpot_chord = tpot[0] + (tpot[2] - tpot[0]) * (mid - lo) / width
     ends = target_step(question, gpu_index, bits, lay, idx, np.stack([lo, hi]))
-    below = np.max([_cycle_gap_s(ends, pick, lo, hi) for pick in PIECE_PICKS], axis=0)
+    below = np.max([cycle_gap_s(ends, pick, lo, hi) for pick in PIECE_PICKS], axis=0)
     return np.maximum(gap, (np.abs(tpot[1] - tpot_chord) + below) / np.maximum(tpot[1], 1e-300))
 
 
@@ -616,17 +530,17 @@ def _assemble(
 
     ``refined`` says whether the rows' MoE chords are already within MOE_CHORD_TOLERANCE (see ``refine_rows``).
     """
-    n_pieces = _n_pieces(question)
+    pieces = n_pieces(question)
     arr = np.array(rows, dtype=float).reshape(-1, 4)
     layout_of = arr[:, 0].astype(int)
     option_of = arr[:, 3].astype(int)
     lo, hi = arr[:, 1], arr[:, 2]
-    a0 = np.zeros((len(rows), n_pieces))
-    a1 = np.zeros((len(rows), n_pieces))
+    a0 = np.zeros((len(rows), pieces))
+    a1 = np.zeros((len(rows), pieces))
     m0, m1, mcap = np.zeros(len(rows)), np.zeros(len(rows)), np.zeros(len(rows))
     for gi, bits, sel in lay.groups(layout_of):
         idx = layout_of[sel]
-        a0[sel], a1[sel] = _pieces(question, gi, bits, lay, idx, lo[sel], hi[sel])
+        a0[sel], a1[sel] = chord_pieces(question, gi, bits, lay, idx, lo[sel], hi[sel])
         m0[sel], m1[sel], mcap[sel] = _memory_line(question, gi, bits, lay, idx)
     n_gpus = lay.n_gpus[layout_of].astype(float)
     usd_per_s = np.array([gpu.usd_per_s for gpu in question.gpus])[lay.gpu_index[layout_of]]
