@@ -118,3 +118,11 @@ def test_memory_stays_affine_in_the_batch_for_the_mip_tables() -> None:
         for m in (ev.memory(DEEPSEEK, H200, DEFAULT, 8, layout, b) for b in (0.0, 1.0, 2.0))
     ]
     assert used[2] - used[1] == pytest.approx(used[1] - used[0])
+
+
+def test_a_hypothetical_part_keeps_its_replaced_figures_under_the_paper_preset() -> None:
+    part = catalog.load_gpu("h100-sxm").with_figures({8: 4e15}, hbm_bytes_per_s=6e12)
+    for preset in (PAPER, DEFAULT):
+        seen = ev.hardware(part, preset)
+        assert (seen.hbm_bytes_per_s, seen.flop_per_s_by_bits[8]) == (6e12, 4e15)
+    assert ev.hardware(part, PAPER).flop_per_s_by_bits[16] == 1e15  # the figures not replaced stay the notebook's

@@ -14,6 +14,8 @@ VALIDATE_TABLE = {
     "line": "line",
     "model_card": "model",
     "weight_bits": "bits",
+    "kv_bits": "kv_est",
+    "bound_kv_bits": "kv_bound",
     "gpu_card": "gpu",
     "mapped_layout": "layout",
     "check": "check",

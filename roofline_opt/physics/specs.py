@@ -101,6 +101,18 @@ class GpuSpec:
             notebook_flop_per_s_by_bits={},
         )
 
+    def with_figures(self, flop_per_s_by_bits: dict[int, float], **fields) -> GpuSpec:
+        """This accelerator with figures replaced (a hypothetical part), in its notebook figures alike where it has
+        them, so a preset with ``notebook_hardware`` sees the replaced figures too."""
+        notebook: dict = {}
+        for name in ("hbm_bytes", "hbm_bytes_per_s"):
+            if name in fields and getattr(self, f"notebook_{name}"):
+                notebook[f"notebook_{name}"] = fields[name]
+        if self.notebook_flop_per_s_by_bits:
+            notebook["notebook_flop_per_s_by_bits"] = {**self.notebook_flop_per_s_by_bits, **flop_per_s_by_bits}
+        flops = {**self.flop_per_s_by_bits, **flop_per_s_by_bits}
+        return replace(self, flop_per_s_by_bits=flops, **fields, **notebook)
+
     def supports(self, weight_bits: int) -> bool:
         return self.flop_per_s_by_bits.get(weight_bits) is not None
 
