@@ -29,7 +29,10 @@ concave, and its chord may lie above it. A and C are concave, so the piece lies 
 f chord_C, whose chord is the piece's own; where that quadratic is convex the chord is lowered by its largest gap
 (``cycle_gap_s``), which keeps every row a valid optimistic bound, exact on a single batch. Such rows have four
 pieces (each step's GEMM class at memory or compute), start unrefined like MoE rows and are split until the gap is
-within MOE_CHORD_TOLERANCE; the chunk step's protocol changes are breakpoints too.
+within MOE_CHORD_TOLERANCE; the chunk step's protocol changes are breakpoints too. Unlike a MoE chord, a lowered cycle
+chord need not rise everywhere when its row is split (the new line touches the quadratic at the new middle): every
+row stays a valid optimistic bound, but the screening's "refining only raises bounds" (queries.Prepared.solver) is
+not proven for the cycle's rows; the MIP-vs-enumeration tests with the cycle on pass.
 
 Questions about whole requests (a workload) use the request physics (physics/requests.py): the time per token is
 the TPOT step (with the steady-state prompt tokens when aggregated), an aggregated layout's batch range is also capped
