@@ -105,7 +105,7 @@ CASES = {
     ),
     "empty gpu card": (with_file("empty.yaml", "", "--gpu"), "empty.yaml", "is empty"),
     "gpu card with a nan rate": (
-        with_file("g.yaml", gpu_card("16: 1.0e+14", "16: .nan"), "--gpu"),
+        with_file("g.yaml", gpu_card("16: 1.25e+14", "16: .nan"), "--gpu"),
         "g.yaml: flop_per_s_by_bits[16]",
         "must be a finite number > 0",
     ),

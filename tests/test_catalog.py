@@ -81,10 +81,16 @@ def test_every_card_is_named_after_its_file_and_cites_a_source() -> None:
 
 
 def test_paper_h100_card_holds_the_notebook_constants() -> None:
-    gpu = catalog.load_gpu("h100-sxm")
+    gpu = catalog.load_gpu("h100-sxm").in_notebook()
     assert gpu.flop_per_s_by_bits == {16: 1e15, 8: 2e15, 4: 2e15}
     assert (gpu.hbm_bytes, gpu.hbm_bytes_per_s, gpu.scaleup_gpus) == (8e10, 3.3e12, 8)
     assert (gpu.intra_bytes_per_s, gpu.inter_bytes_per_s) == (9e11 / 4, 5e10 / 2)
+
+
+def test_h100_card_holds_the_vendor_figures_and_the_memory_the_device_exposes() -> None:
+    gpu = catalog.load_gpu("h100-sxm")
+    assert gpu.flop_per_s_by_bits == {16: 9.894e14, 8: 1.9789e15, 4: 1.9789e15}
+    assert (gpu.hbm_bytes, gpu.hbm_bytes_per_s) == (pytest.approx(81559 * 2**20, rel=1e-4), 3.35e12)
 
 
 def test_a100_card_has_no_4_bit_rate() -> None:
@@ -93,7 +99,8 @@ def test_a100_card_has_no_4_bit_rate() -> None:
 
 def test_gb200_card_is_per_gpu_with_a_72_gpu_domain_and_quarter_nvlink() -> None:
     gpu = catalog.load_gpu("gb200")
-    assert (gpu.scaleup_gpus, gpu.intra_bytes_per_s, gpu.hbm_bytes) == (72, 1.8e12 / 4, 186e9)
+    assert (gpu.scaleup_gpus, gpu.intra_bytes_per_s) == (72, 1.8e12 / 4)
+    assert gpu.hbm_bytes == pytest.approx(189471 * 2**20, rel=1e-4)  # the 186 GB part as the device exposes it
     assert gpu.flop_per_s_by_bits == {16: 2.5e15, 8: 5e15, 4: 1e16}
 
 

@@ -140,5 +140,6 @@ def test_a_cluster_bounds_disaggregated_units_and_links_their_kv_cache(tmp_path)
         assert_same_optimum(kind, answer, oracle, target)
         assert answer.setup.unit_gpus * answer.setup.replicas <= 16
     gpu = q.gpus[0]
-    assert pairing.link_of(q, 0, 0, False)[0] == gpu.inter_bytes_per_s
-    assert pairing.link_of(q, 0, 0, True)[0] == gpu.intra_bytes_per_s
+    # a KV transfer is point to point: one direction of the link, twice the all-reduce figure the card states
+    assert pairing.link_of(q, 0, 0, False)[0] == 2.0 * gpu.inter_bytes_per_s
+    assert pairing.link_of(q, 0, 0, True)[0] == 2.0 * gpu.intra_bytes_per_s

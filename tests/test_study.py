@@ -145,7 +145,7 @@ def test_cheapest_rows_with_a_hypothetical_part_equal_the_single_commands_with_i
     scheduler: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     card = yaml.safe_load((catalog.REPO_ROOT / "instances/gpus/h100-sxm.yaml").read_text())
-    card["hbm_bytes_per_s"] = 6.6e12
+    card["hbm_bytes_per_s"] = card["notebook_hbm_bytes_per_s"] = 6.6e12  # paper reads the notebook's figure
     (tmp_path / "h100-2x-hbm.yaml").write_text(yaml.safe_dump(card), encoding="utf-8")
     study = {
         "kind": "cheapest",

@@ -113,12 +113,32 @@ def test_precision_spellings(text: str, bits: tuple[int, int]) -> None:
 def test_an_unstated_kv_cache_is_16_bit_for_the_estimate_and_8_bit_for_the_bound_under_fp8_weights() -> None:
     s = fidelity.map_row(_row(precision="FP8")).setup
     assert (s.kv_bits, s.for_bound().kv_bits, s.kv_stated) == (16, 8, False)
-    assert s.bound_assumptions == ("KV precision not stated: 16-bit for the estimate, 8-bit for the bound",)
+    assert s.bound_assumptions[0].startswith("KV precision not stated: 16-bit (the engines' default) for the estimate")
+
+
+@pytest.mark.parametrize(
+    ("framework", "gpu", "bound_kv_bits"),
+    [("TensorRT-LLM v0.6.1", "H100 SXM 80GB", 8), ("TensorRT-LLM 1.0", "B200", 4), ("SGLang 0.4", "H200", 8),
+     ("SGLang 0.5", "B200", 4), ("vLLM 0.8", "B200", 8), ("LMDeploy 0.6", "A100 SXM 80GB", 4),
+     ("vLLM 0.8", "V100", 16), ("NVIDIA NIM 1.8", "H100 SXM 80GB", 4)],
+)  # fmt: skip
+def test_an_unstated_kv_cache_takes_the_engines_lowest_precision_on_that_gpu_for_the_bound(
+    framework: str, gpu: str, bound_kv_bits: int
+) -> None:
+    """Even under 16-bit weights (the KV cache is its own setting); NIM is no listed engine: the lowest any runs."""
+    s = fidelity.map_row(_row(precision="BF16", gpu=gpu, framework=framework)).setup
+    assert (s.kv_bits, s.for_bound().kv_bits) == (16, bound_kv_bits)
+    assert f"{bound_kv_bits}-bit" in s.bound_assumptions[0]
 
 
 @pytest.mark.parametrize(
     ("precision", "notes", "kv_bits"),
-    [("BF16", "", 16), ("FP8, BF16 KV", "", 16), ("FP8", "FP8 KV for DeepSeek", 16), ("FP8", "FP8 KV for llama", 8)],
+    [
+        ("BF16 (weights+KV)", "", 16),
+        ("FP8, BF16 KV", "", 16),
+        ("FP8", "FP8 KV for DeepSeek", 16),
+        ("FP8", "FP8 KV for llama", 8),
+    ],
 )
 def test_a_stated_kv_cache_is_read_the_same_by_the_bound(precision: str, notes: str, kv_bits: int) -> None:
     s = fidelity.map_row(_row(precision=precision, notes=notes)).setup

@@ -54,7 +54,8 @@ def spec_from_mapping(cls: type[Spec], data: dict[str, Any], where: str) -> Spec
             if required:
                 raise InvalidInput(f"{where}: {name}", f"is missing: a {cls.__name__} needs it")
             continue
-        values[name] = _field_value(f"{where}: {name}", hints[name], data[name], zero_ok=f.default == 0)
+        zero_ok = f.default == 0 or f.default_factory is dict
+        values[name] = _field_value(f"{where}: {name}", hints[name], data[name], zero_ok=zero_ok)
     spec = cls(**values)
     _check_consistency(spec, where)
     return spec
@@ -75,13 +76,14 @@ def _field_value(field: str, hint: Any, value: Any, zero_ok: bool) -> Any:
             raise InvalidInput(field, f"must be a text. Got {checks.shown(value)} instead.")
         return value
     if typing.get_origin(hint) is dict:
-        return _flop_rates(field, value)
+        return _flop_rates(field, value, empty_ok=zero_ok)
     msg = f"no card reader for fields of type {hint}"
     raise TypeError(msg)
 
 
-def _flop_rates(field: str, value: Any) -> dict[int, float]:
-    """``{16: 1e15, 8: 2e15}``: FLOP/s per weight bits; a null rate is the same as an absent one."""
+def _flop_rates(field: str, value: Any, empty_ok: bool = False) -> dict[int, float]:
+    """``{16: 1e15, 8: 2e15}``: FLOP/s per weight bits; a null rate is the same as an absent one (``empty_ok``: a
+    field that may give none, such as ``notebook_flop_per_s_by_bits``)."""
     if not isinstance(value, dict):
         like = "{16: 1.0e+15, 8: 2.0e+15}"
         msg = f"must be a mapping of weight bits to FLOP/s, like {like}. Got {checks.shown(value)} instead."
@@ -92,7 +94,7 @@ def _flop_rates(field: str, value: Any) -> dict[int, float]:
         for bits, rate in value.items()
         if rate is not None
     }
-    if not rates:
+    if not rates and not empty_ok:
         raise InvalidInput(field, "must give a FLOP rate for at least one weight precision")
     return rates
 

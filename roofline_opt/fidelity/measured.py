@@ -16,6 +16,7 @@ from pathlib import Path
 
 from roofline_opt import catalog, checks, files
 from roofline_opt.errors import InvalidInput
+from roofline_opt.fidelity import kv_precision
 from roofline_opt.fidelity import layouts as parse
 from roofline_opt.fidelity.names import MTP_MODELS, gpu_card_name, model_candidates, unmodelled_reason
 from roofline_opt.optimize.space import MAX_CONTEXT
@@ -118,22 +119,25 @@ class MeasuredSetup:
     output_len: int | None = None
     speed_basis: str = "tpot"
     static_batch: bool = False
+    framework: str = ""
 
     @property
     def n_gpus(self) -> int:
         return self.tp * self.pp
 
     def for_bound(self) -> MeasuredSetup:
-        """Unstated settings read as favourably to the measurement as they plausibly were: an unstated KV cache under
-        8- or 4-bit weights as 8-bit (a bound must hold whatever the row left out)."""
-        return self if self.kv_stated or self.weight_bits >= 16 else replace(self, kv_bits=8)
+        """Unstated settings read as favourably to the measurement as they plausibly were: an unstated KV cache at the
+        lowest precision the row's engine runs on its accelerator (``kv_precision``; a bound must hold whatever the
+        row left out)."""
+        if self.kv_stated:
+            return self
+        lowest = kv_precision.lowest_kv_bits(self.framework, self.gpu_card)
+        return self if lowest >= self.kv_bits else replace(self, kv_bits=lowest)
 
     @property
     def bound_assumptions(self) -> tuple[str, ...]:
-        """What ``for_bound`` reads differently from the estimate, in words."""
-        if self.for_bound() is self:
-            return ()
-        return ("KV precision not stated: 16-bit for the estimate, 8-bit for the bound",)
+        """The KV precisions an unstated KV cache is read as by the estimate and the bound, in words."""
+        return () if self.kv_stated else (kv_precision.describe(self.framework, self.gpu_card),)
 
     @property
     def gpus_in_all(self) -> int:
@@ -237,7 +241,7 @@ def _map_model(text: str, reasons: list[str]) -> ModelSpec | None:
 def _map_precision(text: str, notes: str, model: ModelSpec | None, reasons: list[str]) -> tuple[int, int, bool] | None:
     """(weight bits, KV-cache bits, whether the KV precision is stated) from a precision text such as ``"FP8
     (weights+KV)"``, and a note ``"FP8 KV for X"`` (8-bit when the row's model is X, else 16-bit by exclusion).
-    Unstated, the KV cache is read as 16-bit; the bound reads it as 8-bit under 8- or 4-bit weights (``kv_stated``)."""
+    Unstated, the KV cache is read at the engines' default (16-bit); the bound reads it lower (``kv_stated``)."""
     low = text.lower()
     match = _PRECISION_RE.search(low)
     if match is None:
@@ -250,7 +254,7 @@ def _map_precision(text: str, notes: str, model: ModelSpec | None, reasons: list
         return weight_bits, _KV_FORMATS[kv.group(1) or kv.group(2)], True
     if noted is not None:
         return weight_bits, 8 if model is not None and noted.group(1) in model.name else 16, True
-    return weight_bits, 16, False
+    return weight_bits, kv_precision.ENGINE_DEFAULT_KV_BITS, False
 
 
 def _map_gpu(text: str, reasons: list[str]) -> str | None:
@@ -372,6 +376,7 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             output_len=round(output) if whole else None,
             speed_basis=basis,
             static_batch="static" in text["batch_or_concurrency"].lower(),
+            framework=text["framework"],
         )
     return MeasuredRow(
         line=int(text["line"] or 0),

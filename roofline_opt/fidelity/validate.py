@@ -125,6 +125,7 @@ class ValidationRow:
             "model_card": s.model_card if s else None,
             "weight_bits": s.weight_bits if s else None,
             "kv_bits": s.kv_bits if s else None,
+            "bound_kv_bits": s.for_bound().kv_bits if s else None,
             "gpu_card": s.gpu_card if s else None,
             "tp": s.tp if s else None,
             "pp": s.pp if s else None,

@@ -38,6 +38,7 @@ FIGURES = (
 REQUEST_FIGURES = (
     "ttft_s",
     "tpot_s",
+    "max_itl_s",
     "requests_per_s",
     "usd_per_request",
     "usd_per_mtok_blended",

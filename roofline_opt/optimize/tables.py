@@ -15,6 +15,25 @@ minimum of affine protocols, MoE memory is concave, the rest affine), so these c
 both ends: valid optimistic bounds. ``refine_rows`` cuts the rows a query's screening keeps at protocol changes (and
 refines their MoE chords); no other row is cut, which is most of the saving on large spaces.
 
+With ``Preset.per_kernel_class`` (the default preset) a step is launches + network + the attention classes, each at
+its own max(memory, compute), + max(GEMM memory, GEMM compute). Both attention classes are proportional to the batch
+(decode attention: KV read and FLOPs both scale with B at a fixed context; prefill attention: the B * I / O prompt
+tokens' KV bytes and FLOPs likewise), so each class's max is linear in B and has no crossing inside a batch range:
+it joins the serial part of every piece, and the pieces stay "serial part + GEMM memory" and "serial part + GEMM
+compute", each concave (the GEMM memory is affine or, for MoE, concave). The GEMM class's own crossing is handled by
+the max over pieces as before, so no new breakpoint is needed and the chords keep every property stated here.
+
+With ``Preset.prefill_cycle`` (the default preset) an aggregated layout's TPOT is the mean of a decode-only step A and
+a chunk step C, weighted by the chunk share f = kappa * B, which grows with the batch: a piece (1 - f) A + f C is not
+concave, and its chord may lie above it. A and C are concave, so the piece lies above the quadratic (1 - f) chord_A +
+f chord_C, whose chord is the piece's own; where that quadratic is convex the chord is lowered by its largest gap
+(``cycle_gap_s``), which keeps every row a valid optimistic bound, exact on a single batch. Such rows have four
+pieces (each step's GEMM class at memory or compute), start unrefined like MoE rows and are split until the gap is
+within MOE_CHORD_TOLERANCE; the chunk step's protocol changes are breakpoints too. Unlike a MoE chord, a lowered cycle
+chord need not rise everywhere when its row is split (the new line touches the quadratic at the new middle): every
+row stays a valid optimistic bound, but the screening's "refining only raises bounds" (queries.Prepared.solver) is
+not proven for the cycle's rows; the MIP-vs-enumeration tests with the cycle on pass.
+
 Questions about whole requests (a workload) use the request physics (physics/requests.py): the time per token is
 the TPOT step (with the steady-state prompt tokens when aggregated), an aggregated layout's batch range is also capped
 by its TTFT limit and by the chunk budget (both exact, by bisection and division), and a disaggregated decode layout
@@ -32,6 +51,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline_opt.optimize import pairing
+from roofline_opt.optimize.pieces import (
+    PIECE_PICKS,
+    chord_pieces,
+    cycle_gap_s,
+    group_layout,
+    n_pieces,
+    needs_refining,
+    prefill_cycle,
+    target_step,
+)
 from roofline_opt.optimize.space import Layouts, Question, layouts, replica_caps
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
@@ -116,22 +145,6 @@ class Tables:
         )
 
 
-def group_layout(lay: Layouts, idx: np.ndarray, question: Question, tokens=1.0) -> ev.Layout:
-    """The evaluator's layout of decode layouts idx at the question's context."""
-    return lay.layout(idx, question.context, tokens)
-
-
-def target_step(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch) -> ev.StepFigures:
-    """The step whose time is the time per token (or per draft round): decode, verification, or the TPOT step."""
-    gpu = question.gpus[gpu_index]
-    layout = group_layout(lay, idx, question)
-    if question.workload is None:
-        return ev.step(question.model, gpu, question.preset, bits, layout.verifying(lay.gamma[idx]), batch)
-    return rq.tpot_step(
-        question.model, gpu, question.preset, bits, layout, batch, question.workload, lay.chunk[idx], ~lay.disagg[idx]
-    )
-
-
 def instance_memory(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch, draft=None):
     """Memory of decode layouts idx at ``batch`` (the prompt tokens in flight included when aggregated)."""
     gpu = question.gpus[gpu_index]
@@ -143,22 +156,14 @@ def instance_memory(question: Question, gpu_index: int, bits: int, lay: Layouts,
     )
 
 
-def _step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch: np.ndarray):
-    """Per-token milliseconds of the target (and draft) step terms at the given batches, for layouts idx."""
-    gpu = question.gpus[gpu_index]
-    layout = group_layout(lay, idx, question)
-    terms = [target_step(question, gpu_index, bits, lay, idx, batch)]
-    if question.draft is not None:
-        draft_layout = layout.for_draft(question.draft)
-        terms.append(ev.step(question.draft, gpu, question.preset, ev.DRAFT_WEIGHT_BITS, draft_layout, batch))
-    return terms
-
-
 def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray) -> list[np.ndarray]:
-    """Batches at which some collective changes its fastest protocol, per layout of idx."""
+    """Batches at which some collective changes its fastest protocol, per layout of idx (in the decode step and, with
+    the prefill cycle, in the chunk step)."""
     gpu = question.gpus[gpu_index]
     layout = group_layout(lay, idx, question)
-    tokens = layout.verifying(lay.gamma[idx]).tokens_per_step + rq.prompt_share(question.workload, ~lay.disagg[idx])
+    cycle = prefill_cycle(question)
+    share = 0.0 if cycle else rq.prompt_share(question.workload, ~lay.disagg[idx])
+    tokens = layout.verifying(lay.gamma[idx]).tokens_per_step + share
     groups = [(question.model, bits, replace(layout, tokens_per_step=tokens))]
     if question.draft is not None:
         groups.append((question.draft, ev.DRAFT_WEIGHT_BITS, layout.for_draft(question.draft)))
@@ -174,6 +179,11 @@ def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, id
                         x = (lat[..., q] - lat[..., p]) / ds
                     points.append(np.where((coll.count > 0) & (ds != 0) & np.isfinite(x), x, np.nan))
     stacked = np.stack(np.broadcast_arrays(*points), axis=-1) if points else np.full((len(idx), 0), np.nan)
+    if cycle:
+        # a chunk step's collectives carry B + chunk tokens: the decode step's crossings, moved down by the chunk
+        carried = rq.chunk_carried_tokens(question.workload, lay.chunk[idx], 0.0)
+        shift = np.where(lay.disagg[idx], np.nan, carried)
+        stacked = np.concatenate([stacked, stacked - shift[:, None]], axis=-1)
     return [row[np.isfinite(row)] for row in stacked]
 
 
@@ -209,40 +219,9 @@ def _used(mem: ev.DeviceMemory) -> np.ndarray:
     return mem.weights_bytes + mem.kv_cache_bytes + mem.activations_bytes
 
 
-def _per_token_s(question: Question, terms, gamma: np.ndarray, which: tuple[str, ...]) -> np.ndarray:
-    """Seconds per generated token using memory_s or compute_s for the max() of target and draft steps."""
-    e_tokens = ev.expected_tokens_per_round(question.acceptance, gamma) if question.draft is not None else 1.0
-    total = 0.0
-    for term, pick, weight in zip(terms, which, (1.0, gamma), strict=False):
-        total = total + weight * (term.kernel_launch_s + term.network_s + getattr(term, pick))
-    return np.where(gamma > 0, total / e_tokens, total)
-
-
-PIECE_PICKS = (
-    ("memory_s", "memory_s"),
-    ("memory_s", "compute_s"),
-    ("compute_s", "memory_s"),
-    ("compute_s", "compute_s"),
-)
-
-
-def _pieces(question, gpu_index, bits, lay, idx, lo, hi):
-    """a0, a1 of every convex piece on [lo, hi] (chords of the evaluator between the interval ends)."""
-    gamma = lay.gamma[idx].astype(float)
-    at_ends = _step_terms(question, gpu_index, bits, lay, idx, np.stack([lo, hi]))  # one call: collectives once
-    picks = PIECE_PICKS if question.draft is not None else PIECE_PICKS[::3]
-    a0s, a1s = [], []
-    width = np.maximum(hi - lo, 1.0)
-    for pick in picks:
-        y_lo, y_hi = _per_token_s(question, at_ends, gamma, pick)
-        slope = np.where(hi > lo, (y_hi - y_lo) / width, 0.0)
-        a1s.append(slope)
-        a0s.append(y_lo - slope * lo)
-    return np.stack(a0s, axis=-1), np.stack(a1s, axis=-1)
-
-
 def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
-    """Relative gap between the memory term and its chord at the interval middle (0 where it is affine)."""
+    """Relative gap between the memory term and its chord at the interval middle (0 where it is affine) and, with the
+    prefill cycle, between the TPOT and its pieces' lowered chords."""
     layout = group_layout(lay, idx, question).verifying(lay.gamma[idx])
     tokens = layout.tokens_per_step + rq.prompt_share(question.workload, ~lay.disagg[idx])
     tokens_lo = lo * tokens / layout.pp
@@ -251,16 +230,28 @@ def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
     vals = _target_memory_s(question, gpu_index, bits, lay, idx, np.stack([lo, mid, hi]))
     width = np.maximum(hi - lo, 1.0)
     chord = vals[0] + (vals[2] - vals[0]) * (mid - lo) / width
-    gap = np.abs(vals[1] - chord) / np.maximum(vals[1], 1e-300)
-    return np.where(saturated, 0.0, gap)
+    gap = np.where(saturated, 0.0, np.abs(vals[1] - chord) / np.maximum(vals[1], 1e-300))
+    if not prefill_cycle(question):
+        return gap
+    # the cycle's TPOT against its chord at the middle, plus how far its pieces were lowered (``cycle_gap_s``)
+    tpot = target_step(question, gpu_index, bits, lay, idx, np.stack([lo, mid, hi])).step_time_s
+    tpot_chord = tpot[0] + (tpot[2] - tpot[0]) * (mid - lo) / width
+    ends = target_step(question, gpu_index, bits, lay, idx, np.stack([lo, hi]))
+    below = np.max([cycle_gap_s(ends, pick, lo, hi) for pick in PIECE_PICKS], axis=0)
+    return np.maximum(gap, (np.abs(tpot[1] - tpot_chord) + below) / np.maximum(tpot[1], 1e-300))
 
 
 def _target_memory_s(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch):
-    """The target step's memory time alone (all MoE refinement needs: no network term is evaluated)."""
+    """The target step's GEMM-class memory time alone, the concave term (MoE refinement needs no network term)."""
     if question.workload is not None:
-        return target_step(question, gpu_index, bits, lay, idx, batch).memory_s
+        return target_step(question, gpu_index, bits, lay, idx, batch).gemm_memory_s
     layout = group_layout(lay, idx, question).verifying(lay.gamma[idx])
-    return ev.memory_time_s(question.model, question.gpus[gpu_index], question.preset, bits, layout, batch)
+    gpu = question.gpus[gpu_index]
+    total = ev.memory_time_s(question.model, gpu, question.preset, bits, layout, batch)
+    if not question.preset.per_kernel_class:
+        return total
+    kv = ev.kv_read_bytes(question.model, question.preset, layout, batch)
+    return total - kv / (layout.n_gpus * gpu.hbm_bytes_per_s * question.preset.hbm_efficiency)
 
 
 def _intervals(lo: float, hi: float, breaks: np.ndarray) -> list[tuple[float, float]]:
@@ -377,7 +368,7 @@ def build_tables(question: Question, coarse: bool = False) -> Tables:
     if coarse:
         return _assemble(question, lay, rows, exclusions, options, refined=False)
     rows = _cut_at_protocols(question, lay, rows)
-    return _assemble(question, lay, rows, exclusions, options, refined=not question.model.is_moe)
+    return _assemble(question, lay, rows, exclusions, options, refined=not needs_refining(question))
 
 
 def _cut_at_protocols(question: Question, lay: Layouts, rows):
@@ -410,7 +401,7 @@ def refine_rows(tables: Tables, question: Question, rows: np.ndarray) -> Tables:
         for r in rows
     ]
     parts = _cut_at_protocols(question, tables.layouts, parts)
-    if question.model.is_moe:
+    if needs_refining(question):
         parts = _refine_concave(question, tables.layouts, parts)
     new = _assemble(
         question,
@@ -542,17 +533,17 @@ def _assemble(
 
     ``refined`` says whether the rows' MoE chords are already within MOE_CHORD_TOLERANCE (see ``refine_rows``).
     """
-    n_pieces = 4 if question.draft is not None else 2
+    pieces = n_pieces(question)
     arr = np.array(rows, dtype=float).reshape(-1, 4)
     layout_of = arr[:, 0].astype(int)
     option_of = arr[:, 3].astype(int)
     lo, hi = arr[:, 1], arr[:, 2]
-    a0 = np.zeros((len(rows), n_pieces))
-    a1 = np.zeros((len(rows), n_pieces))
+    a0 = np.zeros((len(rows), pieces))
+    a1 = np.zeros((len(rows), pieces))
     m0, m1, mcap = np.zeros(len(rows)), np.zeros(len(rows)), np.zeros(len(rows))
     for gi, bits, sel in lay.groups(layout_of):
         idx = layout_of[sel]
-        a0[sel], a1[sel] = _pieces(question, gi, bits, lay, idx, lo[sel], hi[sel])
+        a0[sel], a1[sel] = chord_pieces(question, gi, bits, lay, idx, lo[sel], hi[sel])
         m0[sel], m1[sel], mcap[sel] = _memory_line(question, gi, bits, lay, idx)
     n_gpus = lay.n_gpus[layout_of].astype(float)
     usd_per_s = np.array([gpu.usd_per_s for gpu in question.gpus])[lay.gpu_index[layout_of]]

@@ -73,8 +73,9 @@ def dispatch_combine(
     active = layout.dp_attention & (group > 1.0) & model.is_moe & (layout.a2a_overlap == overlapped)
     one_domain = group <= gpu.scaleup_gpus
     nodes = np.where(one_domain, 1.0, np.ceil(group / gpu.scaleup_gpus))
-    # intra/inter are the notebook's all-reduce bandwidths (a quarter / a half of the link): x2 = one direction
-    link_bytes_per_s = 2.0 * np.where(one_domain, gpu.intra_bytes_per_s, gpu.inter_bytes_per_s)
+    link_bytes_per_s = ev.POINT_TO_POINT_LINK_FACTOR * np.where(
+        one_domain, gpu.intra_bytes_per_s, gpu.inter_bytes_per_s
+    )
     leaving = (group - 1.0) / group
     bytes_per_seq = (
         model.n_active_experts * model.d_model * preset.activation_bytes * layout.tokens_per_step / group

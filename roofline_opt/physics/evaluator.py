@@ -17,6 +17,7 @@ from roofline_opt.errors import InvalidInput
 from roofline_opt.physics import dp_attention
 from roofline_opt.physics.sizes import kv_bytes_per_token, model_sizes
 from roofline_opt.physics.specs import GpuSpec, ModelSpec, Preset
+from roofline_opt.physics.step_figures import StepFigures, kernels_per_step
 
 DRAFT_WEIGHT_BITS = 16
 """Draft models run at 16-bit weights (this reproduces the notebook's speculative-decoding figures)."""
@@ -25,6 +26,16 @@ DEFAULT_KV_BITS = 16
 KV_BITS = (16, 8, 4)
 ALLREDUCE = "allreduce"
 POINT_TO_POINT = "p2p"
+POINT_TO_POINT_LINK_FACTOR = 2.0
+"""One direction of a link over the all-reduce bandwidth a card states (``intra/inter_bytes_per_s`` are the
+notebook's all-reduce figures, half of one direction): point-to-point sends, all-to-all exchanges and KV transfers
+get the whole direction."""
+
+
+def hardware(gpu: GpuSpec, preset: Preset) -> GpuSpec:
+    """The accelerator as ``preset`` sees it: the reference notebook's figures under ``notebook_hardware`` (paper),
+    else the card's vendor figures. Every public function here applies it, so callers pass the card as loaded."""
+    return gpu.in_notebook() if preset.notebook_hardware else gpu
 
 
 def weight_bytes_per_param(weight_bits: int) -> float:
@@ -170,6 +181,7 @@ def _tp_factors(preset: Preset, tp: np.ndarray, tp_2d: np.ndarray) -> tuple[np.n
 
 def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout) -> list[Collective]:
     """The network work of one step as collectives whose time is affine in the batch per protocol."""
+    gpu = hardware(gpu, preset)
     sz = model_sizes(model)
     a = preset.activation_bytes
     tp, pp, ep, s_tok = layout.tp, layout.pp, layout.ep, layout.tokens_per_step
@@ -235,23 +247,6 @@ def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int
     return out
 
 
-@dataclass(frozen=True)
-class StepFigures:
-    """Seconds of one decoding step and its parts; ``overlapped_network_s`` runs alongside compute and memory
-    (two-batch overlap of data-parallel attention's all-to-all), the rest of the network time in series."""
-
-    kernel_launch_s: np.ndarray
-    network_s: np.ndarray
-    memory_s: np.ndarray
-    compute_s: np.ndarray
-    overlapped_network_s: np.ndarray | float = 0.0
-
-    @property
-    def step_time_s(self) -> np.ndarray:
-        busy = np.maximum(np.maximum(self.memory_s, self.compute_s), self.overlapped_network_s)
-        return self.kernel_launch_s + self.network_s + busy
-
-
 def flop_rate(gpu: GpuSpec, weight_bits: int) -> float:
     rate = gpu.flop_per_s_by_bits.get(weight_bits)
     if rate is None:
@@ -269,13 +264,42 @@ def expert_touched_fraction(model: ModelSpec, tokens) -> np.ndarray:
     return 1.0 - (1.0 - model.n_active_experts / model.n_experts) ** tokens
 
 
+def kv_copies(model: ModelSpec, preset: Preset, layout: Layout) -> np.ndarray:
+    """Copies of each KV-cache element an instance holds, as its memory check places them.
+
+    The notebook's aggregate check (``paper``) counts one copy spread over all GPUs. Per device, TP ranks split the
+    cache by KV heads over at most n_kv_heads ranks and replicate it beyond (``Preset.kv_split_by_kv_heads``; else
+    every rank holds it all): T / min(T, n_kv_heads) copies; MLA's latent is one head, on every rank: T copies.
+    With data-parallel attention each GPU keeps only its own sequences' cache: one copy. Pipeline stages split the
+    layers and add no copies.
+    """
+    if preset.memory_check == "aggregate":
+        return np.ones_like(layout.tp)
+    split = preset.kv_split_by_kv_heads and not model.is_mla
+    kv_ways = np.maximum(np.minimum(layout.tp, model_sizes(model).kv_heads / 2.0), 1.0) if split else 1.0
+    return np.where(layout.dp_attention, 1.0, layout.tp / kv_ways)
+
+
+def kv_read_bytes(model: ModelSpec, preset: Preset, layout: Layout, batch) -> np.ndarray:
+    """KV-cache bytes read from HBM in one step, summed over the instance's devices (model-notes section 3).
+
+    Every sequence's cache over its ``context`` tokens is read once per step by every GPU holding a copy of it
+    (``kv_copies``): a GPU reads the copy it holds, so a cache replicated over TP ranks is read once per replica.
+    With data-parallel attention each GPU reads its own sequences' cache, which sums to one copy.
+    """
+    batch = np.asarray(batch, dtype=float)
+    one_copy = kv_bytes_per_token(model, layout.kv_bytes_per_value) * layout.context * batch
+    return one_copy * kv_copies(model, preset, layout)
+
+
 def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> np.ndarray:
-    """Bytes read from HBM in one step, summed over the instance's devices (model-notes section 3)."""
+    """Bytes read from HBM in one step, summed over the instance's devices (model-notes section 3):
+    ``kv_read_bytes`` plus weights and activations."""
     sz = model_sizes(model)
     a = preset.activation_bytes
     w = weight_bytes_per_param(weight_bits)
     batch = np.asarray(batch, dtype=float)
-    tp, pp, ep, ctx, s_tok = layout.tp, layout.pp, layout.ep, layout.context, layout.tokens_per_step
+    tp, pp, ep, s_tok = layout.tp, layout.pp, layout.ep, layout.tokens_per_step
     tok = batch * s_tok / pp
     t1, t2 = _tp_factors(preset, tp, layout.tp_2d)
     qkv_act = sz.qkv_out_width * tok * (1.0 if preset.paper_qkv_quirk else a)
@@ -294,9 +318,8 @@ def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout
         ff_dense = sz.n_dense_layers * (
             w * sz.dense_ff_params + (model.m_in + model.m_out) * a * tok * (t2 * model.d_model + t1 * dff)
         )
-    kv_read = sz.kv_values_per_token_per_layer * model.n_layers * layout.kv_bytes_per_value * ctx * batch
     per_micro = model.n_layers * (qkv + proj) + ff_moe + ff_dense + w * model.vocab * model.d_model
-    plain = kv_read + pp * per_micro
+    plain = kv_read_bytes(model, preset, layout, batch) + pp * per_micro
     if not layout.any_dp_attention:
         return plain
     busiest = dp_attention.busiest_gpu_traffic_bytes(model, preset, weight_bits, layout, batch)
@@ -321,21 +344,21 @@ def memory_time_s(
     model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch
 ) -> np.ndarray:
     """Seconds the instance's HBM needs for one step's traffic."""
+    gpu = hardware(gpu, preset)
     traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
     return traffic / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
 
 
 def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> StepFigures:
     """One decoding step of ``batch`` sequences (model-notes section 3)."""
+    gpu = hardware(gpu, preset)
     sz = model_sizes(model)
     batch = np.asarray(batch, dtype=float)
     n = layout.n_gpus
     s_tok = layout.tokens_per_step
     c_mean = layout.context + (s_tok - 1.0) / 2.0
-    flop = (
-        2.0 * sz.active_params * batch * s_tok
-        + sz.attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * batch * s_tok
-    )
+    attn_flop = sz.attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * batch * s_tok
+    flop = 2.0 * sz.active_params * batch * s_tok + attn_flop
     if layout.any_dp_attention:
         busiest = dp_attention.busiest_gpu_flop(model, preset, layout, batch)
         flop = np.where(layout.dp_attention, busiest * n, flop)
@@ -343,11 +366,23 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     compute_s = flop / (n * flop_rate(gpu, weight_bits) * preset.flop_efficiency)
     memory_s = traffic / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
     network_s = sum(c.time_s(batch) for c in collectives(model, gpu, preset, weight_bits, layout))
-    launch = np.full_like(compute_s, model.n_layers * 4.0 * gpu.kernel_launch_s * preset.kernel_launch_factor)
+    launch_s = kernels_per_step(model, preset) * gpu.kernel_launch_s * preset.kernel_launch_factor
+    launch = np.full_like(compute_s, launch_s)
     hidden = 0.0
     if np.any(layout.a2a_overlap):
         hidden = dp_attention.dispatch_combine(model, gpu, preset, layout, overlapped=True).time_s(batch)
-    return StepFigures(launch, network_s + np.zeros_like(compute_s), memory_s, compute_s, hidden)
+    network_s = network_s + np.zeros_like(compute_s)
+    if not preset.per_kernel_class:
+        return StepFigures(launch, network_s, memory_s, compute_s, hidden)
+    kv_s = kv_read_bytes(model, preset, layout, batch) / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
+    attn_s = attn_flop / (n * flop_rate(gpu, weight_bits) * preset.flop_efficiency)
+    return StepFigures(launch, network_s, memory_s, compute_s, hidden, kv_s, attn_s, per_kernel_class=True)
+
+
+def memory_reserve_bytes(preset: Preset, layout: Layout) -> np.ndarray:
+    """Bytes per device the engine keeps outside weights, KV cache and activations (context, workspaces, CUDA
+    graphs, communication buffers): a fixed amount plus a share growing with the instance's GPUs."""
+    return preset.memory_reserve_bytes + preset.memory_reserve_bytes_per_instance_gpu * layout.n_gpus
 
 
 @dataclass(frozen=True)
@@ -371,6 +406,7 @@ def memory(
     draft: ModelSpec | None = None,
 ) -> DeviceMemory:
     """Memory check: the notebook's aggregate one (paper) or per device with KV heads split or replicated."""
+    gpu = hardware(gpu, preset)
     a = preset.activation_bytes
     w = weight_bytes_per_param(weight_bits)
     batch = np.asarray(batch, dtype=float)
@@ -388,15 +424,12 @@ def memory(
     act = np.zeros_like(kv)
     for m in models:
         sz = model_sizes(m)
-        split = preset.kv_split_by_kv_heads and not m.is_mla
-        kv_ways = np.maximum(np.minimum(layout.tp, sz.kv_heads / 2.0), 1.0) if split else 1.0
-        kv = kv + kv_bytes_per_token(m, layout.kv_bytes_per_value) * (
-            layout.context + layout.tokens_per_step
-        ) * batch / (layout.pp * kv_ways)
+        held = kv_bytes_per_token(m, layout.kv_bytes_per_value) * (layout.context + layout.tokens_per_step) * batch
+        kv = kv + held * kv_copies(m, preset, layout) / n
         widest = max(sz.qkv_out_width, m.m_in * max(m.d_ff, m.dense_layer_d_ff), m.d_model)
         act = act + a * batch * layout.tokens_per_step * (2.0 * m.d_model + widest / layout.tp)
     weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights + 0.0 * kv, kv, act))
-    cap = np.full_like(kv, gpu.hbm_bytes * preset.usable_hbm_fraction)
+    cap = np.full_like(kv, gpu.hbm_bytes * preset.usable_hbm_fraction) - memory_reserve_bytes(preset, layout)
     return DeviceMemory(weights, kv, act, cap, weights + kv + act <= cap)
 
 
@@ -456,6 +489,7 @@ def evaluate(
     draft_weight_bits: int = DRAFT_WEIGHT_BITS,
 ) -> dict[str, np.ndarray]:
     """All figures of fully specified setups; best gamma in 0..gamma_max unless ``gamma`` fixes it."""
+    gpu = hardware(gpu, preset)
     batch = np.asarray(batch, dtype=float)
     base = step(model, gpu, preset, weight_bits, layout, batch)
     shape = np.broadcast_shapes(base.step_time_s.shape, batch.shape)

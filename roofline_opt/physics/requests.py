@@ -5,9 +5,10 @@ physics as a decoding step. Vocabulary: a *workload* is one or more request clas
 weight = share of requests); B is the number of sequences decoding together in an instance; the decode context is
 C = I + O / 2 (weighted by output tokens over a mix) unless the caller fixes it in the layout.
 
-- ``tpot_step``: one steady-state step of an instance: B decode tokens at context C and, when aggregated, the
-  B * I / O prompt tokens prefilled in chunks inside the same steps (10.3). With I = 0 it is ``evaluator.step``
-  exactly (every added term is 0.0).
+- ``tpot_step``: the steady state of an instance: B decode tokens at context C and, when aggregated, the
+  B * I / O prompt tokens per step prefilled in chunks (10.3), smeared into every step (paper) or carried by chunk
+  steps among decode-only steps (``CycleFigures``, docs/physics/step-structure.md). With I = 0 it is
+  ``evaluator.step`` exactly (every added term is 0.0).
 - ``ttft_aggregated_s``: ceil(I / chunk) steps of B decode tokens plus one chunk, the longest class.
 - ``prefill_step``: one prefill step of b prompts of I tokens at C = 0, KV cache written (10.2).
 - ``prefill_figures``: a prefill instance's requests/s and the time to first token with the KV transfer (10.4).
@@ -115,16 +116,93 @@ def _loaded_step(
     wanted = batch * layout.context + np.asarray(prompt_attention, dtype=float)
     attn_flop = sz.attn_flop_per_ctx_token_per_layer * model.n_layers * (wanted - counted)
     n = layout.n_gpus
-    compute_s = base.compute_s + attn_flop / (n * ev.flop_rate(gpu, weight_bits) * preset.flop_efficiency)
+    flop_s = n * ev.flop_rate(gpu, weight_bits) * preset.flop_efficiency
+    compute_s = base.compute_s + attn_flop / flop_s
     kv_bytes = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * np.asarray(prompt_kv_tokens, dtype=float)
-    memory_s = base.memory_s + kv_bytes / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
-    return replace(base, memory_s=memory_s, compute_s=compute_s)
+    hbm_s = n * gpu.hbm_bytes_per_s * preset.hbm_efficiency
+    memory_s = base.memory_s + kv_bytes / hbm_s
+    if not base.per_kernel_class:
+        return replace(base, memory_s=memory_s, compute_s=compute_s)
+    # the decode tokens' attention at layout.context; the prompt tokens' attention is the prefill class
+    tps = layout.tokens_per_step
+    per_ctx = sz.attn_flop_per_ctx_token_per_layer * model.n_layers
+    decode_flop = per_ctx * batch * tps * (layout.context + (tps - 1.0) / 2.0)
+    prompt_flop = per_ctx * np.asarray(prompt_attention, dtype=float)
+    return replace(
+        base,
+        memory_s=memory_s,
+        compute_s=compute_s,
+        decode_attention_compute_s=decode_flop / flop_s,
+        prefill_attention_memory_s=kv_bytes / hbm_s,
+        prefill_attention_compute_s=prompt_flop / flop_s,
+    )
 
 
 def prompt_share(workload: Workload | None, aggregated) -> np.ndarray:
     """Prompt tokens per decode sequence per step: I / O when aggregated, 0 for a pure decode instance."""
     ratio = 0.0 if workload is None else workload.prompt_tokens_per_output
     return np.asarray(aggregated, dtype=float) * ratio
+
+
+@dataclass(frozen=True)
+class CycleFigures:
+    """Aggregated serving as engines schedule it (``Preset.prefill_cycle``): decode-only steps and, a share
+    ``chunk_share`` of all steps, steps that also carry one prefill chunk, at the rate the arrivals need
+    (chunk_share = (B * I / O) / chunk). TPOT is the cycle's mean step; the chunk step is the worst inter-token gap.
+
+    The time fields are the cycle's means, so it reads like an ``evaluator.StepFigures`` where one step's figures are
+    asked for. With chunk_share 0 (a pure decode instance, I = 0) it is the decode step exactly.
+    """
+
+    decode: ev.StepFigures
+    chunk: ev.StepFigures
+    chunk_share: np.ndarray
+
+    def _mean(self, value) -> np.ndarray:
+        f = self.chunk_share
+        return (1.0 - f) * value(self.decode) + f * value(self.chunk)
+
+    @property
+    def step_time_s(self) -> np.ndarray:
+        return self._mean(lambda s: s.step_time_s)
+
+    @property
+    def max_itl_s(self) -> np.ndarray:
+        """The longest gap between two output tokens of a sequence: the chunk step (the decode step without chunks)."""
+        return np.where(self.chunk_share > 0, self.chunk.step_time_s, self.decode.step_time_s)
+
+    @property
+    def kernel_launch_s(self) -> np.ndarray:
+        return self._mean(lambda s: s.kernel_launch_s)
+
+    @property
+    def network_s(self) -> np.ndarray:
+        return self._mean(lambda s: s.network_s)
+
+    @property
+    def memory_s(self) -> np.ndarray:
+        return self._mean(lambda s: s.memory_s)
+
+    @property
+    def compute_s(self) -> np.ndarray:
+        return self._mean(lambda s: s.compute_s)
+
+    @property
+    def gemm_memory_s(self) -> np.ndarray:
+        return self._mean(lambda s: s.gemm_memory_s)
+
+    def piece_s(self, decode_pick: str, chunk_pick: str) -> np.ndarray:
+        """The cycle's mean with the GEMM class of each step fixed to its memory or compute term (a MIP piece)."""
+        f = self.chunk_share
+        decode = self.decode.serial_s + getattr(self.decode, decode_pick)
+        return (1.0 - f) * decode + f * (self.chunk.serial_s + getattr(self.chunk, chunk_pick))
+
+
+def chunk_carried_tokens(workload: Workload, chunk_tokens, prompt_tokens_per_step) -> np.ndarray:
+    """Prompt tokens a chunk-carrying step holds: the chunk budget (a whole mean prompt where chunking is off, chunk
+    0), or every step's share where the budget is exceeded (then every step carries prompt tokens)."""
+    chunk = np.asarray(chunk_tokens, dtype=float)
+    return np.maximum(np.where(chunk > 0, chunk, workload.mean_isl), prompt_tokens_per_step)
 
 
 def tpot_step(
@@ -137,8 +215,9 @@ def tpot_step(
     workload: Workload | None,
     chunk_tokens,
     aggregated,
-) -> ev.StepFigures:
-    """The steady-state step whose time is the TPOT: B decode tokens plus, aggregated, B * I / O prompt tokens."""
+) -> ev.StepFigures | CycleFigures:
+    """The steady state whose mean step time is the TPOT: B decode tokens plus, aggregated, B * I / O prompt tokens
+    per step on average, smeared into every step or (``Preset.prefill_cycle``) carried by chunk steps."""
     batch = np.asarray(batch, dtype=float)
     agg = np.asarray(aggregated, dtype=float)
     if workload is None:
@@ -148,7 +227,16 @@ def tpot_step(
     prompt = per_output * workload.mean_isl
     attention = per_output * workload.mean_osl * workload.prompt_attention_per_output
     kv = prompt + per_output * workload.mean_osl * workload.prefix_reads_per_output(chunk_tokens)
-    return _loaded_step(model, gpu, preset, weight_bits, layout, batch, prompt, attention, kv)
+    if not preset.prefill_cycle:
+        return _loaded_step(model, gpu, preset, weight_bits, layout, batch, prompt, attention, kv)
+    carried = chunk_carried_tokens(workload, chunk_tokens, prompt)
+    share = np.where(carried > 0, prompt / np.where(carried > 0, carried, 1.0), 0.0)
+    # a chunk step carries 1 / share of the mean step's prompt work (attention and KV bytes are linear in it)
+    scale = np.where(share > 0, 1.0 / np.where(share > 0, share, 1.0), 0.0)
+    zero = np.zeros_like(prompt)
+    decode = _loaded_step(model, gpu, preset, weight_bits, layout, batch, zero, zero, zero)
+    chunk = _loaded_step(model, gpu, preset, weight_bits, layout, batch, prompt * scale, attention * scale, kv * scale)
+    return CycleFigures(decode, chunk, share)
 
 
 def stable_batch_limit(workload: Workload, chunk_tokens) -> np.ndarray:
@@ -191,15 +279,27 @@ def prefill_step(
     prompt = replace(layout, context=np.zeros_like(layout.context), tokens_per_step=np.full_like(layout.context, isl))
     base = ev.step(model, gpu, preset, weight_bits, prompt, batch)
     written = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * isl * batch
-    memory_s = base.memory_s + written / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
-    return replace(base, memory_s=memory_s)
+    written_s = written / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
+    memory_s = base.memory_s + written_s
+    if not base.per_kernel_class:
+        return replace(base, memory_s=memory_s)
+    # at C = 0 the step's attention is all prompt attention: one prefill class with the KV cache it writes
+    return replace(
+        base,
+        memory_s=memory_s,
+        decode_attention_memory_s=0.0,
+        decode_attention_compute_s=0.0,
+        prefill_attention_memory_s=base.decode_attention_memory_s + written_s,
+        prefill_attention_compute_s=base.decode_attention_compute_s,
+    )
 
 
 def kv_link_bytes_per_s(prefill_gpu: GpuSpec, decode_gpu: GpuSpec, same_domain: bool) -> float:
-    """Per-GPU bandwidth the KV cache moves at: scale-up inside one domain, else the slower scale-out side."""
+    """Per-GPU bandwidth the KV cache moves at, point to point (one direction of the link): scale-up inside one
+    domain, else the slower scale-out side."""
     if same_domain:
-        return prefill_gpu.intra_bytes_per_s
-    return min(prefill_gpu.inter_bytes_per_s, decode_gpu.inter_bytes_per_s)
+        return ev.POINT_TO_POINT_LINK_FACTOR * prefill_gpu.intra_bytes_per_s
+    return ev.POINT_TO_POINT_LINK_FACTOR * min(prefill_gpu.inter_bytes_per_s, decode_gpu.inter_bytes_per_s)
 
 
 def shares_domain(prefill_gpu: GpuSpec, decode_gpu: GpuSpec, prefill_gpus, decode_gpus) -> np.ndarray:
@@ -304,6 +404,7 @@ def aggregated_figures(
     out.update(_step_fields(step, mem))
     out.update(
         tpot_s=tpot,
+        max_itl_s=step.max_itl_s if isinstance(step, CycleFigures) else tpot,
         ttft_s=ttft,
         usd_per_mtok=usd_per_mtok(n, gpu.usd_per_s, tpot, batch, utilisation),
         prefill_within_chunk_budget=batch <= stable_batch_limit(workload, chunk_tokens),
@@ -340,6 +441,7 @@ def disaggregated_figures(
     out["fits_in_memory"] = out["fits_in_memory"] & pre["fits_in_memory"]
     out.update(
         tpot_s=tpot,
+        max_itl_s=tpot,
         ttft_s=pre["ttft_s"],
         prefill_step_s=pre["prefill_step_s"],
         prefill_requests_per_s=pre["requests_per_s"],

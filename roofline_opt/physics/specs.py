@@ -62,6 +62,9 @@ class GpuSpec:
     intra/inter_bytes_per_s are the all-reduce bandwidths the NCCL model uses inside and across scale-up domains
     (the notebook's 9e11/4 and 5e10/2 for H100: half the per-direction link bandwidth). The hop latencies are
     extra seconds a collective pays per call for the path its ranks take (0 in the catalog; set from a cluster graph).
+    hbm_bytes is the memory the device exposes (nvidia-smi / rocm-smi total). The ``notebook_*`` fields hold the
+    reference notebook's figures where they differ from the vendor's (0 or empty: the same); presets with
+    ``notebook_hardware`` (``paper``) use them (``in_notebook``).
     """
 
     name: str
@@ -80,6 +83,35 @@ class GpuSpec:
     price_basis: str = ""
     price_date: str = ""
     price_source: str = ""
+    notebook_hbm_bytes: float = 0.0
+    notebook_hbm_bytes_per_s: float = 0.0
+    notebook_flop_per_s_by_bits: dict[int, float] = field(default_factory=dict, hash=False)
+
+    def in_notebook(self) -> GpuSpec:
+        """This accelerator with the reference notebook's figures wherever the card gives them (itself if none)."""
+        if not (self.notebook_hbm_bytes or self.notebook_hbm_bytes_per_s or self.notebook_flop_per_s_by_bits):
+            return self
+        return replace(
+            self,
+            hbm_bytes=self.notebook_hbm_bytes or self.hbm_bytes,
+            hbm_bytes_per_s=self.notebook_hbm_bytes_per_s or self.hbm_bytes_per_s,
+            flop_per_s_by_bits=dict(self.notebook_flop_per_s_by_bits or self.flop_per_s_by_bits),
+            notebook_hbm_bytes=0.0,
+            notebook_hbm_bytes_per_s=0.0,
+            notebook_flop_per_s_by_bits={},
+        )
+
+    def with_figures(self, flop_per_s_by_bits: dict[int, float], **fields) -> GpuSpec:
+        """This accelerator with figures replaced (a hypothetical part), in its notebook figures alike where it has
+        them, so a preset with ``notebook_hardware`` sees the replaced figures too."""
+        notebook: dict = {}
+        for name in ("hbm_bytes", "hbm_bytes_per_s"):
+            if name in fields and getattr(self, f"notebook_{name}"):
+                notebook[f"notebook_{name}"] = fields[name]
+        if self.notebook_flop_per_s_by_bits:
+            notebook["notebook_flop_per_s_by_bits"] = {**self.notebook_flop_per_s_by_bits, **flop_per_s_by_bits}
+        flops = {**self.flop_per_s_by_bits, **flop_per_s_by_bits}
+        return replace(self, flop_per_s_by_bits=flops, **fields, **notebook)
 
     def supports(self, weight_bits: int) -> bool:
         return self.flop_per_s_by_bits.get(weight_bits) is not None
@@ -100,6 +132,30 @@ class NcclProtocol:
     base_s: float
 
 
+@dataclass(frozen=True)
+class KernelCounts:
+    """Serial GPU kernels per layer of one step, by architecture family (collectives are timed by the network term).
+
+    A layer runs its attention block's kernels then its feed-forward block's, each kernel costing the accelerator's
+    ``kernel_launch_s``. The counts are those of the most fused public engine, so that they stay a lower bound:
+    TensorRT-LLM's DeepSeek-R1 decode layer (TensorRT-LLM docs/source/blogs/tech_blog/blog1_Pushing_Latency_Boundaries
+    _Optimizing_DeepSeek-R1_Performance_on_NVIDIA_B200_GPUs.md, "Everything in One Diagram"): Fuse_A GEMM, grouped q/kv
+    RMSNorm, UQ_QR GEMM, UK batched GEMM, KV concat + RoPE, MLA generation kernel, UV batched GEMM, WO GEMM = 8 for MLA;
+    router GEMM, top-k, two grouped expert GEMMs = 4 for a routed MoE block (the shared expert runs on a side stream;
+    the two all-reduce + RMSNorm kernels are collectives). A GQA block is QKV GEMM, generation attention (RoPE and KV
+    append inside it, as TensorRT-LLM's masked-MHA generation kernel does) and output GEMM = 3 (an engine with a
+    separate RoPE/KV-append kernel, as in TensorRT-LLM's context path, runs 4); a dense feed-forward block is its two
+    GEMMs (gate-up with the activation in its epilogue, down) = 2, the paper's count. SGLang's unfused
+    DeepseekV2AttentionMLA.forward_absorb (python/sglang/srt/models/deepseek_v2.py) runs about 20 kernels for the MLA
+    block alone (separate FP8 activation quantisation per GEMM, copies into q/k buffers, two-stage Triton decode).
+    """
+
+    gqa_attention: int = 3
+    mla_attention: int = 8
+    dense_ffn: int = 2
+    moe_ffn: int = 4
+
+
 NCCL_PROTOCOLS = (
     NcclProtocol("LL", 0.5, 0.6e-6, 5e-6, 6.8e-6),
     NcclProtocol("LL128", 0.95, 1.25e-6, 8.5e-6, 14e-6),
@@ -113,13 +169,22 @@ class Preset:
 
     flop_efficiency / hbm_efficiency: fraction of peak sustained. memory_check: "aggregate" (the notebook's
     N x HBM >= weights + KV) or "per_device" (each device's shard of weights, KV cache and activations within
-    ``usable_hbm_fraction`` of its HBM). paper_qkv_quirk: omit the activation-byte factor on the QKV output term as
-    the notebook does. integer_tp_2d: 2-D TP factors T = t1 x t2 into integers instead of sqrt(T) x sqrt(T).
+    ``usable_hbm_fraction`` of its HBM less a fixed reserve: ``memory_reserve_bytes`` per device plus
+    ``memory_reserve_bytes_per_instance_gpu`` for each GPU of the instance; their sources: ``DEFAULT_MEMORY_*``).
+    paper_qkv_quirk: omit the activation-byte factor on the QKV output term as the notebook does.
+    integer_tp_2d: 2-D TP factors T = t1 x t2 into integers instead of sqrt(T) x sqrt(T).
     kv_split_by_kv_heads: per-device KV cache is split across at most kv_heads TP ranks (replicated beyond).
     network_latency_factor / allreduce_time_factor: sensitivity knobs on collective latency and bandwidth time.
     merge_parallel_attention_allreduce: models with parallel attention (PaLM, Falcon, GPT-J) reduce attention and
     feed-forward outputs in one 1-D all-reduce per layer instead of two (the notebook does not model this).
     expert_load_imbalance: with data-parallel attention, the busiest GPU's expert tokens over the mean (>= 1).
+    kernel_counts: serial kernels per layer by architecture family (``KernelCounts``); None = the notebook's 4 per
+    layer for every architecture. per_kernel_class: a step runs its GEMMs, decode attention and prefill attention as
+    separate kernels, each class at its own max(memory, compute) (docs/physics/step-structure.md); off = the notebook's
+    one max over the whole step. prefill_cycle: aggregated serving runs decode-only steps and, at the rate arrivals
+    need, steps carrying one prefill chunk; TPOT is the cycle's mean step and the chunk step the worst inter-token gap
+    (off = the notebook-era smearing of B * I / O prompt tokens into every step).
+    notebook_hardware: accelerators at the reference notebook's figures (``GpuSpec.in_notebook``), not the vendor's.
     """
 
     name: str
@@ -127,6 +192,8 @@ class Preset:
     hbm_efficiency: float = 1.0
     memory_check: str = "aggregate"
     usable_hbm_fraction: float = 1.0
+    memory_reserve_bytes: float = 0.0
+    memory_reserve_bytes_per_instance_gpu: float = 0.0
     paper_qkv_quirk: bool = True
     integer_tp_2d: bool = False
     kv_split_by_kv_heads: bool = False
@@ -136,6 +203,10 @@ class Preset:
     merge_parallel_attention_allreduce: bool = False
     activation_bytes: float = 2.0
     expert_load_imbalance: float = 1.0
+    kernel_counts: KernelCounts | None = None
+    per_kernel_class: bool = False
+    prefill_cycle: bool = False
+    notebook_hardware: bool = False
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
@@ -145,16 +216,33 @@ class Preset:
         return replace(self, name=f"{self.name} at peak", flop_efficiency=1.0, hbm_efficiency=1.0)
 
 
-PAPER = Preset(name="paper")
+MIB = 2.0**20
+DEFAULT_MEMORY_RESERVE_BYTES = 1536 * MIB
+"""Per device, outside weights, KV cache and the computed activations: 512 MiB of constant metadata (CUDA context,
+attention-backend workspaces) plus 1 GiB of CUDA-graph buffers (2 MiB per captured batch size up to 512), the terms
+of SGLang's own estimate (python/sglang/srt/server_args.py ``_handle_gpu_memory_settings``: reserved_mem = 512 +
+1.5 x chunked_prefill_size + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024 MiB, whose prefill-activation term is left
+out here because the memory check computes activations). The engines then hand the rest to weights and KV: SGLang's
+``mem_fraction_static`` = (weights + KV pool) / capacity = 1 - reserve / capacity; TensorRT-LLM gives
+``kv_cache_free_gpu_memory_fraction`` (0.9) of the memory left after weights and activations to the KV cache;
+vLLM's ``gpu_memory_utilization`` (0.9) caps the whole of the engine's use at a fraction of the device."""
+DEFAULT_MEMORY_RESERVE_BYTES_PER_INSTANCE_GPU = 128 * MIB
+"""Communication buffers growing with the instance: SGLang's ``tp_size * pp_size / 8 * 1024`` MiB per device."""
+
+PAPER = Preset(name="paper", notebook_hardware=True)
 DEFAULT = Preset(
     name="default",
     flop_efficiency=0.70,
     hbm_efficiency=0.75,
     memory_check="per_device",
-    usable_hbm_fraction=0.90,
+    memory_reserve_bytes=DEFAULT_MEMORY_RESERVE_BYTES,
+    memory_reserve_bytes_per_instance_gpu=DEFAULT_MEMORY_RESERVE_BYTES_PER_INSTANCE_GPU,
     paper_qkv_quirk=False,
     integer_tp_2d=True,
     kv_split_by_kv_heads=True,
     merge_parallel_attention_allreduce=True,
+    kernel_counts=KernelCounts(),
+    per_kernel_class=True,
+    prefill_cycle=True,
 )
 PRESETS = {p.name: p for p in (PAPER, DEFAULT)}

@@ -80,10 +80,9 @@ def hypothetical_gpus(gpu: Any, overrides: Mapping[str, Any]) -> tuple[Any, ...]
     specs = []
     for name in checks.parse_name_list("gpu", str(gpu)):
         spec = catalog.load_gpu(name)
-        flops = dict(spec.flop_per_s_by_bits)
-        flops.update({CARD_FLOP_FIELDS[k]: v for k, v in overrides.items() if k in CARD_FLOP_FIELDS})
+        flops = {CARD_FLOP_FIELDS[k]: v for k, v in overrides.items() if k in CARD_FLOP_FIELDS}
         fields = {k: v for k, v in overrides.items() if k not in CARD_FLOP_FIELDS}
-        specs.append(dataclasses.replace(spec, flop_per_s_by_bits=flops, **fields))
+        specs.append(spec.with_figures(flops, **fields))
     return tuple(specs)
 
 
