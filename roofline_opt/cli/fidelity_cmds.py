@@ -11,10 +11,25 @@ from roofline_opt import checks
 from roofline_opt.physics.specs import DEFAULT, PRESETS
 
 VALIDATE_TABLE = (
-    "line", "model_card", "weight_bits", "kv_bits", "bound_kv_bits", "gpu_card", "mapped_layout", "check", "predicted_at_batch", "context",
-    "measured_tok_s_per_request", "predicted_tok_s_per_request", "measured_tok_s_per_gpu", "predicted_tok_s_per_gpu",
-    "ratio", "estimate_ratio", "bottleneck", "bound_holds",
-)  # fmt: skip
+    "line",
+    "model_card",
+    "weight_bits",
+    "kv_bits",
+    "bound_kv_bits",
+    "gpu_card",
+    "mapped_layout",
+    "check",
+    "predicted_at_batch",
+    "context",
+    "measured_tok_s_per_request",
+    "predicted_tok_s_per_request",
+    "measured_tok_s_per_gpu",
+    "predicted_tok_s_per_gpu",
+    "ratio",
+    "estimate_ratio",
+    "bottleneck",
+    "bound_holds",
+)
 """Columns of the terminal table of compared rows, named as in --json and --csv (which carry every field)."""
 REPRODUCE_TABLE = (
     "case",
