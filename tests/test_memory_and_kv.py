@@ -126,3 +126,22 @@ def test_a_hypothetical_part_keeps_its_replaced_figures_under_the_paper_preset()
         seen = ev.hardware(part, preset)
         assert (seen.hbm_bytes_per_s, seen.flop_per_s_by_bits[8]) == (6e12, 4e15)
     assert ev.hardware(part, PAPER).flop_per_s_by_bits[16] == 1e15  # the figures not replaced stay the notebook's
+
+
+def test_a_prefill_step_writes_every_copy_of_the_cache_it_holds() -> None:
+    """MLA on TP8: every rank writes the prompt's latent, 8 copies, as every rank reads it while decoding."""
+    layout = ev.Layout.of(8, False, 1, CONTEXT)
+    one = rq.prefill_step(DEEPSEEK, H200, replace(DEFAULT, kv_split_by_kv_heads=True), 8, layout, 4.0, 2000)
+    hbm_s = layout.n_gpus * H200.hbm_bytes_per_s * DEFAULT.hbm_efficiency
+    base = ev.step(
+        DEEPSEEK, H200, DEFAULT, 8, replace(layout, context=np.zeros(()), tokens_per_step=np.full((), 2000.0)), 4.0
+    )
+    written = ev.kv_bytes_per_token(DEEPSEEK, layout.kv_bytes_per_value) * 2000 * 4 * 8
+    assert float(one.memory_s - base.memory_s) == pytest.approx(float(written / hbm_s))
+
+
+def test_prompt_tokens_under_the_paper_preset_run_on_the_notebooks_hardware() -> None:
+    layout = ev.Layout.of(8, False, 1, CONTEXT)
+    with_vendor_card = rq.prefill_step(LLAMA_70B, H200, PAPER, 16, layout, 4.0, 2000)
+    with_notebook_card = rq.prefill_step(LLAMA_70B, H200.in_notebook(), PAPER, 16, layout, 4.0, 2000)
+    assert float(with_vendor_card.step_time_s) == pytest.approx(float(with_notebook_card.step_time_s), rel=1e-12)

@@ -107,6 +107,7 @@ def _loaded_step(
     B + prompt tokens (section 3 with S = 1 + prompt / B); attention FLOP and KV traffic are then set to their true
     values. Every correction is exactly 0.0 without prompt tokens.
     """
+    gpu = ev.hardware(gpu, preset)
     batch = np.asarray(batch, dtype=float)
     extra = np.asarray(prompt_tokens, dtype=float) / batch
     s = layout.tokens_per_step + extra
@@ -118,7 +119,9 @@ def _loaded_step(
     n = layout.n_gpus
     flop_s = n * ev.flop_rate(gpu, weight_bits) * preset.flop_efficiency
     compute_s = base.compute_s + attn_flop / flop_s
+    copies = ev.kv_copies(model, preset, layout)
     kv_bytes = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * np.asarray(prompt_kv_tokens, dtype=float)
+    kv_bytes = kv_bytes * copies
     hbm_s = n * gpu.hbm_bytes_per_s * preset.hbm_efficiency
     memory_s = base.memory_s + kv_bytes / hbm_s
     if not base.per_kernel_class:
@@ -275,10 +278,14 @@ def prefill_step(
     model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: ev.Layout, batch, isl: int
 ) -> ev.StepFigures:
     """One prefill step: ``batch`` prompts of ``isl`` tokens at C = 0 (causal mean (I - 1) / 2), KV cache written."""
+    gpu = ev.hardware(gpu, preset)
     batch = np.asarray(batch, dtype=float)
     prompt = replace(layout, context=np.zeros_like(layout.context), tokens_per_step=np.full_like(layout.context, isl))
     base = ev.step(model, gpu, preset, weight_bits, prompt, batch)
-    written = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * isl * batch
+    # every GPU holding a copy of the cache (kv_copies) writes it
+    written = (
+        ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * isl * batch * ev.kv_copies(model, preset, prompt)
+    )
     written_s = written / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
     memory_s = base.memory_s + written_s
     if not base.per_kernel_class:
