@@ -142,6 +142,7 @@ def test_a_prefill_step_writes_every_copy_of_the_cache_it_holds() -> None:
 
 def test_prompt_tokens_under_the_paper_preset_run_on_the_notebooks_hardware() -> None:
     layout = ev.Layout.of(8, False, 1, CONTEXT)
-    with_vendor_card = rq.prefill_step(LLAMA_70B, H200, PAPER, 16, layout, 4.0, 2000)
-    with_notebook_card = rq.prefill_step(LLAMA_70B, H200.in_notebook(), PAPER, 16, layout, 4.0, 2000)
+    h100 = catalog.load_gpu("h100-sxm")  # 3.35e12 B/s on the vendor sheet, 3.3e12 in the notebook
+    with_vendor_card = rq.prefill_step(LLAMA_70B, h100, PAPER, 16, layout, 4.0, 2000)
+    with_notebook_card = rq.prefill_step(LLAMA_70B, h100.in_notebook(), PAPER, 16, layout, 4.0, 2000)
     assert float(with_vendor_card.memory_s) == pytest.approx(float(with_notebook_card.memory_s), rel=1e-12)
