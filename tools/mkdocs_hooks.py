@@ -6,6 +6,7 @@
 - ``PENDING_PAGES`` lists pages other branches add (the lead merges them). A nav entry for one of them is dropped
   while its file is absent, so ``mkdocs build --strict`` passes before and after the merge; any other missing nav
   entry still fails the build. ``physics/index.md`` lists the section's pages that exist (see ``on_page_markdown``).
+- ``changelog.md`` is the repository's CHANGELOG.md, so the site and the repository show one text.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from mkdocs.structure.files import File
 log = logging.getLogger("mkdocs.hooks.roofline_opt")
 
 CLI_PAGE = "reference/cli.md"
+CHANGELOG_PAGE = "changelog.md"
+ROOT = Path(__file__).resolve().parent.parent
 HELP_COLUMNS = "100"
 PENDING_PAGES = {
     "deploy.md": "Deploying a setup",
@@ -86,6 +89,8 @@ def on_config(config):
 
 def on_files(files, config):
     files.append(File.generated(config, CLI_PAGE, content=cli_reference()))
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    files.append(File.generated(config, CHANGELOG_PAGE, content=changelog))
     return files
 
 
