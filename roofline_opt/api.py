@@ -11,7 +11,7 @@ weight_bits : one precision or several (16, 8, 4); default the name's suffix, el
 tp_degrees, pp_degrees, ep_degrees : degrees offered; tp_modes : subset of ("1d", "2d"), default 1-D (2-D: on request);
     ep_degrees: see below.
 dp_attention : also offer a MoE model data-parallel attention with wide expert parallelism, one group of G GPUs
-    per EP degree G > 1 dividing the experts (EP beyond TP; model-notes 10.5). Defaults of a MoE model (None):
+    per EP degree G > 1 dividing the experts (EP beyond TP; physics.md 10.5). Defaults of a MoE model (None):
     optimize.space.default_ep_degrees and default_dp_attention (not under the paper preset, nor native precision).
 max_batch : largest batch (sequences per instance); context : tokens already in the KV cache (default 8000).
 draft, acceptance, gamma_max : speculative decoding with a draft model on the same GPUs (gamma 0..gamma_max;
@@ -23,7 +23,7 @@ usd_per_gpu_hour : price overrides for this question, ``"h100-sxm=2.5,h200=3.2"`
 method : "mip" (HiGHS) or "enumerate" (brute force). time_limit_s, mip_gap : HiGHS options.
 kv_bits : KV-cache precision(s) offered (16, 8, 4; default 16), independent of the weight precision.
 
-Whole requests (model-notes 10.1-10.4; without them every figure is the paper's decode step at ``context``):
+Whole requests (physics.md 10.1-10.4; without them every figure is the paper's decode step at ``context``):
 isl, osl : input and output tokens per request; the decode context is then I + O / 2 unless ``context`` is given.
 workload : a CSV file with columns isl, osl, weight (request classes served by one deployment; every class must meet
     the limits), or a sequence of (isl, osl, weight) tuples. Excludes isl/osl.

@@ -1,4 +1,4 @@
-"""Data-parallel attention with wide expert parallelism (model-notes 10.5) and MTP drafts: the evaluator's figures
+"""Data-parallel attention with wide expert parallelism (physics.md 10.5) and MTP drafts: the evaluator's figures
 per GPU, the all-to-all over scale-up or scale-out links, and the optimiser choosing the layout family."""
 
 from __future__ import annotations

@@ -37,7 +37,9 @@ def test_the_reserved_on_demand_split_minimises_the_days_cost() -> None:
     on_demand = plan.cluster["on_demand_gpus"]["h100-sxm"]
     assert 0 < reserved < max(need)
     assert [reserved + o for o in on_demand] >= need
-    assert plan.cluster["gpus_used_per_period"] == [{"h100-sxm": n} for n in need]
+    # a period may use more of the GPUs already reserved at no cost (an equal optimum: HiGHS 1.7 picks one)
+    used = [p["h100-sxm"] for p in plan.cluster["gpus_used_per_period"]]
+    assert all(n <= u <= reserved + o for n, u, o in zip(need, used, on_demand, strict=True))
 
 
 def test_each_period_serves_its_own_demand() -> None:

@@ -1,4 +1,4 @@
-"""The physics of whole requests (model-notes 10.1-10.4): KV precision, prefill, aggregated, disaggregated serving."""
+"""The physics of whole requests (physics.md 10.1-10.4): KV precision, prefill, aggregated, disaggregated serving."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Accelerator prices on one stated basis: rental cards, owned-hardware cards (model-notes 10.6) and overrides.
+"""Accelerator prices on one stated basis: rental cards, owned-hardware cards (physics.md 10.6) and overrides.
 
 A card states ``usd_per_hour`` with ``price_basis`` (the catalog's: ``on-demand rental``), ``price_date`` and
 ``price_source``; or, for hardware one owns, an ``owned:`` mapping from which the hourly price is derived:
@@ -29,7 +29,7 @@ OWNED_FIELDS = {
 }
 OWNED_OPTIONAL = {"other_usd_per_hour": "other hourly costs per accelerator (space, staff, support), $"}
 
-OWNED_BASIS = "owned: amortised purchase + power (model-notes 10.6)"
+OWNED_BASIS = "owned: amortised purchase + power (physics.md 10.6)"
 OVERRIDE_BASIS = "override (--usd-per-gpu-hour)"
 
 

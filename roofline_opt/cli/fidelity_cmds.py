@@ -284,7 +284,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "reproduce",
         help=command_help("reproduce"),
-        description="Frontiers (paper preset) of the notebook's headline settings (model-notes section 8), each as "
+        description="Frontiers (paper preset) of the notebook's headline settings (physics.md section 8), each as "
         "CSV and PNG, and reproduce.md comparing our max speed, cost, N, batch, cheapest and preferred point with the "
         "notebook's continuous numbers.",
         epilog="example:\n  roofline-opt reproduce --only llama-3-70b --out reproduce",

@@ -1,10 +1,10 @@
 """Fidelity: how far to trust the roofline. Measured serving figures against it, efficiency fits, the paper's
 headline results and the answer's sensitivity to contested assumptions.
 
-``validate`` maps each row of a measured-points CSV (columns of ``shared/reference/measured_points.csv``, mapping in
+``validate`` maps each row of a measured-points CSV (columns of ``examples/measured_points.csv``, mapping in
 ``measured``) to a setup and checks the roofline bound (prediction >= measurement). ``calibrate`` fits the FLOP and
 HBM efficiency caps and the NCCL latency factor to one accelerator's rows and writes an accelerator card that carries
-the fit. ``reproduce`` compares our integer frontiers with the notebook's continuous headline numbers (model-notes
+the fit. ``reproduce`` compares our integer frontiers with the notebook's continuous headline numbers (physics.md
 section 8). ``sensitivity`` re-solves a frontier with the contested assumptions moved.
 
 May import: the public API (``roofline_opt.api``), the catalog, the physics, the report and the base modules.

@@ -1,4 +1,4 @@
-"""Our integer frontiers against the paper notebook's continuous headline figures (model-notes section 8)."""
+"""Our integer frontiers against the paper notebook's continuous headline figures (physics.md section 8)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from roofline_opt.physics.specs import ModelSpec
 
 @dataclass(frozen=True)
 class NotebookFigures:
-    """One row of model-notes section 8: the notebook's continuous-N grid-search headline numbers."""
+    """One row of physics.md section 8: the notebook's continuous-N grid-search headline numbers."""
 
     max_tok_s_per_request: float
     usd_per_mtok_at_max: float
@@ -68,7 +68,7 @@ def load_cases() -> tuple[PaperCase, ...]:
 
 
 CASES = load_cases()
-"""The notebook's headline comparisons (model-notes section 8); speculative decoding with a Llama 3 8B draft at
+"""The notebook's headline comparisons (physics.md section 8); speculative decoding with a Llama 3 8B draft at
 acceptance 0.8 and gamma <= 20. The notes give B "~1-2" for the 405B 8-bit rows: NaN here."""
 
 
@@ -83,7 +83,7 @@ UTILITY_EXPONENT = 4.0
 
 
 PAPER_USD_PER_GPU_HOUR = {"h100-sxm": 2.10, "h200": 2.10, "a100-80gb": 1.507, "v100": 0.42}
-"""The notebook's hourly prices (model-notes section 6). The catalog's cards carry on-demand rental prices instead
+"""The notebook's hourly prices (physics.md section 6). The catalog's cards carry on-demand rental prices instead
 (one basis for every accelerator), so the reproduction overrides them with the notebook's."""
 
 
@@ -148,7 +148,7 @@ def setup_text(row: Mapping[str, Any]) -> str:
 
 
 def preferred_row(frame: pd.DataFrame, utility_exponent: float) -> pd.Series:
-    """The frontier row maximising speed^a / price (model-notes section 7)."""
+    """The frontier row maximising speed^a / price (physics.md section 7)."""
     score = utility_exponent * np.log(frame["tok_s_per_request"]) - np.log(frame["usd_per_mtok"])
     return frame.iloc[int(np.argmax(score.to_numpy()))]
 
@@ -210,7 +210,7 @@ def _num(value: Any) -> str:
 def comparison_markdown(result: Reproduction) -> str:
     """The report: the context choice and every case, ours (integer N) next to the notebook's (continuous N)."""
     lines = [
-        "# Reproduction of the paper's headline results (model-notes section 8)",
+        "# Reproduction of the paper's headline results (physics.md section 8)",
         "",
         "Our frontiers: `paper` preset, whole GPUs and real degrees (TP 1-64, 1-D/2-D, PP 1-8, batch <= "
         f"{REPRODUCE_MAX_BATCH}), {result.points} budget points each, preferred point = max speed^"

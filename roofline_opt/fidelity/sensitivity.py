@@ -38,7 +38,7 @@ CAPS = (0.5, 0.7, 1.0)
 
 
 def variants(with_draft: bool) -> list[Variant]:
-    """The contested assumptions of model-notes sections 4-7, each moved both ways."""
+    """The contested assumptions of physics.md sections 4-7, each moved both ways."""
     out = [
         Variant("baseline", "as given", _same),
         Variant("all-reduce", "2-D TP only", lambda q: replace(q, tp_modes=(True,))),

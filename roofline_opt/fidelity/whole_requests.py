@@ -1,4 +1,4 @@
-"""Whole requests for measured rows that state input and output lengths: the prefill-aware model (model-notes 10.2-3).
+"""Whole requests for measured rows that state input and output lengths: the prefill-aware model (physics.md 10.2-3).
 
 A static batch (``static batch N``: all B prompts prefilled in one step, then O decode steps at the mean context
 I + O / 2) takes T_prefill(B, I) + O x TPOT for O tokens per request. Continuous batching runs at the aggregated

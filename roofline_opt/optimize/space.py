@@ -4,7 +4,7 @@ A *layout* fixes every discrete choice but the batch: accelerator, weight precis
 degree and 1-D/2-D mode, pipeline degree, expert-parallel degree, data-parallel attention, draft length gamma and, for
 questions about whole requests, the serving mode (aggregated or disaggregated) and the prefill chunk of aggregated
 serving. With ``dp_attention`` a MoE model is also offered data-parallel attention with wide expert parallelism
-(model-notes 10.5): for every EP degree G > 1 dividing the experts, one group of G GPUs (``tp`` = ``ep`` = G,
+(physics.md 10.5): for every EP degree G > 1 dividing the experts, one group of G GPUs (``tp`` = ``ep`` = G,
 ``pp`` = 1), EP beyond TP. The batch ranges over whole numbers from the pipeline degree (a microbatch holds at least
 one sequence) up to ``max_batch``.
 A disaggregated setup adds a *prefill layout* (accelerator, TP degree and mode, PP degree; same weight and KV

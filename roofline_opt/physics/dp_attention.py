@@ -1,4 +1,4 @@
-"""Data-parallel attention with wide expert parallelism (model-notes 10.5), the DeepSeek-V3 style of MoE serving.
+"""Data-parallel attention with wide expert parallelism (physics.md 10.5), the DeepSeek-V3 style of MoE serving.
 
 A group of G GPUs (``Layout.tp``; ``ep`` = G, ``pp`` = 1) keeps every weight but the routed experts on every GPU:
 attention, shared experts, dense layers and embeddings are replicated, and each GPU serves ``batch / G`` sequences

@@ -1,4 +1,4 @@
-"""The exact roofline evaluator: the only place the physics of model-notes.md is written (vectorised numpy).
+"""The exact roofline evaluator: the only place the physics of docs/concepts/physics.md is written (vectorised numpy).
 
 Every figure roofline_opt prints comes from here. ``step`` evaluates one decoding step for arrays of layouts,
 ``evaluate`` adds speculative decoding, cost and memory, and ``collectives`` exposes the network term as a list
@@ -71,7 +71,7 @@ def _collective(
     bytes_per_seq: np.ndarray,
     kind: str,
 ) -> Collective:
-    """NCCL tuning model (model-notes section 4), affine in the batch for each protocol (the last axis)."""
+    """NCCL tuning model (physics.md section 4), affine in the batch for each protocol (the last axis)."""
     ranks = np.asarray(ranks, dtype=float)
     nodes = np.maximum(np.asarray(nodes, dtype=float), 1.0)
     active = ranks > 1.0
@@ -102,7 +102,7 @@ def _collective(
 class Layout:
     """Arrays (broadcast together) describing how an instance is split and what one step does.
 
-    ``dp_attention`` marks data-parallel attention with wide expert parallelism (model-notes 10.5): the instance is
+    ``dp_attention`` marks data-parallel attention with wide expert parallelism (physics.md 10.5): the instance is
     a group of ``tp`` GPUs, each holding all attention weights and ``batch / tp`` sequences, experts spread over
     ``ep`` = ``tp`` GPUs, ``pp`` = 1 (physics in ``dp_attention.py``). ``a2a_overlap`` marks data-parallel
     attention run with two-batch overlap: its dispatch/combine hides behind the step's compute and memory time.
@@ -137,7 +137,7 @@ class Layout:
 
     @property
     def kv_bytes_per_value(self) -> np.ndarray:
-        """Bytes of one KV-cache element: kv_bits / 8 (model-notes 10.1; activations keep their own bytes)."""
+        """Bytes of one KV-cache element: kv_bits / 8 (physics.md 10.1; activations keep their own bytes)."""
         return self.kv_bits / 8.0
 
     @property
@@ -281,7 +281,7 @@ def kv_copies(model: ModelSpec, preset: Preset, layout: Layout) -> np.ndarray:
 
 
 def kv_read_bytes(model: ModelSpec, preset: Preset, layout: Layout, batch) -> np.ndarray:
-    """KV-cache bytes read from HBM in one step, summed over the instance's devices (model-notes section 3).
+    """KV-cache bytes read from HBM in one step, summed over the instance's devices (physics.md section 3).
 
     Every sequence's cache over its ``context`` tokens is read once per step by every GPU holding a copy of it
     (``kv_copies``): a GPU reads the copy it holds, so a cache replicated over TP ranks is read once per replica.
@@ -293,7 +293,7 @@ def kv_read_bytes(model: ModelSpec, preset: Preset, layout: Layout, batch) -> np
 
 
 def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> np.ndarray:
-    """Bytes read from HBM in one step, summed over the instance's devices (model-notes section 3):
+    """Bytes read from HBM in one step, summed over the instance's devices (physics.md section 3):
     ``kv_read_bytes`` plus weights and activations."""
     sz = model_sizes(model)
     a = preset.activation_bytes
@@ -350,7 +350,7 @@ def memory_time_s(
 
 
 def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> StepFigures:
-    """One decoding step of ``batch`` sequences (model-notes section 3)."""
+    """One decoding step of ``batch`` sequences (physics.md section 3)."""
     gpu = hardware(gpu, preset)
     sz = model_sizes(model)
     batch = np.asarray(batch, dtype=float)

@@ -3,7 +3,7 @@
 DeepSeek-V3/R1 checkpoints carry one MTP module: one more transformer block of the same architecture (MLA attention
 and a MoE layer with the same experts' shapes) that shares the embedding and output head with the model. As a draft
 it runs on the target's GPUs and layout (expert parallelism and data-parallel attention included), at the target's
-weight precision, one drafted token per step; the target verifies the draft as in model-notes section 5. The
+weight precision, one drafted token per step; the target verifies the draft as in physics.md section 5. The
 module's 2 d_model x d_model input projection (0.1 B parameters, under 1% of the module) is not counted.
 """
 

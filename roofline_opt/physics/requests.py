@@ -1,4 +1,4 @@
-"""Whole requests (model-notes 10.1-10.4): prefill, aggregated serving with chunked prefill, disaggregated serving.
+"""Whole requests (physics.md 10.1-10.4): prefill, aggregated serving with chunked prefill, disaggregated serving.
 
 Every function is vectorised like ``evaluator.step`` and builds on it, so a request's figures come from the same
 physics as a decoding step. Vocabulary: a *workload* is one or more request classes (I input and O output tokens, a

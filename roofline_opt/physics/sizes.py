@@ -1,4 +1,4 @@
-"""A model's static sizes (model-notes section 2): parameter counts, KV-cache width, attention FLOP per token.
+"""A model's static sizes (physics.md section 2): parameter counts, KV-cache width, attention FLOP per token.
 
 Scalar arithmetic on a ModelSpec, without numpy, so listing the catalog (``roofline-opt models``) need not import it;
 the evaluator builds every step's figures on these (``evaluator.model_sizes`` is this function).
@@ -13,7 +13,7 @@ from roofline_opt.physics.specs import ModelSpec
 
 @dataclass(frozen=True)
 class ModelSizes:
-    """Parameter and per-token sizes derived from a ModelSpec (model-notes section 2)."""
+    """Parameter and per-token sizes derived from a ModelSpec (physics.md section 2)."""
 
     attn_params_per_layer: float
     qkv_params_per_layer: float

@@ -15,7 +15,7 @@ WEIGHT_BITS = (16, 8, 4)
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A decoder-only transformer as the roofline model sees it (model-notes section 2).
+    """A decoder-only transformer as the roofline model sees it (physics.md section 2).
 
     ``d_ff`` is the width of one expert's feed-forward block (of the whole block for dense models);
     ``dense_layer_d_ff`` is the width of the first ``n_dense_layers`` layers of a MoE model (DeepSeek style).
@@ -123,7 +123,7 @@ class GpuSpec:
 
 @dataclass(frozen=True)
 class NcclProtocol:
-    """NCCL tuning-model constants of one protocol (model-notes section 4)."""
+    """NCCL tuning-model constants of one protocol (physics.md section 4)."""
 
     name: str
     bandwidth_factor: float

@@ -4,7 +4,7 @@ Decisions, all in one Pyomo model solved by HiGHS (``formulation``): per model, 
 layout (layouts may be mixed); each candidate's batch is the largest its TPOT limit and memory allow, which maximises
 its throughput (``candidates``: exact, by bisection on the evaluator); placement onto the graph as stage counts per
 scale-up domain (a TP group inside one domain, pipeline stages on distinct domains, no GPU used twice, per-type
-counts); the objective is provisioned $/hour (idle capacity is paid, model-notes 10.6) or the most weighted demand
+counts); the objective is provisioned $/hour (idle capacity is paid, physics.md 10.6) or the most weighted demand
 served (then the least cost serving it). With a demand profile, per-period replica counts and a reserved/on-demand
 split of GPUs per type minimise the day's cost. Decoded plans are placed on GPU ids (``placement``), checked against
 the graph, and every instance is re-evaluated by the evaluator (``results``). ``enumerate`` is the brute-force

@@ -1,7 +1,7 @@
 """Per-model instance candidates: every layout at the throughput-maximising batch its latency limit and memory allow.
 
 For a fixed layout the time per token rises with the batch and the time per token per sequence falls
-(model-notes section 9), so an instance's throughput B / tau(B) rises with B: the best batch meeting a TPOT limit
+(physics.md section 9), so an instance's throughput B / tau(B) rises with B: the best batch meeting a TPOT limit
 and fitting in memory is the largest such batch. Both predicates are monotone in B, so it is found exactly by
 bisection on the evaluator. Then:
 
@@ -10,7 +10,7 @@ bisection on the evaluator. Then:
   throughput: floor(tp / tp') * floor(pp / pp') copies of (tp', pp') fit in the GPUs of one (tp, pp) instance, TP
   groups inside the same domains and stages on distinct domains, so the larger one is never needed.
 
-With whole requests (isl/osl; aggregated serving with chunked prefill, model-notes 10.3) the time per token is the
+With whole requests (isl/osl; aggregated serving with chunked prefill, physics.md 10.3) the time per token is the
 TPOT of a step carrying the prompts' prefill load, memory holds the prompts in flight, and two more limits hold up to
 some batch and fail beyond it: TTFT within its limit and the prefill load within the chunk budget. Throughput
 (B / TPOT) still rises with B, so the largest batch meeting every limit is still the best one.

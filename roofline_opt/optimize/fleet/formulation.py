@@ -14,7 +14,7 @@ t a period (one without a demand profile), u the utilisation cap.
   x sets of p distinct domains (take the p domains with the most stages left, repeatedly). Identical domains are
   ordered by load (symmetry breaking).
 - Counts (no graph, or a limited type): sum_{k of g} n_k x[k,t] <= count_g.
-- Cost without a profile: sum_k price_g n_k x[k] $/hour (idle capacity is paid: model-notes 10.6). With a profile:
+- Cost without a profile: sum_k price_g n_k x[k] $/hour (idle capacity is paid: physics.md 10.6). With a profile:
   reserved[g] and on_demand[g,t] integer GPUs, sum_{k of g} n_k x[k,t] <= reserved[g] + on_demand[g,t], day cost
   = hours x (sum_t sum_g reserved_price_g reserved[g] + on_demand_price_g on_demand[g,t]).
 - Budget: hourly spend (per period with a profile) <= max_usd_per_hour.

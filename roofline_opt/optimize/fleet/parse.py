@@ -30,7 +30,7 @@ FLEET_KEYS = ("cluster", "gpus", "objective", "max_usd_per_hour", "max_utilisati
 SPACE_KEYS = ("weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "max_batch", "context", "draft",
               "acceptance", "gamma_max", "preset")  # fmt: skip
 REQUEST_KEYS = ("isl", "osl", "ttft_ms", "kv_bits", "chunk_tokens", "serving")
-"""Whole-request keys handed to the question (prefill, TTFT, KV precision, chunked prefill; model-notes 10.1-10.3)."""
+"""Whole-request keys handed to the question (prefill, TTFT, KV precision, chunked prefill; physics.md 10.1-10.3)."""
 MODEL_KEYS = ("name", "model", "demand_req_s", "demand_tok_s", "demand_profile", "tpot_ms", "min_tok_s", "weight",
               *REQUEST_KEYS, *SPACE_KEYS)  # fmt: skip
 UNLIMITED = "unlimited"
