@@ -22,16 +22,16 @@ from roofline_opt.optimize.enumerate import Points, enumerate_best, feasible_poi
 from roofline_opt.optimize.formulation import (
     CHEAPEST,
     FASTEST,
-    TARGET_RTOL,
     build_model,
     choice_bounds,
     load_choices,
+    scales,
     target_batch_bounds,
 )
 from roofline_opt.optimize.nearest import best_ttft_s, demand_range_tok_s, gpus_available
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
-from roofline_opt.optimize.space import Layouts, Question
+from roofline_opt.optimize.space import TARGET_RTOL, Layouts, Question, meets_speed, within_budget
 from roofline_opt.optimize.tables import Tables, build_tables, refine_rows, split_choice
 
 TABLE_CACHE_SIZE = 16
@@ -108,8 +108,10 @@ class Prepared:
             self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
         solver = self._solvers[kind]
         solver.configure(self.options.time_limit_s, self.options.mip_gap)
-        load_choices(solver.model, t, self.rows, lo[keep], hi[keep])
-        solver.model.objective_scale.set_value(self.objective_scale)
+        scale = scales(t, self.rows, lo[keep], hi[keep])
+        load_choices(solver.model, t, self.rows, lo[keep], hi[keep], scale)
+        unit = scale.time if kind == FASTEST else scale.usd
+        solver.model.objective_scale.set_value(self.objective_scale * unit)
         return solver
 
     def _screen(self, kind: str, target: dict) -> tuple[np.ndarray, ...]:
@@ -152,7 +154,8 @@ class Prepared:
 
     @property
     def objective_scale(self) -> float:
-        """1 / the best choice bound: keeps the objective near 1 (both query kinds' bound is the optimum's value)."""
+        """1 / the best choice bound: the objective divided by it is near 1 (both query kinds' bound is the optimum's
+        value); the model's own ``objective_scale`` also undoes the loaded rows' units (formulation.Scales)."""
         return 1.0 if self.best_bound is None else 1.0 / self.best_bound
 
     def choice_row(self, c: int) -> int:
@@ -184,6 +187,21 @@ class Prepared:
     @property
     def max_time_per_token(self) -> float:
         return float(self._worst_tau().max() * 2.0 + 1.0)
+
+    def loaded_limits(self) -> tuple[float, float]:
+        """A budget and a time per token no loaded choice reaches: the inactive targets' values, near the loaded rows'
+        own figures (so their coefficients stay within a few decades of the rows' whatever the rest of the tables)."""
+        t, rows = self.tables, self.rows
+        tau = (t.pieces_a0[rows] + t.pieces_a1[rows] * t.batch_hi[rows, None]).max(axis=1)
+        fast = (t.pieces_a0[rows] + t.pieces_a1[rows] * t.batch_lo[rows, None]).max(axis=1)
+        cost = np.maximum(t.usd_per_mtok_coef[rows] * fast / t.batch_lo[rows], t.floors[rows])
+        most_usd, most_tau = float(cost.max()) * 2.0, float(tau.max()) * 2.0
+        return (most_usd if most_usd > 0 else 1.0), (most_tau if most_tau > 0 else 1.0)
+
+    def tau_at(self, row: int, batch: int) -> float:
+        """The tables' time per token of a row at a batch (the MIP's value there, in the tables' time unit)."""
+        t = self.tables
+        return float((t.pieces_a0[row] + t.pieces_a1[row] * batch).max())
 
     def _worst_tau(self) -> np.ndarray:
         """Each row's time per token at its largest batch, computed once per version of the tables."""
@@ -283,7 +301,8 @@ def _demand_text(question: Question) -> str:
 
 
 def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float]:
-    """The picked choice, its setup and the MIP's own time per token (in the tables' time unit)."""
+    """The picked choice, its setup and the tables' time per token there (the MIP's value without HiGHS's
+    tolerances, in the tables' time unit)."""
     t = prep.tables
     picks = np.array([pyo.value(model.pick[c]) for c in model.C])
     local = int(np.argmax(picks))
@@ -291,7 +310,7 @@ def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float
     batch = int(round(pyo.value(model.batch[local])))
     option = -1 if t.option_of is None else int(t.option_of[c])
     setup = setup_of(prep.question, t.layouts, int(t.layout_of[c]), batch, t.options, option)
-    return c, setup, float(pyo.value(model.tau[local]))
+    return c, setup, prep.tau_at(c, batch)
 
 
 def _cost_numerator(t: Tables, c: int, tau: float, batch: int) -> float:
@@ -300,10 +319,12 @@ def _cost_numerator(t: Tables, c: int, tau: float, batch: int) -> float:
 
 
 def _exact(prep: Prepared, c: int, setup: Setup, tau: float, report: SolveReport) -> Answer | None:
-    """The re-evaluated answer if the MIP's figure is exact at this point; otherwise split there and return None."""
+    """The re-evaluated answer if the MIP's figure is exact at this point (always where the row is that one batch:
+    its coefficients are the evaluator's there); otherwise split there and return None."""
     answer = reevaluate(prep.question, setup, "mip", report)
     exact = answer.figures["time_per_token_s"] / prep.tables.time_unit_s
-    if exact <= tau * (1.0 + EXACT_RTOL) + 1e-12:
+    t = prep.tables
+    if exact <= tau * (1.0 + EXACT_RTOL) or t.batch_lo[c] == t.batch_hi[c]:
         return answer
     prep.split(c, setup.batch)
     return None
@@ -323,7 +344,7 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
         max_usd_per_mtok = None  # no setup costs that much: the budget binds nothing (and would scale the MIP badly)
     while True:
         solver = prep.solver(FASTEST, max_usd_per_mtok=max_usd_per_mtok)
-        budget = prep.max_cost_usd_per_mtok if max_usd_per_mtok is None else max_usd_per_mtok
+        budget = prep.loaded_limits()[0] if max_usd_per_mtok is None else max_usd_per_mtok
         solver.model.budget_usd_per_mtok.set_value(budget)
         report = solver.solve()
         if not report.has_solution:
@@ -333,7 +354,7 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
         answer = _exact(prep, c, setup, tau, report)
         if answer is None:
             continue
-        if max_usd_per_mtok is not None and answer.usd_per_mtok > max_usd_per_mtok * (1 + TARGET_RTOL):
+        if max_usd_per_mtok is not None and not within_budget(answer.usd_per_mtok, max_usd_per_mtok):
             prep.reject(c, setup.batch)
             continue
         answer = _cheapest_of_equals(prep, c, answer, report)
@@ -371,7 +392,7 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
         max_time = None if min_tok_s is None else 1.0 / (min_tok_s * prep.tables.time_unit_s)
         solver = prep.solver(CHEAPEST, max_time_per_token=max_time)
         m = solver.model
-        m.max_time_per_token.set_value(prep.max_time_per_token if max_time is None else max_time)
+        m.max_time_per_token.set_value(prep.loaded_limits()[1] if max_time is None else max_time)
         lam: float | None = prep.best_bound
         for _ in range(MAX_DINKELBACH_STEPS):
             m.dinkelbach_lambda.set_value(0.0 if lam is None else lam)
@@ -382,18 +403,29 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
             c, setup, tau = _decode(prep, m)
             numerator = _cost_numerator(prep.tables, c, tau, setup.batch)
             denominator = float(setup.batch)
-            if lam is not None and numerator - lam * denominator >= -1e-9 * max(numerator, 1e-12):
+            if lam is not None and numerator - lam * denominator >= -1e-9 * numerator:
                 break
             lam = numerator / denominator
         answer = _exact(prep, c, setup, tau, report)
         if answer is None:
             continue
-        if min_tok_s is not None and answer.tok_s_per_request < min_tok_s * (1 - TARGET_RTOL):
+        if min_tok_s is not None and not meets_speed(answer.tok_s_per_request, min_tok_s):
             prep.reject(c, setup.batch)
             continue
         bound = max(0.0, prep.best_bound or 0.0, _ratio_bound(lam, report, prep.objective_scale))
+        answer = _fastest_of_equals(prep, answer)
         gap = max(0.0, (answer.usd_per_mtok - bound) / answer.usd_per_mtok)
         return replace(answer, report=replace(report, mip_gap=gap), bounds={"bound_usd_per_mtok": bound})
+
+
+def _fastest_of_equals(prep: Prepared, answer: Answer) -> Answer:
+    """The fastest setup costing within the budget tolerance of the cheapest answer (the oracle's tie rule, see
+    enumerate.best_point): a second, fastest query at the answer's cost. It is at least as fast as the answer, so
+    it meets the same speed target."""
+    faster = solve_fastest(prep, answer.usd_per_mtok)
+    if faster is None or faster.tok_s_per_request <= answer.tok_s_per_request:
+        return answer
+    return replace(faster, report=answer.report)
 
 
 def _ratio_bound(lam: float | None, report: SolveReport, scale: float) -> float:
@@ -527,7 +559,7 @@ def _checked(
         raise _unreachable(question, kind, goal, nearest())
     if kind == FASTEST and tpot_speed is not None:
         first = answers[0]
-        if first.tok_s_per_request < tpot_speed * (1 - TARGET_RTOL):
+        if not meets_speed(first.tok_s_per_request, tpot_speed):
             within = "at any price" if target is None else f"within ${target:.4g}/Mtok"
             raise Infeasible(
                 f"no setup {within} meets TPOT <= {question.max_tpot_s * 1e3:.4g} ms",
@@ -535,7 +567,7 @@ def _checked(
                 nearest=f"the fastest {within} has TPOT {1e3 / first.tok_s_per_request:.4g} ms at "
                 f"${first.usd_per_mtok:.4g}/Mtok",
             )
-        answers = [a for a in answers if a.tok_s_per_request >= tpot_speed * (1 - TARGET_RTOL)]
+        answers = [a for a in answers if meets_speed(a.tok_s_per_request, tpot_speed)]
     return answers
 
 
