@@ -212,19 +212,20 @@ def row_values(
     slots = len(rows) if slots is None else slots
     held = np.resize(rows, slots) if len(rows) else np.zeros(slots, dtype=int)
     empty = (hi < lo) | ~np.isfinite(lo)
-    unused = np.arange(slots) >= len(rows)
+    off = (np.arange(slots) >= len(rows)) | np.resize(empty, slots)
+    live = np.where(off, 0.0, 1.0)  # an excluded slot's coefficients are zeros: none can be out of HiGHS's range
     cap = t.mem_cap_gb[held]
     columns = {
-        "batch_lo": np.where(unused, 1.0, np.resize(np.where(empty, 1.0, lo), slots)),
-        "batch_hi": np.where(unused, 0.0, np.resize(np.where(empty, 0.0, hi), slots)),
-        "mem_a0": t.mem_a0_gb[held] / cap,
-        "mem_a1": t.mem_a1_gb[held] / cap,
-        "usd_per_mtok_coef": t.usd_per_mtok_coef[held] * (scale.time / scale.usd),
-        "cost_floor": t.floors[held] / scale.usd,
+        "batch_lo": np.where(off, 1.0, np.resize(lo, slots)),
+        "batch_hi": np.where(off, 0.0, np.resize(hi, slots)),
+        "mem_a0": live * t.mem_a0_gb[held] / cap,
+        "mem_a1": live * t.mem_a1_gb[held] / cap,
+        "usd_per_mtok_coef": live * t.usd_per_mtok_coef[held] * (scale.time / scale.usd),
+        "cost_floor": live * t.floors[held] / scale.usd,
     }
     values: dict[str, dict] = {name: dict(enumerate(column.tolist())) for name, column in columns.items()}
     for name, table in (("piece_a0", t.pieces_a0), ("piece_a1", t.pieces_a1)):
-        block = (table[held] / scale.time).tolist()
+        block = (live[:, None] * table[held] / scale.time).tolist()
         values[name] = {(c, k): v for c, row in enumerate(block) for k, v in enumerate(row)}
     return values
 

@@ -25,6 +25,7 @@ from roofline_opt.optimize.formulation import (
     build_model,
     choice_bounds,
     load_choices,
+    power_of_ten,
     scales,
     target_batch_bounds,
 )
@@ -38,6 +39,9 @@ TABLE_CACHE_SIZE = 16
 SCREEN_KEEP = 8
 REFINE_AHEAD = 64
 """Rows among this many best that are coarse and could enter the kept ones are refined together."""
+HOPELESS = 1e6
+"""Rows whose bound is this many times the best one's are not loaded: they cannot be the optimum (the best bound is
+reached), and their coefficients would stretch the model's range beyond what HiGHS resolves."""
 SCAN_FIRST = 1024
 """Rows a query's screening bounds first, in order of their bound without a target (more when they do not settle it)."""
 EXACT_RTOL = 1e-7
@@ -70,6 +74,9 @@ class Prepared:
     options: SolverOptions
     _solvers: dict[str, PersistentHighs] = field(default_factory=dict)
     repairs: int = 0
+    feasible: bool = True
+    """Whether the last screening left any choice a point meeting the target (the bounds are exact: when none has,
+    the query is infeasible without a solve)."""
     rows: np.ndarray | None = None
     best_bound: float | None = None
     blocked: set[tuple[int, int]] = field(default_factory=set)
@@ -94,7 +101,7 @@ class Prepared:
             t = self.tables
             rows, lo, hi, bound, ahead = self._screen(kind, target)
             keep = ahead[:SCREEN_KEEP]
-            keep = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
+            keep = keep[bound[keep] <= bound[keep[0]] * HOPELESS] if np.isfinite(bound[keep[0]]) else keep[:1]
             refined = t.refined[rows]
             coarse = ahead[~refined[ahead] & np.isfinite(bound[ahead])] if not refined[keep].all() else keep[:0]
             if not len(coarse):
@@ -102,16 +109,24 @@ class Prepared:
             self.tables = refine_rows(t, self.question, rows[coarse])
         best = float(bound.min())
         self.best_bound = best if np.isfinite(best) and best > 0 else None
+        self.feasible = bool(np.isfinite(best))
         self.rows = rows[keep]
         if kind not in self._solvers:
             model = build_model(t, kind, slots=SCREEN_KEEP)
             self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
         solver = self._solvers[kind]
         solver.configure(self.options.time_limit_s, self.options.mip_gap)
+        m, (loose_usd, loose_time) = solver.model, self.loaded_limits()
         scale = scales(t, self.rows, lo[keep], hi[keep])
-        load_choices(solver.model, t, self.rows, lo[keep], hi[keep], scale)
-        unit = scale.time if kind == FASTEST else scale.usd
-        solver.model.objective_scale.set_value(self.objective_scale * unit)
+        if kind == FASTEST:
+            budget = target.get("max_usd_per_mtok") or loose_usd
+            m.budget_usd_per_mtok.set_value(budget)
+            # dollars near the budget: rows far cheaper get coefficients HiGHS drops (their budget cannot bind)
+            scale = replace(scale, usd=power_of_ten(np.array([budget])))
+        else:
+            m.max_time_per_token.set_value(target.get("max_time_per_token") or loose_time)
+        load_choices(m, t, self.rows, lo[keep], hi[keep], scale)
+        m.objective_scale.set_value(self.objective_scale * (scale.time if kind == FASTEST else scale.usd))
         return solver
 
     def _screen(self, kind: str, target: dict) -> tuple[np.ndarray, ...]:
@@ -344,8 +359,8 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
         max_usd_per_mtok = None  # no setup costs that much: the budget binds nothing (and would scale the MIP badly)
     while True:
         solver = prep.solver(FASTEST, max_usd_per_mtok=max_usd_per_mtok)
-        budget = prep.loaded_limits()[0] if max_usd_per_mtok is None else max_usd_per_mtok
-        solver.model.budget_usd_per_mtok.set_value(budget)
+        if not prep.feasible:
+            return None
         report = solver.solve()
         if not report.has_solution:
             _no_solution(report)
@@ -391,8 +406,9 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
     while True:
         max_time = None if min_tok_s is None else 1.0 / (min_tok_s * prep.tables.time_unit_s)
         solver = prep.solver(CHEAPEST, max_time_per_token=max_time)
+        if not prep.feasible:
+            return None
         m = solver.model
-        m.max_time_per_token.set_value(prep.loaded_limits()[1] if max_time is None else max_time)
         lam: float | None = prep.best_bound
         for _ in range(MAX_DINKELBACH_STEPS):
             m.dinkelbach_lambda.set_value(0.0 if lam is None else lam)
