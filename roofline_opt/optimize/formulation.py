@@ -207,25 +207,31 @@ def row_values(
     t: Tables, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, slots: int | None = None, scale: Scales = Scales()
 ) -> dict:
     """Parameter values (by name, keyed by slot or (slot, piece)) that put table ``rows`` into the first slots with
-    batch ranges ``lo``/``hi``, in the units ``scale``; an empty range excludes the choice, and slots beyond the rows
-    hold a copy of the first row, excluded."""
+    batch ranges ``lo``/``hi``, in the units ``scale``; a row with an empty range, and every slot beyond the rows, is
+    excluded (range 1..0, coefficients zero)."""
     slots = len(rows) if slots is None else slots
     held = np.resize(rows, slots) if len(rows) else np.zeros(slots, dtype=int)
     empty = (hi < lo) | ~np.isfinite(lo)
     off = (np.arange(slots) >= len(rows)) | np.resize(empty, slots)
-    live = np.where(off, 0.0, 1.0)  # an excluded slot's coefficients are zeros: none can be out of HiGHS's range
-    cap = t.mem_cap_gb[held]
+    on = held[~off]  # an excluded slot's coefficients are zeros: none can be out of HiGHS's range
+
+    def live(column: np.ndarray) -> np.ndarray:
+        out = np.zeros((slots, *column.shape[1:]))
+        out[~off] = column
+        return out
+
+    cap = t.mem_cap_gb[on]
     columns = {
         "batch_lo": np.where(off, 1.0, np.resize(lo, slots)),
         "batch_hi": np.where(off, 0.0, np.resize(hi, slots)),
-        "mem_a0": live * t.mem_a0_gb[held] / cap,
-        "mem_a1": live * t.mem_a1_gb[held] / cap,
-        "usd_per_mtok_coef": live * t.usd_per_mtok_coef[held] * (scale.time / scale.usd),
-        "cost_floor": live * t.floors[held] / scale.usd,
+        "mem_a0": live(t.mem_a0_gb[on] / cap),
+        "mem_a1": live(t.mem_a1_gb[on] / cap),
+        "usd_per_mtok_coef": live(t.usd_per_mtok_coef[on] * scale.time / scale.usd),
+        "cost_floor": live(t.floors[on] / scale.usd),
     }
     values: dict[str, dict] = {name: dict(enumerate(column.tolist())) for name, column in columns.items()}
     for name, table in (("piece_a0", t.pieces_a0), ("piece_a1", t.pieces_a1)):
-        block = (live[:, None] * table[held] / scale.time).tolist()
+        block = live(table[on] / scale.time).tolist()
         values[name] = {(c, k): v for c, row in enumerate(block) for k, v in enumerate(row)}
     return values
 

@@ -74,9 +74,6 @@ class Prepared:
     options: SolverOptions
     _solvers: dict[str, PersistentHighs] = field(default_factory=dict)
     repairs: int = 0
-    feasible: bool = True
-    """Whether the last screening left any choice a point meeting the target (the bounds are exact: when none has,
-    the query is infeasible without a solve)."""
     rows: np.ndarray | None = None
     best_bound: float | None = None
     blocked: set[tuple[int, int]] = field(default_factory=set)
@@ -91,8 +88,9 @@ class Prepared:
         self.blocked.clear()
         self.query_repairs = 0
 
-    def solver(self, kind: str, **target: float | None) -> PersistentHighs:
-        """The kind's persistent model, loaded with the SCREEN_KEEP choices of best bound under the target.
+    def solver(self, kind: str, **target: float | None) -> PersistentHighs | None:
+        """The kind's persistent model, loaded with the SCREEN_KEEP choices of best bound under the target (None when
+        no choice has a point meeting the target: the query is infeasible).
 
         Kept rows with coarse MoE chords are refined first, and the screening repeated, until every kept row is
         refined: refining only raises bounds, so the kept rows still contain the optimum.
@@ -109,8 +107,9 @@ class Prepared:
             self.tables = refine_rows(t, self.question, rows[coarse])
         best = float(bound.min())
         self.best_bound = best if np.isfinite(best) and best > 0 else None
-        self.feasible = bool(np.isfinite(best))
         self.rows = rows[keep]
+        if not np.isfinite(best):  # the bounds are exact: no choice has a point meeting the target
+            return None
         if kind not in self._solvers:
             model = build_model(t, kind, slots=SCREEN_KEEP)
             self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
@@ -359,7 +358,7 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
         max_usd_per_mtok = None  # no setup costs that much: the budget binds nothing (and would scale the MIP badly)
     while True:
         solver = prep.solver(FASTEST, max_usd_per_mtok=max_usd_per_mtok)
-        if not prep.feasible:
+        if solver is None:
             return None
         report = solver.solve()
         if not report.has_solution:
@@ -406,7 +405,7 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
     while True:
         max_time = None if min_tok_s is None else 1.0 / (min_tok_s * prep.tables.time_unit_s)
         solver = prep.solver(CHEAPEST, max_time_per_token=max_time)
-        if not prep.feasible:
+        if solver is None:
             return None
         m = solver.model
         lam: float | None = prep.best_bound
