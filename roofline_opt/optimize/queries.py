@@ -46,6 +46,8 @@ SCAN_FIRST = 1024
 """Rows a query's screening bounds first, in order of their bound without a target (more when they do not settle it)."""
 EXACT_RTOL = 1e-7
 MAX_REPAIRS = 60
+TIE_RTOL = 1e-12
+"""A setup faster than the cheapest answer by less than this is not looked for (rounding of the tables' bounds)."""
 MAX_DINKELBACH_STEPS = 40
 METHODS = ("mip", "enumerate")
 
@@ -437,6 +439,10 @@ def _fastest_of_equals(prep: Prepared, answer: Answer) -> Answer:
     """The fastest setup costing within the budget tolerance of the cheapest answer (the oracle's tie rule, see
     enumerate.best_point): a second, fastest query at the answer's cost. It is at least as fast as the answer, so
     it meets the same speed target."""
+    prep.start_query()
+    bound = prep._screen(FASTEST, {"max_usd_per_mtok": answer.usd_per_mtok})[3]
+    if bound.min() * prep.tables.time_unit_s >= answer.figures["time_per_token_s"] * (1 - TIE_RTOL):
+        return answer  # the bounds are optimistic: no setup within that budget is faster (the usual case, no solve)
     faster = solve_fastest(prep, answer.usd_per_mtok)
     if faster is None or faster.tok_s_per_request <= answer.tok_s_per_request:
         return answer
