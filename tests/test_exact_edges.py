@@ -184,3 +184,32 @@ def test_the_cheapest_answer_is_the_fastest_of_the_equally_cheap_setups():
     assert int(equally_cheap.sum()) > 1
     assert oracle.tok_s_per_request == pytest.approx(fastest_of_them, rel=1e-12)
     assert mip.setup == oracle.setup
+
+
+DISAGG_TIE = dict(
+    model="llama-3-8b",
+    gpu="h100-sxm,h200",
+    weight_bits=[16],
+    tp_degrees=[1, 2],
+    pp_degrees=[1],
+    tp_modes=["1d"],
+    max_batch=32,
+    isl=1000,
+    osl=50,
+    serving="disagg",
+    max_instances=3,
+)
+"""Disaggregated units of different speeds cost the same (the unit's prefill side limits them): before ties went to
+the faster setup, the MIP's frontier started at a slower one."""
+
+
+def test_a_disaggregated_frontier_starts_at_the_fastest_of_the_cheapest_setups():
+    q = api.question(**DISAGG_TIE)
+    pts = feasible_points(q)
+    equally_cheap = within_budget(pts.usd_per_mtok, float(pts.usd_per_mtok.min()))
+
+    mip, oracle = api.frontier_frame(q, points=5), api.frontier_frame(q, points=5, method="enumerate")
+
+    assert mip["tok_s_per_request"].iloc[0] == pytest.approx(float((1.0 / pts.time_per_token_s[equally_cheap]).max()))
+    for column in ("usd_per_mtok", "tok_s_per_request"):
+        assert mip[column].to_numpy() == pytest.approx(oracle[column].to_numpy(), rel=EXACT_RTOL)
