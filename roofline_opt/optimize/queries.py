@@ -9,7 +9,6 @@ question is solved again: the loop ends when the MIP's value and the exact value
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -29,7 +28,7 @@ from roofline_opt.optimize.formulation import (
     scales,
     target_batch_bounds,
 )
-from roofline_opt.optimize.nearest import best_ttft_s, demand_range_tok_s, gpus_available
+from roofline_opt.optimize.nearest import no_layout
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
 from roofline_opt.optimize.space import TARGET_RTOL, Layouts, Question, meets_speed, within_budget
@@ -252,68 +251,8 @@ def prepare(question: Question, options: SolverOptions | None = None) -> Prepare
     """
     tables = _cached_tables(question, tables_module.MOE_CHORD_TOLERANCE)
     if len(tables) == 0:
-        raise _no_layout(question, tables)
+        raise no_layout(question, tables)
     return Prepared(question, tables, options or SolverOptions())
-
-
-EXCLUSION_HINTS = {
-    "memory": "the model does not fit in memory on {n}: "
-    "allow larger --tp-degrees/--pp-degrees, fewer weight or KV bits or a shorter --context",
-    "ttft": "{n} cannot meet the TTFT limit (the lowest TTFT any layout offered reaches is {ttft}): raise --ttft-ms",
-    "chunk": "{n} cannot prefill their prompts within the chunk budget at any batch: raise --chunk-tokens",
-    "demand": "{n} cannot meet that demand (one instance would out-serve it, or the replicas it needs exceed "
-    "--max-gpus or the cluster; {demand}): change --demand-tok-s/--demand-req-s or --max-gpus",
-    "topology": "{n} cannot be placed on the cluster: offer smaller degrees",
-    "gpu_limit": "{n} need more GPUs than --max-gpus allows: raise it",
-}
-
-
-def _no_layout(question: Question, tables: Tables) -> Infeasible:
-    """Why no layout survives: each reason with its count and the flag that would relax it, most frequent first."""
-    counts = sorted(((v, k) for k, v in tables.exclusions.items() if v), reverse=True)
-    if not counts:
-        return _empty_space(question)
-    ttft = f"{best_ttft_s(question) * 1e3:.4g} ms" if tables.exclusions.get("ttft") else ""
-    demand = _demand_text(question) if tables.exclusions.get("demand") else ""
-    hints = "; ".join(
-        EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}", ttft=ttft, demand=demand) for v, k in counts
-    )
-    return Infeasible("no setup can serve this question", reason=counts[0][1], nearest=hints)
-
-
-def _empty_space(question: Question) -> Infeasible:
-    """No layout at all: most often a precision none of the accelerators has a FLOP rate for."""
-    unsupported = [
-        f"{g.name} has no FLOP rate for {b}-bit weights" for g in question.gpus for b in question.weight_bits
-        if not g.supports(b)
-    ]  # fmt: skip
-    if unsupported:
-        runs = "; ".join(f"{g.name} runs {', '.join(str(b) for b in sorted(g.flop_per_s_by_bits))}-bit" for g in
-                         question.gpus)  # fmt: skip
-        return Infeasible("no layout can run: " + "; ".join(unsupported), reason="space",
-                          nearest=f"{runs}: choose --weight-bits among those")  # fmt: skip
-    return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
-
-
-def _demand_text(question: Question) -> str:
-    """The demands this space can serve, in output tok/s (and requests/s for whole requests)."""
-    least, most, per_gpu = demand_range_tok_s(question)
-
-    def both(tok_s: float) -> str:
-        if question.workload is None:
-            return f"{tok_s:.4g} tok/s"
-        return f"{tok_s:.4g} output tok/s = {tok_s / question.workload.mean_osl:.4g} req/s"
-
-    low = f"at least {both(least)} fills one instance; " if np.isfinite(least) else ""
-    text = f"{low}at most {both(most)} fits the GPUs" if most > 0 else f"{low}no setup fits the GPUs"
-    available, demand = gpus_available(question), question.demand_tok_s or 0.0
-    needed = math.ceil(demand / per_gpu - 1e-9) if per_gpu > 0 else 0
-    if available and needed > available:
-        text = (
-            f"{text}; the demand of {both(demand)} needs at least {needed} GPUs (at the best {per_gpu:.4g} tok/s per "
-            f"GPU any setup reaches), and there are {available}"
-        )
-    return text
 
 
 def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float]:
