@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from roofline_opt import checks
-from roofline_opt.catalog.parse import spec_from_mapping
+from roofline_opt.catalog.parse import MAX_CARD_NUMBER, spec_from_mapping
 from roofline_opt.errors import InvalidInput
 from roofline_opt.physics.specs import GpuSpec
 
@@ -88,7 +88,7 @@ def gpu_from_mapping(data: dict[str, Any], where: str) -> GpuSpec:
 
 
 def parse_price_overrides(field: str, value: str | Mapping[str, float] | None) -> dict[str, float]:
-    """``"h100-sxm=2.5,h200=3.2"`` (or a mapping) -> {name: $ per GPU-hour}, each price finite and > 0."""
+    """``"h100-sxm=2.5,h200=3.2"`` (or a mapping) -> {name: $ per GPU-hour}, each price > 0 and <= 1e300."""
     if value is None or value == "":
         return {}
     if isinstance(value, Mapping):
@@ -101,11 +101,12 @@ def parse_price_overrides(field: str, value: str | Mapping[str, float] | None) -
                 msg = f"must be name=price pairs like h100-sxm=2.5,h200=3.2. Got {item.strip()!r} instead."
                 raise InvalidInput(field, msg)
             pairs.append((name.strip(), price.strip()))
+    top = MAX_CARD_NUMBER  # the cap a card's own price has
     prices: dict[str, float] = {}
     for name, price in pairs:
         if str(name) in prices:
             raise InvalidInput(f"{field}: {name}", "is given twice: give each accelerator's price once")
-        prices[str(name)] = checks.positive_float(f"{field}: {name}", price)
+        prices[str(name)] = checks.positive_float(f"{field}: {name}", price, maximum=top)
     return prices
 
 

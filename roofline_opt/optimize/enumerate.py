@@ -16,7 +16,15 @@ import numpy as np
 
 from roofline_opt.optimize import pairing
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
-from roofline_opt.optimize.space import TARGET_RTOL, Layouts, Question, layouts, prefill_layouts, replica_caps
+from roofline_opt.optimize.space import (
+    Layouts,
+    Question,
+    layouts,
+    meets_speed,
+    prefill_layouts,
+    replica_caps,
+    within_budget,
+)
 from roofline_opt.optimize.tables import group_layout, instance_memory, target_step
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
@@ -239,21 +247,22 @@ def _setup(question: Question, pts: Points, i: int) -> Setup:
 
 
 def best_point(pts: Points, kind: str, target: float | None) -> int | None:
-    """Index of the fastest point within a budget, or of the cheapest at a speed; ties go to the other figure."""
+    """Index of the fastest point within a budget, or of the cheapest at a speed.
+
+    Ties: the fastest point goes to the cheaper of equally fast points; the cheapest point is the fastest of the points
+    costing within the budget tolerance of the least cost (``within_budget(cost, least)``), the rule the MIP applies
+    with a second query (queries.solve_cheapest)."""
+    speed = 1.0 / pts.time_per_token_s
     if kind == "fastest":
-        ok = np.ones(len(pts.batch), bool) if target is None else pts.usd_per_mtok <= target * (1 + TARGET_RTOL)
-        primary, secondary = pts.time_per_token_s, pts.usd_per_mtok
+        ok = np.ones(len(pts.batch), bool) if target is None else within_budget(pts.usd_per_mtok, target)
     else:
-        ok = (
-            np.ones(len(pts.batch), bool)
-            if target is None
-            else 1.0 / pts.time_per_token_s >= target * (1 - TARGET_RTOL)
-        )
-        primary, secondary = pts.usd_per_mtok, pts.time_per_token_s
+        ok = np.ones(len(pts.batch), bool) if target is None else meets_speed(speed, target)
     cand = np.flatnonzero(ok)
     if not len(cand):
         return None
-    order = np.lexsort((secondary[cand], primary[cand]))
+    if kind != "fastest":
+        cand = cand[within_budget(pts.usd_per_mtok[cand], float(pts.usd_per_mtok[cand].min()))]
+    order = np.lexsort((pts.usd_per_mtok[cand], pts.time_per_token_s[cand]))
     return int(cand[order[0]])
 
 

@@ -3,13 +3,16 @@ the GPUs a question may use (all from the evaluator, through the tables where th
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
 
+from roofline_opt import checks
+from roofline_opt.errors import Infeasible
 from roofline_opt.optimize import pairing
 from roofline_opt.optimize.space import Question, layouts, prefill_layouts
-from roofline_opt.optimize.tables import build_tables, group_layout, option_of_rows, unit_throughput
+from roofline_opt.optimize.tables import Tables, build_tables, group_layout, option_of_rows, unit_throughput
 from roofline_opt.physics import requests as rq
 
 
@@ -58,3 +61,69 @@ def gpus_available(question: Question) -> int:
     if question.instance_limit is not None:
         limits.append(sum(question.instance_limit(g, 1, 1) for g in question.gpus))
     return min(limits) if limits else 0
+
+
+EXCLUSION_HINTS = {
+    "memory": "the model does not fit in memory on {n}: "
+    "allow larger --tp-degrees/--pp-degrees, fewer weight or KV bits or a shorter --context",
+    "ttft": "{n} cannot meet the TTFT limit (the lowest TTFT any layout offered reaches is {ttft}): raise --ttft-ms",
+    "chunk": "{n} cannot prefill their prompts within the chunk budget at any batch: raise --chunk-tokens",
+    "demand": "{n} cannot meet that demand (one instance would out-serve it, or the replicas it needs exceed "
+    "--max-gpus or the cluster; {demand}): change --demand-tok-s/--demand-req-s or --max-gpus",
+    "topology": "{n} cannot be placed on the cluster: offer smaller degrees",
+    "gpu_limit": "{n} need more GPUs than --max-gpus allows: raise it",
+}
+
+
+def no_layout(question: Question, tables: Tables) -> Infeasible:
+    """Why no layout survives: each reason with its count and the flag that would relax it, most frequent first."""
+    counts = sorted(((v, k) for k, v in tables.exclusions.items() if v), reverse=True)
+    if not counts:
+        return _empty_space(question)
+    ttft = f"{checks.figure(best_ttft_s(question) * 1e3)} ms" if tables.exclusions.get("ttft") else ""
+    demand = _demand_text(question) if tables.exclusions.get("demand") else ""
+    hints = "; ".join(
+        EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}", ttft=ttft, demand=demand) for v, k in counts
+    )
+    return Infeasible("no setup can serve this question", reason=counts[0][1], nearest=hints)
+
+
+def _empty_space(question: Question) -> Infeasible:
+    """No layout at all: most often a precision none of the accelerators has a FLOP rate for."""
+    unsupported = [
+        f"{g.name} has no FLOP rate for {b}-bit weights"
+        for g in question.gpus
+        for b in question.weight_bits
+        if not g.supports(b)
+    ]
+    if unsupported:
+        runs = "; ".join(
+            f"{g.name} runs {', '.join(str(b) for b in sorted(g.flop_per_s_by_bits))}-bit" for g in question.gpus
+        )
+        return Infeasible(
+            "no layout can run: " + "; ".join(unsupported),
+            reason="space",
+            nearest=f"{runs}: choose --weight-bits among those",
+        )
+    return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
+
+
+def _demand_text(question: Question) -> str:
+    """The demands this space can serve, in output tok/s (and requests/s for whole requests)."""
+    least, most, per_gpu = demand_range_tok_s(question)
+
+    def both(tok_s: float) -> str:
+        if question.workload is None:
+            return f"{checks.figure(tok_s)} tok/s"
+        return f"{checks.figure(tok_s)} output tok/s = {checks.figure(tok_s / question.workload.mean_osl)} req/s"
+
+    low = f"at least {both(least)} fills one instance; " if np.isfinite(least) else ""
+    text = f"{low}at most {both(most)} fits the GPUs" if most > 0 else f"{low}no setup fits the GPUs"
+    available, demand = gpus_available(question), question.demand_tok_s or 0.0
+    needed = math.ceil(demand / per_gpu - 1e-9) if per_gpu > 0 else 0
+    if available and needed > available:
+        text = (
+            f"{text}; the demand of {both(demand)} needs at least {needed} GPUs (at the best "
+            f"{checks.figure(per_gpu)} tok/s per GPU any setup reaches), and there are {available}"
+        )
+    return text

@@ -9,7 +9,6 @@ question is solved again: the loop ends when the MIP's value and the exact value
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -23,26 +22,32 @@ from roofline_opt.optimize.enumerate import Points, enumerate_best, feasible_poi
 from roofline_opt.optimize.formulation import (
     CHEAPEST,
     FASTEST,
-    TARGET_RTOL,
     build_model,
     choice_bounds,
     load_choices,
+    power_of_ten,
+    scales,
     target_batch_bounds,
 )
-from roofline_opt.optimize.nearest import best_ttft_s, demand_range_tok_s, gpus_available
+from roofline_opt.optimize.nearest import no_layout
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
-from roofline_opt.optimize.space import Layouts, Question
+from roofline_opt.optimize.space import TARGET_RTOL, Layouts, Question, meets_speed, within_budget
 from roofline_opt.optimize.tables import Tables, build_tables, refine_rows, split_choice
 
 TABLE_CACHE_SIZE = 16
 SCREEN_KEEP = 8
 REFINE_AHEAD = 64
 """Rows among this many best that are coarse and could enter the kept ones are refined together."""
+HOPELESS = 1e6
+"""Rows whose bound is this many times the best one's are not loaded: they cannot be the optimum (the best bound is
+reached), and their coefficients would stretch the model's range beyond what HiGHS resolves."""
 SCAN_FIRST = 1024
 """Rows a query's screening bounds first, in order of their bound without a target (more when they do not settle it)."""
 EXACT_RTOL = 1e-7
 MAX_REPAIRS = 60
+TIE_RTOL = 1e-12
+"""A setup faster than the cheapest answer by less than this is not looked for (rounding of the tables' bounds)."""
 MAX_DINKELBACH_STEPS = 40
 METHODS = ("mip", "enumerate")
 
@@ -85,8 +90,9 @@ class Prepared:
         self.blocked.clear()
         self.query_repairs = 0
 
-    def solver(self, kind: str, **target: float | None) -> PersistentHighs:
-        """The kind's persistent model, loaded with the SCREEN_KEEP choices of best bound under the target.
+    def solver(self, kind: str, **target: float | None) -> PersistentHighs | None:
+        """The kind's persistent model, loaded with the SCREEN_KEEP choices of best bound under the target (None when
+        no choice has a point meeting the target: the query is infeasible).
 
         Kept rows with coarse MoE chords are refined first, and the screening repeated, until every kept row is
         refined: refining only raises bounds, so the kept rows still contain the optimum.
@@ -95,7 +101,7 @@ class Prepared:
             t = self.tables
             rows, lo, hi, bound, ahead = self._screen(kind, target)
             keep = ahead[:SCREEN_KEEP]
-            keep = keep[np.isfinite(bound[keep])] if np.isfinite(bound[keep[0]]) else keep[:1]
+            keep = keep[bound[keep] <= bound[keep[0]] * HOPELESS] if np.isfinite(bound[keep[0]]) else keep[:1]
             refined = t.refined[rows]
             coarse = ahead[~refined[ahead] & np.isfinite(bound[ahead])] if not refined[keep].all() else keep[:0]
             if not len(coarse):
@@ -104,13 +110,24 @@ class Prepared:
         best = float(bound.min())
         self.best_bound = best if np.isfinite(best) and best > 0 else None
         self.rows = rows[keep]
+        if not np.isfinite(best):  # the bounds are exact: no choice has a point meeting the target
+            return None
         if kind not in self._solvers:
             model = build_model(t, kind, slots=SCREEN_KEEP)
             self._solvers[kind] = PersistentHighs(model, self.options.time_limit_s, self.options.mip_gap)
         solver = self._solvers[kind]
         solver.configure(self.options.time_limit_s, self.options.mip_gap)
-        load_choices(solver.model, t, self.rows, lo[keep], hi[keep])
-        solver.model.objective_scale.set_value(self.objective_scale)
+        m, (loose_usd, loose_time) = solver.model, self.loaded_limits()
+        scale = scales(t, self.rows, lo[keep], hi[keep])
+        if kind == FASTEST:
+            budget = target.get("max_usd_per_mtok") or loose_usd
+            m.budget_usd_per_mtok.set_value(budget)
+            # dollars near the budget: rows far cheaper get coefficients HiGHS drops (their budget cannot bind)
+            scale = replace(scale, usd=power_of_ten(np.array([budget])))
+        else:
+            m.max_time_per_token.set_value(target.get("max_time_per_token") or loose_time)
+        load_choices(m, t, self.rows, lo[keep], hi[keep], scale)
+        m.objective_scale.set_value(self.objective_scale * (scale.time if kind == FASTEST else scale.usd))
         return solver
 
     def _screen(self, kind: str, target: dict) -> tuple[np.ndarray, ...]:
@@ -153,7 +170,8 @@ class Prepared:
 
     @property
     def objective_scale(self) -> float:
-        """1 / the best choice bound: keeps the objective near 1 (both query kinds' bound is the optimum's value)."""
+        """1 / the best choice bound: the objective divided by it is near 1 (both query kinds' bound is the optimum's
+        value); the model's own ``objective_scale`` also undoes the loaded rows' units (formulation.Scales)."""
         return 1.0 if self.best_bound is None else 1.0 / self.best_bound
 
     def choice_row(self, c: int) -> int:
@@ -185,6 +203,21 @@ class Prepared:
     @property
     def max_time_per_token(self) -> float:
         return float(self._worst_tau().max() * 2.0 + 1.0)
+
+    def loaded_limits(self) -> tuple[float, float]:
+        """A budget and a time per token no loaded choice reaches: the inactive targets' values, near the loaded rows'
+        own figures (so their coefficients stay within a few decades of the rows' whatever the rest of the tables)."""
+        t, rows = self.tables, self.rows
+        tau = (t.pieces_a0[rows] + t.pieces_a1[rows] * t.batch_hi[rows, None]).max(axis=1)
+        fast = (t.pieces_a0[rows] + t.pieces_a1[rows] * t.batch_lo[rows, None]).max(axis=1)
+        cost = np.maximum(t.usd_per_mtok_coef[rows] * fast / t.batch_lo[rows], t.floors[rows])
+        most_usd, most_tau = float(cost.max()) * 2.0, float(tau.max()) * 2.0
+        return (most_usd if most_usd > 0 else 1.0), (most_tau if most_tau > 0 else 1.0)
+
+    def tau_at(self, row: int, batch: int) -> float:
+        """The tables' time per token of a row at a batch (the MIP's value there, in the tables' time unit)."""
+        t = self.tables
+        return float((t.pieces_a0[row] + t.pieces_a1[row] * batch).max())
 
     def _worst_tau(self) -> np.ndarray:
         """Each row's time per token at its largest batch, computed once per version of the tables."""
@@ -219,72 +252,13 @@ def prepare(question: Question, options: SolverOptions | None = None) -> Prepare
     """
     tables = _cached_tables(question, tables_module.MOE_CHORD_TOLERANCE)
     if len(tables) == 0:
-        raise _no_layout(question, tables)
+        raise no_layout(question, tables)
     return Prepared(question, tables, options or SolverOptions())
 
 
-EXCLUSION_HINTS = {
-    "memory": "the model does not fit in memory on {n}: "
-    "allow larger --tp-degrees/--pp-degrees, fewer weight or KV bits or a shorter --context",
-    "ttft": "{n} cannot meet the TTFT limit (the lowest TTFT any layout offered reaches is {ttft}): raise --ttft-ms",
-    "chunk": "{n} cannot prefill their prompts within the chunk budget at any batch: raise --chunk-tokens",
-    "demand": "{n} cannot meet that demand (one instance would out-serve it, or the replicas it needs exceed "
-    "--max-gpus or the cluster; {demand}): change --demand-tok-s/--demand-req-s or --max-gpus",
-    "topology": "{n} cannot be placed on the cluster: offer smaller degrees",
-    "gpu_limit": "{n} need more GPUs than --max-gpus allows: raise it",
-}
-
-
-def _no_layout(question: Question, tables: Tables) -> Infeasible:
-    """Why no layout survives: each reason with its count and the flag that would relax it, most frequent first."""
-    counts = sorted(((v, k) for k, v in tables.exclusions.items() if v), reverse=True)
-    if not counts:
-        return _empty_space(question)
-    ttft = f"{checks.figure(best_ttft_s(question) * 1e3)} ms" if tables.exclusions.get("ttft") else ""
-    demand = _demand_text(question) if tables.exclusions.get("demand") else ""
-    hints = "; ".join(
-        EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}", ttft=ttft, demand=demand) for v, k in counts
-    )
-    return Infeasible("no setup can serve this question", reason=counts[0][1], nearest=hints)
-
-
-def _empty_space(question: Question) -> Infeasible:
-    """No layout at all: most often a precision none of the accelerators has a FLOP rate for."""
-    unsupported = [
-        f"{g.name} has no FLOP rate for {b}-bit weights" for g in question.gpus for b in question.weight_bits
-        if not g.supports(b)
-    ]  # fmt: skip
-    if unsupported:
-        runs = "; ".join(f"{g.name} runs {', '.join(str(b) for b in sorted(g.flop_per_s_by_bits))}-bit" for g in
-                         question.gpus)  # fmt: skip
-        return Infeasible("no layout can run: " + "; ".join(unsupported), reason="space",
-                          nearest=f"{runs}: choose --weight-bits among those")  # fmt: skip
-    return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
-
-
-def _demand_text(question: Question) -> str:
-    """The demands this space can serve, in output tok/s (and requests/s for whole requests)."""
-    least, most, per_gpu = demand_range_tok_s(question)
-
-    def both(tok_s: float) -> str:
-        if question.workload is None:
-            return f"{checks.figure(tok_s)} tok/s"
-        return f"{checks.figure(tok_s)} output tok/s = {checks.figure(tok_s / question.workload.mean_osl)} req/s"
-
-    low = f"at least {both(least)} fills one instance; " if np.isfinite(least) else ""
-    text = f"{low}at most {both(most)} fits the GPUs" if most > 0 else f"{low}no setup fits the GPUs"
-    available, demand = gpus_available(question), question.demand_tok_s or 0.0
-    needed = math.ceil(demand / per_gpu - 1e-9) if per_gpu > 0 else 0
-    if available and needed > available:
-        text = (
-            f"{text}; the demand of {both(demand)} needs at least {needed} GPUs (at the best "
-            f"{checks.figure(per_gpu)} tok/s per GPU any setup reaches), and there are {available}"
-        )
-    return text
-
-
 def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float]:
-    """The picked choice, its setup and the MIP's own time per token (in the tables' time unit)."""
+    """The picked choice, its setup and the tables' time per token there (the MIP's value without HiGHS's
+    tolerances, in the tables' time unit)."""
     t = prep.tables
     picks = np.array([pyo.value(model.pick[c]) for c in model.C])
     local = int(np.argmax(picks))
@@ -292,7 +266,7 @@ def _decode(prep: Prepared, model: pyo.ConcreteModel) -> tuple[int, Setup, float
     batch = int(round(pyo.value(model.batch[local])))
     option = -1 if t.option_of is None else int(t.option_of[c])
     setup = setup_of(prep.question, t.layouts, int(t.layout_of[c]), batch, t.options, option)
-    return c, setup, float(pyo.value(model.tau[local]))
+    return c, setup, prep.tau_at(c, batch)
 
 
 def _cost_numerator(t: Tables, c: int, tau: float, batch: int) -> float:
@@ -301,10 +275,12 @@ def _cost_numerator(t: Tables, c: int, tau: float, batch: int) -> float:
 
 
 def _exact(prep: Prepared, c: int, setup: Setup, tau: float, report: SolveReport) -> Answer | None:
-    """The re-evaluated answer if the MIP's figure is exact at this point; otherwise split there and return None."""
+    """The re-evaluated answer if the MIP's figure is exact at this point (always where the row is that one batch:
+    its coefficients are the evaluator's there); otherwise split there and return None."""
     answer = reevaluate(prep.question, setup, "mip", report)
     exact = answer.figures["time_per_token_s"] / prep.tables.time_unit_s
-    if exact <= tau * (1.0 + EXACT_RTOL) + 1e-12:
+    t = prep.tables
+    if exact <= tau * (1.0 + EXACT_RTOL) or t.batch_lo[c] == t.batch_hi[c]:
         return answer
     prep.split(c, setup.batch)
     return None
@@ -324,8 +300,8 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
         max_usd_per_mtok = None  # no setup costs that much: the budget binds nothing (and would scale the MIP badly)
     while True:
         solver = prep.solver(FASTEST, max_usd_per_mtok=max_usd_per_mtok)
-        budget = prep.max_cost_usd_per_mtok if max_usd_per_mtok is None else max_usd_per_mtok
-        solver.model.budget_usd_per_mtok.set_value(budget)
+        if solver is None:
+            return None
         report = solver.solve()
         if not report.has_solution:
             _no_solution(report)
@@ -334,7 +310,7 @@ def solve_fastest(prep: Prepared, max_usd_per_mtok: float | None) -> Answer | No
         answer = _exact(prep, c, setup, tau, report)
         if answer is None:
             continue
-        if max_usd_per_mtok is not None and answer.usd_per_mtok > max_usd_per_mtok * (1 + TARGET_RTOL):
+        if max_usd_per_mtok is not None and not within_budget(answer.usd_per_mtok, max_usd_per_mtok):
             prep.reject(c, setup.batch)
             continue
         answer = _cheapest_of_equals(prep, c, answer, report)
@@ -371,8 +347,9 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
     while True:
         max_time = None if min_tok_s is None else 1.0 / (min_tok_s * prep.tables.time_unit_s)
         solver = prep.solver(CHEAPEST, max_time_per_token=max_time)
+        if solver is None:
+            return None
         m = solver.model
-        m.max_time_per_token.set_value(prep.max_time_per_token if max_time is None else max_time)
         lam: float | None = prep.best_bound
         for _ in range(MAX_DINKELBACH_STEPS):
             m.dinkelbach_lambda.set_value(0.0 if lam is None else lam)
@@ -383,18 +360,33 @@ def solve_cheapest(prep: Prepared, min_tok_s: float | None) -> Answer | None:
             c, setup, tau = _decode(prep, m)
             numerator = _cost_numerator(prep.tables, c, tau, setup.batch)
             denominator = float(setup.batch)
-            if lam is not None and numerator - lam * denominator >= -1e-9 * max(numerator, 1e-12):
+            if lam is not None and numerator - lam * denominator >= -1e-9 * numerator:
                 break
             lam = numerator / denominator
         answer = _exact(prep, c, setup, tau, report)
         if answer is None:
             continue
-        if min_tok_s is not None and answer.tok_s_per_request < min_tok_s * (1 - TARGET_RTOL):
+        if min_tok_s is not None and not meets_speed(answer.tok_s_per_request, min_tok_s):
             prep.reject(c, setup.batch)
             continue
         bound = max(0.0, prep.best_bound or 0.0, _ratio_bound(lam, report, prep.objective_scale))
+        answer = _fastest_of_equals(prep, answer)
         gap = max(0.0, (answer.usd_per_mtok - bound) / answer.usd_per_mtok)
         return replace(answer, report=replace(report, mip_gap=gap), bounds={"bound_usd_per_mtok": bound})
+
+
+def _fastest_of_equals(prep: Prepared, answer: Answer) -> Answer:
+    """The fastest setup costing within the budget tolerance of the cheapest answer (the oracle's tie rule, see
+    enumerate.best_point): a second, fastest query at the answer's cost. It is at least as fast as the answer, so
+    it meets the same speed target."""
+    prep.start_query()
+    bound = prep._screen(FASTEST, {"max_usd_per_mtok": answer.usd_per_mtok})[3]
+    if bound.min() * prep.tables.time_unit_s >= answer.figures["time_per_token_s"] * (1 - TIE_RTOL):
+        return answer  # the bounds are optimistic: no setup within that budget is faster (the usual case, no solve)
+    faster = solve_fastest(prep, answer.usd_per_mtok)
+    if faster is None or faster.tok_s_per_request <= answer.tok_s_per_request:
+        return answer
+    return replace(faster, report=answer.report)
 
 
 def _ratio_bound(lam: float | None, report: SolveReport, scale: float) -> float:
@@ -535,7 +527,7 @@ def _checked(
         raise _unreachable(question, kind, goal, nearest())
     if kind == FASTEST and tpot_speed is not None:
         first = answers[0]
-        if first.tok_s_per_request < tpot_speed * (1 - TARGET_RTOL):
+        if not meets_speed(first.tok_s_per_request, tpot_speed):
             within = "at any price" if target is None else f"within ${checks.figure(target)}/Mtok"
             raise Infeasible(
                 f"no setup {within} meets TPOT <= {checks.figure(question.max_tpot_s * 1e3)} ms",
@@ -543,7 +535,7 @@ def _checked(
                 nearest=f"the fastest {within} has TPOT {checks.figure(1e3 / first.tok_s_per_request)} ms at "
                 f"${checks.figure(first.usd_per_mtok)}/Mtok",
             )
-        answers = [a for a in answers if a.tok_s_per_request >= tpot_speed * (1 - TARGET_RTOL)]
+        answers = [a for a in answers if meets_speed(a.tok_s_per_request, tpot_speed)]
     return answers
 
 

@@ -35,8 +35,25 @@ DEFAULT_MAX_BATCH = 4096
 DEFAULT_CONTEXT = 8000
 DEFAULT_ACCEPTANCE = 0.8
 TARGET_RTOL = 1e-9
-"""Relative slack on a target, so a setup exactly at the target is not lost to rounding; the MIP and the oracle both
-accept a setup within it (and the answer is checked again on the exact figures)."""
+"""Relative slack on a target, so a setup exactly at the target is not lost to rounding. Whether a setup meets a
+target is decided by ``within_budget`` and ``meets_speed`` on its exact figures, the same test in the MIP and the
+oracle (the MIP's own bounds are looser, ``SCREEN_RTOL``, and never decide)."""
+SCREEN_RTOL = 1e-12
+"""Extra slack of the MIP's target-tightened batch ranges beyond TARGET_RTOL: the tables' coefficients round
+differently from the evaluator, so a setup exactly at the target must stay inside the MIP; the exact test then
+accepts or rejects it."""
+
+
+def within_budget(usd_per_mtok, max_usd_per_mtok: float):
+    """Whether a cost meets a budget: the one test both methods apply to exact figures (elementwise on arrays)."""
+    return usd_per_mtok <= max_usd_per_mtok * (1 + TARGET_RTOL)
+
+
+def meets_speed(tok_s_per_request, min_tok_s: float):
+    """Whether a speed meets a target: the one test both methods apply to exact figures (elementwise on arrays)."""
+    return tok_s_per_request >= min_tok_s * (1 - TARGET_RTOL)
+
+
 MAX_GAMMA = 64
 """Longest draft (gamma) offered or evaluated."""
 MOE_EP_DEGREES = (8, 16, 32, 64)
