@@ -1,16 +1,18 @@
-"""Serving at load: arrivals and a queueing model of the prefill path giving TTFT percentiles (docs/physics/queueing.md).
+"""Serving at load: arrivals and a queueing model of the prefill path for TTFT percentiles (docs/physics/queueing.md).
 
 The evaluator's figures are service times of an instance at steady state; this module adds the time a request waits
 for the prefill path under random arrivals. Arrivals are a renewal process of a rate and a squared coefficient of
 variation of the inter-arrival times, c_a^2 (1 = Poisson; > 1 bursty, gamma-distributed gaps). The prefill path is a
-G/G/c queue: Allen-Cunneen's mean wait (the M/M/c Erlang C wait scaled by (c_a^2 + c_s^2) / 2; Kingman's formula for
-c = 1) with an exponential tail, P(W > t) = P(wait) exp(-t P(wait) / W_q). TTFT = wait + service (+ KV transfer).
+G/G/c queue: an arrival waits with Erlang C's probability, and then an exponential time whose rate is the tail decay
+of Lundberg's equation (exact for M/M/c); Allen-Cunneen's mean wait (Kingman's for c = 1) is reported beside it.
+TTFT = wait + service (+ KV transfer).
 
 - disaggregated: c = x prefill instances at prefill batch 1, service time ``prefill_step`` of one prompt;
 - aggregated with chunked prefill: one instance whose steps carry up to ``chunk`` prompt tokens beside the decoding
   sequences; a prompt's work is its share I / chunk of a step carrying a full chunk, its own time once it is at the
   head of the queue its chunk schedule (``ttft_aggregated_s``), both at the mean decode batch found by Little's law;
-  a request arriving while the instance decodes waits for the step under way (M/G/1 with vacations: half a step).
+  an arrival waits for the step under way (M/G/1 with vacations: half a mean step) and a prompt that queued ends
+  with the step holding its last piece (half a full step more).
 
 Pure numpy/math; every step time comes from ``requests`` (built on ``evaluator.step``).
 """
