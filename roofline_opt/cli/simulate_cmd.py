@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     out["evaluator_tpot_s"] = float(np.asarray(static["tpot_s"]).item())
     out["fits_in_memory"] = bool(np.asarray(static["fits_in_memory"]).item())
     if args.json:
-        print(report.to_json(out))
+        print(report.to_json_object(out))
     else:
         import pandas as pd
 
