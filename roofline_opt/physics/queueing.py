@@ -3,8 +3,8 @@
 The evaluator's figures are service times of an instance at steady state; this module adds the time a request waits
 for the prefill path under random arrivals. Arrivals are a renewal process of a rate and a squared coefficient of
 variation of the inter-arrival times, c_a^2 (1 = Poisson; > 1 bursty, gamma-distributed gaps). The prefill path is a
-G/G/c queue: an arrival waits with Erlang C's probability, and then an exponential time whose rate is the tail decay
-of Lundberg's equation (exact for M/M/c); Allen-Cunneen's mean wait (Kingman's for c = 1) is reported beside it.
+G/G/c queue: its wait has an exponential tail, P(W > t) = P(wait) exp(-eta t), eta the decay rate of Lundberg's
+equation (exact for M/M/c), P(wait) such that the mean is Allen-Cunneen's mean wait (Kingman's for c = 1).
 TTFT = wait + service (+ KV transfer).
 
 - disaggregated: c = x prefill instances at prefill batch 1, service time ``prefill_step`` of one prompt;
@@ -129,13 +129,13 @@ def response_percentiles(
 
 
 def _wait_tail(servers: int, weights, service_s, arrivals: Arrivals) -> tuple[float, float, float]:
-    """(probability of waiting, tail decay per s, mean wait s) of the G/G/c prefill queue: Allen-Cunneen's mean
-    wait and Erlang C's probability of waiting (both of M/M/c, the mean scaled by (c_a^2 + c_s^2) / 2) and the tail's
-    decay rate from Lundberg's equation."""
+    """(probability of waiting, tail decay per s, mean wait s) of the G/G/c prefill queue: the tail's decay rate from
+    Lundberg's equation, Allen-Cunneen's mean wait (Erlang C's M/M/c wait scaled by (c_a^2 + c_s^2) / 2), and the
+    probability of waiting that gives the exponential tail that mean."""
     mean = float(np.asarray(weights) @ np.asarray(service_s)) / float(np.sum(weights))
-    p_c, wait = gg_wait(servers, arrivals.rate_per_s, mean, arrivals.scv, _scv(weights, service_s))
+    _, wait = gg_wait(servers, arrivals.rate_per_s, mean, arrivals.scv, _scv(weights, service_s))
     decay = tail_decay_per_s(servers, weights, service_s, arrivals)
-    return p_c, decay, wait
+    return min(1.0, wait * decay), decay, wait
 
 
 def _scv(weights, values) -> float:

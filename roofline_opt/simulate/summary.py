@@ -12,7 +12,7 @@ def figures(served: Served, percentiles=PERCENTILES) -> dict[str, float]:
     """One flat dict: ttft_p50_s.., tpot_p50_s.., prefill_utilisation (busy share of the prefill path),
     decode_utilisation (mean sequences decoding over slots), requests_per_s and output tok/s over the run."""
     span = float(served.finish_s.max() - served.arrival_s.min())
-    out: dict[str, float] = {"requests": float(len(served.arrival_s)), "span_s": span}
+    out: dict[str, float] = {"requests": len(served.arrival_s), "span_s": span}
     for name, values in (("ttft", served.ttft_s), ("tpot", served.tpot_s)):
         for p, v in zip(percentiles, np.percentile(values, percentiles), strict=True):
             out[f"{name}_p{p:g}_s"] = float(v)
