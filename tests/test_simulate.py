@@ -69,6 +69,20 @@ def test_gamma_gaps_have_the_asked_mean_and_squared_coefficient_of_variation():
     assert gaps.var() / gaps.mean() ** 2 == pytest.approx(3.0, rel=0.03)
 
 
+def test_evenly_spaced_arrivals_below_one_service_time_apart_never_wait():
+    """D/D/1 at utilisation 0.8: nobody waits, in the simulator and in the model."""
+    service = float(rq.prefill_step(LLAMA8, H100, DEFAULT, 16, PREFILL, 1.0, 2000).step_time_s)
+    process = qm.Arrivals(0.8 / service, 0.0)
+    reqs = arrivals.draw(process, rq.Workload.single(2000, 2), 200, 0)
+    served = _disagg(reqs, 1)
+    no_load = _disagg(arrivals.Requests(np.arange(3) * 60.0, np.full(3, 2000), np.full(3, 2)), 1).ttft_s[0]
+    assert served.ttft_s == pytest.approx(no_load, rel=1e-9)
+    model = qm.disaggregated_ttft(
+        LLAMA8, DEFAULT, 16, rq.Workload.single(2000, 2), (H100, PREFILL, 1), (H100, _layout(2001.0)), process
+    )
+    assert model["ttft_s"] == pytest.approx(no_load, rel=1e-6)
+
+
 def test_an_unstable_prefill_queue_has_no_finite_percentile():
     service = float(rq.prefill_step(LLAMA8, H100, DEFAULT, 16, PREFILL, 1.0, 2000).step_time_s)
     out = qm.disaggregated_ttft(
@@ -232,7 +246,7 @@ def test_simulate_serves_a_trace(tmp_path, capsys):
     ("extra", "field"),
     [
         (["--isl", "1000", "--osl", "20"], "--rate-req-s"),
-        (["--isl", "1000", "--osl", "20", "--rate-req-s", "5", "--burstiness", "0"], "--burstiness"),
+        (["--isl", "1000", "--osl", "20", "--rate-req-s", "5", "--burstiness", "-1"], "--burstiness"),
         (["--isl", "1000", "--osl", "20", "--rate-req-s", "5", "--requests", "1"], "--requests"),
         (["--trace", "missing.csv"], "--trace"),
     ],

@@ -91,7 +91,8 @@ def _requests(args: argparse.Namespace):
         if value is None:
             raise InvalidInput(flag, "is required (or give --trace FILE)")
     rate = checks.positive_float("--rate-req-s", args.rate_req_s, maximum=1e6)
-    scv = checks.positive_float("--burstiness", 1.0 if args.burstiness is None else args.burstiness, maximum=100.0)
+    burst = 1.0 if args.burstiness is None else args.burstiness
+    scv = checks.positive_float("--burstiness", burst, allow_zero=True, maximum=100.0)
     n = checks.positive_int(
         "--requests",
         DEFAULT_REQUESTS if args.requests is None else args.requests,
@@ -211,7 +212,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--burstiness",
         help="squared coefficient of variation of the gaps between arrivals, c_a^2: 1 is "
-        "Poisson, above 1 bursty (gamma-distributed gaps) (default 1)",
+        "Poisson, above 1 bursty (gamma-distributed gaps), 0 evenly spaced (default 1)",
     )
     p.add_argument("--trace", metavar="FILE.csv", help="arrivals and lengths: a CSV of arrival_s, isl, osl per request")
     p.add_argument("--requests", help=f"requests drawn (default {DEFAULT_REQUESTS})")

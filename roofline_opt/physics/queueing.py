@@ -35,7 +35,7 @@ PERCENTILES = (50.0, 90.0, 99.0)
 @dataclass(frozen=True)
 class Arrivals:
     """A renewal arrival process: ``rate_per_s`` requests/s, gaps with squared coefficient of variation ``scv``
-    (1 = Poisson, exponential gaps; otherwise gamma-distributed gaps of shape 1 / scv)."""
+    (1 = Poisson, exponential gaps; 0 = evenly spaced; otherwise gamma-distributed gaps of shape 1 / scv)."""
 
     rate_per_s: float
     scv: float = 1.0
@@ -43,6 +43,8 @@ class Arrivals:
     def gaps_s(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` inter-arrival times in seconds."""
         mean = 1.0 / self.rate_per_s
+        if self.scv == 0.0:
+            return np.full(n, mean)
         if self.scv == 1.0:
             return rng.exponential(mean, n)
         return rng.gamma(1.0 / self.scv, mean * self.scv, n)
@@ -84,10 +86,11 @@ def tail_decay_per_s(servers: int, weights, service_s, arrivals: Arrivals) -> fl
     (exact for M/M/c: eta = c mu - lambda); inf without waiting, 0 when unstable."""
     w = np.asarray(weights, dtype=float) / np.sum(weights)
     s = np.asarray(service_s, dtype=float) / servers
-    shape, scale = 1.0 / arrivals.scv, arrivals.scv / arrivals.rate_per_s
+    scv, mean_gap = arrivals.scv, 1.0 / arrivals.rate_per_s
 
     def g(eta: float) -> float:
-        return float(np.log(w @ np.exp(np.minimum(eta * s, 700.0)))) - shape * math.log1p(eta * scale)
+        gaps = eta * mean_gap if scv == 0.0 else math.log1p(eta * scv * mean_gap) / scv
+        return float(np.log(w @ np.exp(np.minimum(eta * s, 700.0)))) - gaps
 
     if float(w @ s) * arrivals.rate_per_s >= 1.0:
         return 0.0
@@ -118,6 +121,8 @@ def response_percentiles(
 
         def exceed(t: float) -> float:
             gap = t - s
+            if p_wait == 0.0:
+                return float(w @ (gap < 0))
             return float(w @ np.where(gap < 0, 1.0, p_wait * np.exp(-np.maximum(gap - shift_s, 0.0) * decay_per_s)))
 
         lo, hi = float(s.min()), float(s.max()) + shift_s + (50.0 / decay_per_s if math.isfinite(decay_per_s) else 0.0)
@@ -135,6 +140,8 @@ def _wait_tail(servers: int, weights, service_s, arrivals: Arrivals) -> tuple[fl
     mean = float(np.asarray(weights) @ np.asarray(service_s)) / float(np.sum(weights))
     _, wait = gg_wait(servers, arrivals.rate_per_s, mean, arrivals.scv, _scv(weights, service_s))
     decay = tail_decay_per_s(servers, weights, service_s, arrivals)
+    if wait == 0.0 or math.isinf(decay):
+        return 0.0, math.inf, 0.0
     return min(1.0, wait * decay), decay, wait
 
 

@@ -212,10 +212,17 @@ def disaggregated(
     p_gpu, p_layout, p_batch, x = prefill
     d_gpu, d_layout, d_batch, y = decode
     prefilled, busy = prefill_pool(physics, p_gpu, p_layout, x, p_batch, reqs)
-    same = bool(rq.shares_domain(p_gpu, d_gpu, p_layout.n_gpus, d_layout.n_gpus))
-    link = rq.kv_link_bytes_per_s(p_gpu, d_gpu, same)
-    hop = p_gpu.intra_hop_latency_s if same else max(p_gpu.inter_hop_latency_s, d_gpu.inter_hop_latency_s)
-    transfer = {int(i): float(rq.kv_transfer_s(physics.model, p_layout, int(i), link, hop)) for i in set(reqs.isl)}
+    transfer = {}
+    for i in set(reqs.isl.tolist()):
+        fig = rq.disaggregated_figures(
+            physics.model,
+            physics.preset,
+            physics.weight_bits,
+            rq.Workload.single(i, 1),
+            (p_gpu, p_layout, 1.0, 1),
+            (d_gpu, d_layout, 1.0, 1),
+        )
+        transfer[i] = float(fig["ttft_s"] - fig["prefill_step_s"])  # the KV transfer as the evaluator prices it
     ready = prefilled + np.array([transfer[int(i)] for i in reqs.isl])
     args = (physics.model, d_gpu, physics.preset, physics.weight_bits, d_layout)
     step_s = rq.tpot_step(*args, np.arange(1.0, d_batch + 1.0), None, 0.0, 0.0).step_time_s
