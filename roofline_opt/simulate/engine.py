@@ -13,6 +13,7 @@ evaluator's accounting. Each request's TPOT = (last token - first token) / O.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -65,11 +66,18 @@ class _MixedSteps:
         self._args = (physics.model, gpu, physics.preset, physics.weight_bits, layout)
         self._d = np.arange(1.0, slots + 1.0)
         self._rows: dict[int, ev.StepFigures] = {}
+        self._memo: dict[tuple[int, int, float, float], float] = {}
         base = queueing.mixed_step(*self._args, 1.0, 0.0, 0.0, 0.0)
         self._per_attention_s = float(queueing.mixed_step(*self._args, 1.0, 0.0, 1.0, 0.0).compute_s - base.compute_s)
         self._per_kv_s = float(queueing.mixed_step(*self._args, 1.0, 0.0, 0.0, 1.0).memory_s - base.memory_s)
 
     def time_s(self, decode: int, tokens: int, attention: float, kv_tokens: float) -> float:
+        key = (decode, tokens, attention, kv_tokens)
+        if key not in self._memo:
+            self._memo[key] = self._time_s(*key)
+        return self._memo[key]
+
+    def _time_s(self, decode: int, tokens: int, attention: float, kv_tokens: float) -> float:
         row = self._rows.get(tokens)
         if row is None:
             row = self._rows[tokens] = queueing.mixed_step(*self._args, self._d, float(tokens), 0.0, 0.0)
@@ -92,17 +100,17 @@ def aggregated(
     """Serve ``reqs`` on one aggregated instance of ``batch`` slots with chunked prefill."""
     steps = _MixedSteps(physics, gpu, layout, batch)
     n = len(reqs)
-    first, finish = np.full(n, np.nan), np.full(n, np.nan)
-    done_tokens = np.zeros(n, dtype=int)
-    left = reqs.osl.astype(int).copy()
+    # plain lists: the loop below runs once per step, numpy scalars would dominate it
+    arrival, isl, left = reqs.arrival_s.tolist(), reqs.isl.tolist(), reqs.osl.tolist()
+    first, finish, done_tokens = [math.nan] * n, [math.nan] * n, [0] * n
     waiting: deque[int] = deque()
     prefilling: deque[int] = deque()
     decoding: list[int] = []
     t, nxt, prompt_busy, batch_time = 0.0, 0, 0.0, 0.0
     while nxt < n or waiting or prefilling or decoding:
         if not (waiting or prefilling or decoding):
-            t = max(t, reqs.arrival_s[nxt])
-        while nxt < n and reqs.arrival_s[nxt] <= t:
+            t = max(t, arrival[nxt])
+        while nxt < n and arrival[nxt] <= t:
             waiting.append(nxt)
             nxt += 1
         while waiting and len(prefilling) + len(decoding) < batch:
@@ -112,7 +120,7 @@ def aggregated(
             if budget == 0:
                 break
             start = done_tokens[r]
-            q = min(budget, int(reqs.isl[r]) - start)
+            q = min(budget, isl[r] - start)
             pieces.append((r, q))
             budget -= q
             tokens += q
@@ -132,11 +140,11 @@ def aggregated(
         decoding = still
         for r, q in pieces:
             done_tokens[r] += q
-            if done_tokens[r] == reqs.isl[r]:
+            if done_tokens[r] == isl[r]:
                 prefilling.remove(r)
                 first[r] = t
                 decoding.append(r)
-    return Served(reqs.arrival_s, first, finish, reqs.osl, prompt_busy, 1, batch_time, batch)
+    return Served(reqs.arrival_s, np.array(first), np.array(finish), reqs.osl, prompt_busy, 1, batch_time, batch)
 
 
 def prefill_pool(
@@ -174,20 +182,19 @@ def decode_instance(step_s: np.ndarray, ready_s: np.ndarray, osl: np.ndarray, sl
     """Finish times of requests joining one decode instance at ``ready_s`` (sorted), ``step_s[d - 1]`` the step of d
     sequences; and the sum over steps of step time x sequences (for the mean batch)."""
     n = len(ready_s)
-    finish = np.empty(n)
-    left = osl.astype(int).copy()
+    ready, left, steps, finish = ready_s.tolist(), osl.tolist(), np.asarray(step_s).tolist(), [0.0] * n
     waiting: deque[int] = deque()
     active: list[int] = []
     t, nxt, batch_time = 0.0, 0, 0.0
     while nxt < n or waiting or active:
         if not (waiting or active):
-            t = max(t, ready_s[nxt])
-        while nxt < n and ready_s[nxt] <= t:
+            t = max(t, ready[nxt])
+        while nxt < n and ready[nxt] <= t:
             waiting.append(nxt)
             nxt += 1
         while waiting and len(active) < slots:
             active.append(waiting.popleft())
-        tau = float(step_s[len(active) - 1])
+        tau = steps[len(active) - 1]
         t += tau
         batch_time += tau * len(active)
         still = []
@@ -198,7 +205,7 @@ def decode_instance(step_s: np.ndarray, ready_s: np.ndarray, osl: np.ndarray, sl
             else:
                 still.append(r)
         active = still
-    return finish, batch_time
+    return np.array(finish), batch_time
 
 
 def disaggregated(
