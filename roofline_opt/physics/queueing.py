@@ -138,6 +138,8 @@ def _wait_tail(servers: int, weights, service_s, arrivals: Arrivals) -> tuple[fl
     Lundberg's equation, Allen-Cunneen's mean wait (Erlang C's M/M/c wait scaled by (c_a^2 + c_s^2) / 2), and the
     probability of waiting that gives the exponential tail that mean."""
     mean = float(np.asarray(weights) @ np.asarray(service_s)) / float(np.sum(weights))
+    if mean == 0.0:
+        return 0.0, math.inf, 0.0
     _, wait = gg_wait(servers, arrivals.rate_per_s, mean, arrivals.scv, _scv(weights, service_s))
     decay = tail_decay_per_s(servers, weights, service_s, arrivals)
     if wait == 0.0 or math.isinf(decay):
