@@ -22,6 +22,7 @@ LAYERS = {
     "api": 5,
     "fidelity": 6,
     "study": 6,
+    "simulate": 3,
     "cli": 7,
 }
 """Rank of each unit: a module may import its own unit and units of a lower rank, never a peer or a higher rank."""

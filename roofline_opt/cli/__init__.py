@@ -57,6 +57,8 @@ commands, one example each (every flag's default is in `roofline-opt COMMAND --h
   calibrate   fit efficiencies        roofline-opt calibrate --measured examples/measured_points.csv --gpu h100-sxm
   reproduce   the paper's figures     roofline-opt reproduce --only llama-3-70b --out reproduce
   sensitivity assumptions moved       roofline-opt sensitivity --model llama-3-70b --gpu h100-sxm --out sens
+  simulate    serving at load         roofline-opt simulate --model llama-3-8b --gpu h100-sxm --tp 1 --pp 1 --batch 64
+                                        --isl 2000 --osl 200 --rate-req-s 4
 
 Every figure assumes decoding with 8000 tokens already in each sequence's KV cache (--context) unless told.
 Query commands take --question FILE.yaml (any of their flags) and --save-dir DIR (a folder to repeat the run from).
@@ -118,6 +120,7 @@ COMMANDS = {
     "reproduce": ("fidelity_cmds", "the paper's headline comparisons with our integer frontiers"),
     "sensitivity": ("fidelity_cmds", "how the optimum moves when contested assumptions move"),
     "study": ("study_cmd", "answer every question of a study file (a grid or a list) on Dask, into one Parquet file"),
+    "simulate": ("simulate_cmd", "serve arrivals or a trace on one setup step by step: TTFT/TPOT percentiles at load"),
 }
 """Every command, in the order ``--help`` lists them: the module of this package that registers it (its
 ``add_parsers`` adds the module's commands, each with the help given here) and its one-line help."""

@@ -1,0 +1,243 @@
+"""Continuous batching step by step: every step's time is the evaluator's step for the tokens in it.
+
+Aggregated (one instance, ``batch`` slots, a budget of ``chunk_tokens`` prompt tokens per step): each step carries
+one token of every decoding sequence plus prompt pieces taken first come, first served within the budget (several
+prompts may share a step, a long prompt spans several); a request holds a slot from its first prefilled piece to its
+last output token; arrivals during a step join the next one. Disaggregated: x prefill instances take up to
+``prefill_batch`` waiting prompts per step (priced as that many prompts of the longest of them); the KV cache then
+moves to decode instance (request number mod y), which steps its decoding sequences like the aggregated instance
+without prompts. The first token comes with the end of prefill (plus the KV transfer), then O decode steps: the
+evaluator's accounting. Each request's TPOT = (last token - first token) / O.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import queueing
+from roofline_opt.physics import requests as rq
+from roofline_opt.physics.specs import GpuSpec, ModelSpec, Preset
+from roofline_opt.simulate.arrivals import Requests
+
+
+@dataclass(frozen=True)
+class Physics:
+    """What every step time needs: model, preset and weight bits."""
+
+    model: ModelSpec
+    preset: Preset
+    weight_bits: int
+
+
+@dataclass(frozen=True)
+class Served:
+    """Per-request times (seconds; first_token_s and finish_s are absolute) and the busy time of each pool."""
+
+    arrival_s: np.ndarray
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    osl: np.ndarray
+    prefill_busy_s: float
+    prefill_servers: int
+    decode_batch_time_s: float
+    decode_slots: int
+
+    @property
+    def ttft_s(self) -> np.ndarray:
+        return self.first_token_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> np.ndarray:
+        return (self.finish_s - self.first_token_s) / self.osl
+
+
+class _MixedSteps:
+    """Step time of ``d`` decoding sequences plus prompt pieces, from ``queueing.mixed_step``: rows over d = 1..slots
+    cached per prompt-token count; attention and KV tokens enter the step's compute and memory seconds linearly, as
+    in the evaluator, so their per-unit seconds are measured once."""
+
+    def __init__(self, physics: Physics, gpu: GpuSpec, layout: ev.Layout, slots: int) -> None:
+        self._args = (physics.model, gpu, physics.preset, physics.weight_bits, layout)
+        self._d = np.arange(1.0, slots + 1.0)
+        self._rows: dict[int, ev.StepFigures] = {}
+        self._memo: dict[tuple[int, int, float, float], float] = {}
+        base = queueing.mixed_step(*self._args, 1.0, 0.0, 0.0, 0.0)
+        self._per_attention_s = float(queueing.mixed_step(*self._args, 1.0, 0.0, 1.0, 0.0).compute_s - base.compute_s)
+        self._per_kv_s = float(queueing.mixed_step(*self._args, 1.0, 0.0, 0.0, 1.0).memory_s - base.memory_s)
+
+    def time_s(self, decode: int, tokens: int, attention: float, kv_tokens: float) -> float:
+        key = (decode, tokens, attention, kv_tokens)
+        if key not in self._memo:
+            self._memo[key] = self._time_s(*key)
+        return self._memo[key]
+
+    def _time_s(self, decode: int, tokens: int, attention: float, kv_tokens: float) -> float:
+        row = self._rows.get(tokens)
+        if row is None:
+            row = self._rows[tokens] = queueing.mixed_step(*self._args, self._d, float(tokens), 0.0, 0.0)
+        i = max(decode, 1) - 1
+        overlapped = np.broadcast_to(row.overlapped_network_s, self._d.shape)[i]
+        return float(
+            ev.StepFigures(
+                row.kernel_launch_s[i],
+                row.network_s[i],
+                row.memory_s[i] + kv_tokens * self._per_kv_s,
+                row.compute_s[i] + attention * self._per_attention_s,
+                overlapped,
+            ).step_time_s
+        )
+
+
+def aggregated(
+    physics: Physics, gpu: GpuSpec, layout: ev.Layout, batch: int, chunk_tokens: int, reqs: Requests
+) -> Served:
+    """Serve ``reqs`` on one aggregated instance of ``batch`` slots with chunked prefill."""
+    steps = _MixedSteps(physics, gpu, layout, batch)
+    n = len(reqs)
+    # plain lists: the loop below runs once per step, numpy scalars would dominate it
+    arrival, isl, left = reqs.arrival_s.tolist(), reqs.isl.tolist(), reqs.osl.tolist()
+    first, finish, done_tokens = [math.nan] * n, [math.nan] * n, [0] * n
+    waiting: deque[int] = deque()
+    prefilling: deque[int] = deque()
+    decoding: list[int] = []
+    t, nxt, prompt_busy, batch_time = 0.0, 0, 0.0, 0.0
+    while nxt < n or waiting or prefilling or decoding:
+        if not (waiting or prefilling or decoding):
+            t = max(t, arrival[nxt])
+        while nxt < n and arrival[nxt] <= t:
+            waiting.append(nxt)
+            nxt += 1
+        while waiting and len(prefilling) + len(decoding) < batch:
+            prefilling.append(waiting.popleft())
+        budget, tokens, attention, kv, pieces = chunk_tokens, 0, 0.0, 0.0, []
+        for r in prefilling:
+            if budget == 0:
+                break
+            start = done_tokens[r]
+            q = min(budget, isl[r] - start)
+            pieces.append((r, q))
+            budget -= q
+            tokens += q
+            attention += q * start + q * (q - 1) / 2.0
+            kv += q + start
+        tau = steps.time_s(len(decoding), tokens, attention, kv)
+        t += tau
+        prompt_busy += tau * tokens / chunk_tokens
+        batch_time += tau * len(decoding)
+        still = []
+        for r in decoding:
+            left[r] -= 1
+            if left[r] == 0:
+                finish[r] = t
+            else:
+                still.append(r)
+        decoding = still
+        for r, q in pieces:
+            done_tokens[r] += q
+            if done_tokens[r] == isl[r]:
+                prefilling.remove(r)
+                first[r] = t
+                decoding.append(r)
+    return Served(reqs.arrival_s, np.array(first), np.array(finish), reqs.osl, prompt_busy, 1, batch_time, batch)
+
+
+def prefill_pool(
+    physics: Physics, gpu: GpuSpec, layout: ev.Layout, instances: int, batch: int, reqs: Requests
+) -> tuple[np.ndarray, float]:
+    """End of each request's prefill on ``instances`` prefill instances (first come, first served) and their busy
+    seconds."""
+    cache: dict[tuple[int, int], float] = {}
+
+    def step_s(k: int, isl: int) -> float:
+        if (k, isl) not in cache:
+            s = rq.prefill_step(physics.model, gpu, physics.preset, physics.weight_bits, layout, float(k), isl)
+            cache[k, isl] = float(s.step_time_s)
+        return cache[k, isl]
+
+    n = len(reqs)
+    end = np.empty(n)
+    free = [(0.0, j) for j in range(instances)]
+    i, busy = 0, 0.0
+    while i < n:
+        at, j = heapq.heappop(free)
+        start = max(at, reqs.arrival_s[i])
+        k = 1
+        while k < batch and i + k < n and reqs.arrival_s[i + k] <= start:
+            k += 1
+        tau = step_s(k, int(reqs.isl[i : i + k].max()))
+        end[i : i + k] = start + tau
+        busy += tau
+        i += k
+        heapq.heappush(free, (start + tau, j))
+    return end, busy
+
+
+def decode_instance(step_s: np.ndarray, ready_s: np.ndarray, osl: np.ndarray, slots: int) -> tuple[np.ndarray, float]:
+    """Finish times of requests joining one decode instance at ``ready_s`` (sorted), ``step_s[d - 1]`` the step of d
+    sequences; and the sum over steps of step time x sequences (for the mean batch)."""
+    n = len(ready_s)
+    ready, left, steps, finish = ready_s.tolist(), osl.tolist(), np.asarray(step_s).tolist(), [0.0] * n
+    waiting: deque[int] = deque()
+    active: list[int] = []
+    t, nxt, batch_time = 0.0, 0, 0.0
+    while nxt < n or waiting or active:
+        if not (waiting or active):
+            t = max(t, ready[nxt])
+        while nxt < n and ready[nxt] <= t:
+            waiting.append(nxt)
+            nxt += 1
+        while waiting and len(active) < slots:
+            active.append(waiting.popleft())
+        tau = steps[len(active) - 1]
+        t += tau
+        batch_time += tau * len(active)
+        still = []
+        for r in active:
+            left[r] -= 1
+            if left[r] == 0:
+                finish[r] = t
+            else:
+                still.append(r)
+        active = still
+    return np.array(finish), batch_time
+
+
+def disaggregated(
+    physics: Physics,
+    prefill: tuple[GpuSpec, ev.Layout, int, int],
+    decode: tuple[GpuSpec, ev.Layout, int, int],
+    reqs: Requests,
+) -> Served:
+    """Serve ``reqs`` on x prefill instances (prefill = (gpu, layout, batch, x)) and y decode instances
+    (decode = (gpu, layout, batch, y)); the KV cache moves as ``requests.disaggregated_figures`` prices it."""
+    p_gpu, p_layout, p_batch, x = prefill
+    d_gpu, d_layout, d_batch, y = decode
+    prefilled, busy = prefill_pool(physics, p_gpu, p_layout, x, p_batch, reqs)
+    transfer = {}
+    for i in set(reqs.isl.tolist()):
+        fig = rq.disaggregated_figures(
+            physics.model,
+            physics.preset,
+            physics.weight_bits,
+            rq.Workload.single(i, 1),
+            (p_gpu, p_layout, 1.0, 1),
+            (d_gpu, d_layout, 1.0, 1),
+        )
+        transfer[i] = float(fig["ttft_s"] - fig["prefill_step_s"])  # the KV transfer as the evaluator prices it
+    ready = prefilled + np.array([transfer[int(i)] for i in reqs.isl])
+    args = (physics.model, d_gpu, physics.preset, physics.weight_bits, d_layout)
+    step_s = rq.tpot_step(*args, np.arange(1.0, d_batch + 1.0), None, 0.0, 0.0).step_time_s
+    finish = np.empty(len(reqs))
+    batch_time = 0.0
+    for j in range(y):
+        mine = np.arange(j, len(reqs), y)
+        order = mine[np.argsort(ready[mine], kind="stable")]
+        finish[order], bt = decode_instance(step_s, ready[order], reqs.osl[order], d_batch)
+        batch_time += bt
+    return Served(reqs.arrival_s, ready, finish, reqs.osl, busy, x, batch_time, y * d_batch)
