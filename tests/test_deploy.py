@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 import yaml
 
-from roofline_opt import api
+from roofline_opt import api, catalog
 from roofline_opt.deploy import answer, bench, engines, flags, manifests, recipe
 
 SCHEMAS = json.loads((Path(__file__).parent / "data" / "k8s" / "schemas.json").read_text())
@@ -138,7 +138,8 @@ def test_each_decision_of_an_aggregated_answer_is_its_flag(base):
     assert v["--max-num-seqs"] == record["batch"]
     assert v["--max-num-batched-tokens"] == record["chunk_tokens"] + record["batch"]
     assert (v["--kv-cache-dtype"], v["--quantization"], v["--max-model-len"]) == ("fp8", "fp8", 5000)
-    assert v["--gpu-memory-utilization"] == pytest.approx(record["memory_capacity_bytes"] / 80e9, abs=1e-3)
+    device_bytes = catalog.load_gpu(record["gpu"]).hbm_bytes
+    assert v["--gpu-memory-utilization"] == pytest.approx(record["memory_capacity_bytes"] / device_bytes, abs=1e-3)
     s = _settings(engines.sglang(dep, dep.instances[0]))
     assert (s["--tp-size"], s["--max-running-requests"], s["--chunked-prefill-size"]) == (8, record["batch"], 2048)
     assert s["--kv-cache-dtype"] == "fp8_e4m3"
