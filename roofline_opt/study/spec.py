@@ -18,6 +18,7 @@ import inspect
 import itertools
 import json
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +192,19 @@ def load_study(path: str | Path) -> Study:
         questions.append(StudyQuestion(question_id(kind, resolved), kind, tuple(sorted(resolved.items()))))
     summary = {str(k): str(v) for k, v in _mapping(data.get("summary"), f"{path}: summary").items()}
     return Study(str(data.get("name") or path.stem), kind, tuple(questions), keys, summary, path)
+
+
+def named_files(study: Study) -> tuple[str, ...]:
+    """The files the study's questions name (cards by path, clusters, workloads, fleets): inputs no output may
+    replace."""
+    names = {
+        name.strip()
+        for q in study.questions
+        for key, value in q.inputs
+        if key in PATH_KEYS and isinstance(value, str)
+        for name in value.split(",")
+    }
+    return tuple(sorted(n for n in names if n and os.path.isfile(n)))
 
 
 def question_id(kind: str, resolved: Mapping[str, Any]) -> str:
