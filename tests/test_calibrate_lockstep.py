@@ -11,6 +11,7 @@ from roofline_opt import catalog
 from roofline_opt.fidelity.calibrate import (
     LOO_STEPS,
     ONE,
+    _coordinate_search,
     _fit,
     _fit_many,
     _fit_preset,
@@ -44,3 +45,16 @@ def test_repeated_rows_share_their_setups_evaluation() -> None:
     problem = _problem(repeat=3)
     assert problem.n_setups * 3 == len(problem.measured_tok_s_per_request)
     assert sum(len(g.indices) for g in problem.groups) == problem.n_setups
+
+
+def test_fits_that_part_at_a_grid_s_last_candidate_each_end_at_their_own_minimum() -> None:
+    def losses(values: np.ndarray, members: np.ndarray) -> np.ndarray:
+        x = np.log(values[0])
+        own = {0: 0.0 if abs(x - 1.0) < 1e-9 else 1.0, 1: x**2}  # member 0 only improves at the last candidate
+        return np.array([own[int(m)] for m in members])
+
+    ends = _coordinate_search(
+        losses, np.array([0, 1]), np.ones(1), np.full(1, np.e**-5), np.full(1, np.e**5), [True], (1.0,)
+    )
+    found = {int(m): float(np.log(v[0])) for members, v in ends for m in members}
+    assert found == {0: 1.0, 1: 0.0}

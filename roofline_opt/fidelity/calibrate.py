@@ -158,15 +158,20 @@ def _coordinate_search(
             better = values < s.best * (1 - 1e-12)
             if better.any():
                 if not better.all():
-                    rest = replace(s, members=s.members[~better], best=s.best[~better], candidate=s.candidate + 1)
-                    pending.append(rest)
+                    rest = replace(s, members=s.members[~better], best=s.best[~better])
+                    pending.append(_next_candidate(rest))
                     s.members, values = s.members[better], values[better]
                 s.x, s.best, s.improved = trial, values, True
-            s.candidate += 1
-            if s.candidate == FIT_GRID:
-                s.candidates, s.position = None, s.position + 1
+            _next_candidate(s)
         done.append((s.members, np.exp(s.x)))
     return done
+
+
+def _next_candidate(s: _Search) -> _Search:
+    s.candidate += 1
+    if s.candidate == FIT_GRID:
+        s.candidates, s.position = None, s.position + 1
+    return s
 
 
 def _fit_many(
