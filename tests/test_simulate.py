@@ -214,6 +214,17 @@ def test_a_last_partial_chunk_costs_less_than_the_full_chunk_the_evaluator_price
     assert np.all(served.ttft_s < float(ttft))
 
 
+@pytest.mark.parametrize(("decode", "tokens", "start"), [(1, 2048, 0), (5, 1000, 3000), (200, 300, 700)])
+def test_every_simulated_step_is_the_evaluators_mixed_step(decode, tokens, start):
+    """The simulator prices a step from cached rows plus per-unit attention and KV seconds: the result must be the
+    evaluator's step for those pieces, kernel classes included (a new physics term must not fall out of it)."""
+    layout = _layout(3050.0)
+    attention, kv = tokens * start + tokens * (tokens - 1) / 2.0, float(tokens + start)
+    want = qm.mixed_step(LLAMA8, H100, DEFAULT, 16, layout, float(decode), float(tokens), attention, kv).step_time_s
+    got = engine._MixedSteps(PHYSICS, H100, layout, 256).time_s(decode, tokens, attention, kv)
+    assert got == pytest.approx(float(want), rel=1e-9)
+
+
 def test_at_low_load_disaggregated_reproduces_the_evaluators_ttft_and_tpot_at_batch_one():
     reqs = _lone_requests(2000, 100)
     served = engine.disaggregated(PHYSICS, (H100, PREFILL, 1, 1), (H100, _layout(2050.0), 8, 1), reqs)
