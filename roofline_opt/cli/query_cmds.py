@@ -279,9 +279,8 @@ def _request_text(question: Question) -> str:
     w = question.workload
     if w is None:
         return (
-            f" (decode only: usd_per_mtok_decode_only prices decode steps at a context of "
-            f"{report.format_number(question.context)} tokens, prefill excluded; give --isl/--osl to price whole "
-            "requests)"
+            " (decode only: usd_per_mtok_decode_only prices the decode steps and excludes prefill; give --isl/--osl "
+            "to price whole requests)"
         )
     lengths = f"{w.isl[0]} in / {w.osl[0]} out" if len(w.isl) == 1 else f"a {len(w.isl)}-class mix"
     given = (("TTFT", question.max_ttft_s, "--ttft-ms"), ("TPOT", question.max_tpot_s, "--tpot-ms"))
@@ -328,10 +327,10 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
     monotone = "monotone" if frame.attrs.get("monotone") else "NOT monotone"
     return "\n".join(
         [
-            f"frontier of {question.model.name}{_request_text(question)} (decode context "
+            f"frontier of {question.model.name}{_request_text(question)}; decode context "
             f"{report.format_number(question.context)} tokens, "
             f"{question.preset.name} "
-            f"preset): {len(frame)} optimal setups from the cheapest to the fastest ({monotone}); * = preferred: "
+            f"preset: {len(frame)} optimal setups from the cheapest to the fastest ({monotone}); * = preferred: "
             f"max speed^{report.format_number(float(exponent))} / price over the whole frontier",
             report.records_table(rows),
             _solver_line(records),
