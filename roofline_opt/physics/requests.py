@@ -473,7 +473,7 @@ def _request_prices(usd_per_s, throughput_tok_s, workload: Workload, gpus) -> di
     }
 
 
-def _step_fields(step: ev.StepFigures, mem: ev.DeviceMemory) -> dict[str, np.ndarray]:
+def _step_fields(step: ev.StepFigures | CycleFigures, mem: ev.DeviceMemory) -> dict[str, np.ndarray]:
     return {
         "step_time_s": step.step_time_s,
         "kernel_launch_s": step.kernel_launch_s,
