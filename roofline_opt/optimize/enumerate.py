@@ -107,12 +107,12 @@ def _partners(question: Question) -> Partners:
 def _agg_limits(question: Question, gpu_index: int, bits: int, lay: Layouts, idx, batches) -> np.ndarray:
     """Aggregated points meeting the chunk budget and the TTFT limit, evaluated point by point."""
     col = idx[:, None]
-    ok = batches[None, :] <= rq.stable_batch_limit(question.workload, lay.chunk[col])
+    ok = batches[None, :] <= rq.stable_batch_limit(question.whole_requests, lay.chunk[col])
     if question.max_ttft_s is not None:
         layout = group_layout(lay, col, question)
         ttft = rq.ttft_aggregated_s(
             question.model, question.gpus[gpu_index], question.preset, bits, layout, batches[None, :],
-            question.workload, lay.chunk[col],
+            question.whole_requests, lay.chunk[col],
         )  # fmt: skip
         ok &= ttft <= question.max_ttft_s * (1 + 1e-12)
     return ok | lay.disagg[col]
@@ -176,7 +176,7 @@ def _pair(question: Question, lay: Layouts, idx, batches, tau, cost, ok, partner
     matching partner at every batch, one matrix per decode layout)."""
     cost, ok = cost.copy(), ok.copy()
     partner = np.full(tau.shape, -1)
-    w, u = question.workload, question.max_utilisation
+    w, u = question.whole_requests, question.max_utilisation
     decode_rate = batches[None, :] / (w.mean_osl * tau)
     pl = partners.layouts
     k = partners.layout
@@ -233,7 +233,9 @@ def _setup(question: Question, pts: Points, i: int) -> Setup:
     setup = setup_of(question, pts.layouts, j, int(pts.batch[i]))
     if q < 0:
         return setup
-    p, k = pts.prefill, int(pts.prefill.layout[q])
+    p = pts.prefill
+    assert p is not None  # a partner index names a row of the prefill options
+    k = int(p.layout[q])
     return replace(
         setup,
         prefill_gpu=question.gpus[int(p.layouts.gpu_index[k])].name,

@@ -68,7 +68,7 @@ def prefill_points(question: Question, lay: Layouts, idx: np.ndarray, gpu: int, 
         bits,
         prefill_layout(lay, idx),
         batch,
-        question.workload,
+        question.whole_requests,
         link,
         hop,
     )
@@ -226,5 +226,5 @@ def unit_usd_per_mtok(question: Question, options: PrefillOptions, q, decode_usd
     u = question.max_utilisation
     ratio = options.x[q] / options.y[q]
     per_decode = ratio * options.usd_per_s[q] + decode_usd_per_s
-    floor = 1e6 * per_decode / (ratio * options.requests_per_s[q] * question.workload.mean_osl) / u
+    floor = 1e6 * per_decode / (ratio * options.requests_per_s[q] * question.whole_requests.mean_osl) / u
     return 1e6 * per_decode / u, floor

@@ -79,7 +79,8 @@ def _vectors(fleet: Fleet, cands: Sequence[Candidate], limit: int) -> list[tuple
         n = 0
         while True:
             used = gpus.get(c.gpu, 0) + n * c.n_gpus
-            if counts.get(c.gpu) is not None and used > counts[c.gpu]:
+            have = counts.get(c.gpu)
+            if have is not None and used > have:
                 break
             thr = u * c.throughput_tok_s
             walk(j + 1, [*v, n], capacity + n * thr, min(smallest, thr) if n else smallest, {**gpus, c.gpu: used})
@@ -137,7 +138,8 @@ def enumerate_plan(fleet: Fleet):
         raise InvalidInput("method", f"enumerate handles small fleets only: more than {MAX_COMBINATIONS} plans")
     flat = [c for cands in per_model for c in cands]
     offsets = np.cumsum([0] + [len(c) for c in per_model])
-    best, best_key = None, None
+    best: dict[int, int] | None = None
+    best_key: tuple[float, float] | None = None
     for combo in itertools.product(*vectors):
         key = _score(fleet, per_model, combo)
         if key is None or (best_key is not None and key >= best_key):
@@ -148,7 +150,7 @@ def enumerate_plan(fleet: Fleet):
         if pool.has_graph and not placeable(fleet, _instances(flat, counts)):
             continue
         best, best_key = counts, key
-    if best is None:
+    if best is None or best_key is None:
         raise Infeasible("no plan meets every demand on this pool (brute force)", reason="gpu_shortage")
     stages = _stages(fleet, flat, best) if pool.has_graph else {}
     solve = {"method": "enumerate", "status": "enumerated", "objective": best_key[-1] if fleet.objective == COST
@@ -172,7 +174,7 @@ def _within_counts(fleet: Fleet, flat: Sequence[Candidate], counts: dict[int, in
     used: dict[str, int] = {}
     for k, n in counts.items():
         used[flat[k].gpu] = used.get(flat[k].gpu, 0) + n * flat[k].n_gpus
-    return all(fleet.pool.counts.get(g) is None or n <= fleet.pool.counts[g] for g, n in used.items())
+    return all((have := fleet.pool.counts.get(g)) is None or n <= have for g, n in used.items())
 
 
 def _instances(flat: Sequence[Candidate], counts: dict[int, int]) -> list[tuple[str, int, int]]:
