@@ -329,8 +329,13 @@ def setups_from_csv(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
     for line, row in enumerate(frame.to_dict("records"), start=2):
         cells = {k: v.strip() for k, v in row.items() if k in defaults or k in REQUIRED_COLUMNS}
         values = defaults | {k: v for k, v in cells.items() if v or k in REQUIRED_COLUMNS}
-        setups.append(parse_setup(values, lambda column, line=line: f"{path} line {line}: {column}", specs))
+        setups.append(parse_setup(values, _row_label(path, line), specs))
     return setups
+
+
+def _row_label(path: Path, line: int) -> Callable[[str], str]:
+    """The field name of a column on one line of a --from-csv file."""
+    return lambda column: f"{path} line {line}: {column}"
 
 
 # ----------------------------------------------------------------------------------------------- evaluation
@@ -343,6 +348,7 @@ def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
     model = specs.model(setup.model, "model")[0]
     gpu = specs.gpu(setup.gpu, "gpu")
     preset = PRESETS[setup.preset]
+    assert setup.isl is not None and setup.osl is not None  # a setup of whole requests (parse_setup gives both)
     workload = rq.Workload.single(setup.isl, setup.osl)
     layout = evaluator.Layout.of(
         setup.tp,

@@ -150,6 +150,7 @@ def _baseline_line(plan: FleetPlan) -> str:
     from roofline_opt import report
 
     base = plan.baseline
+    assert base is not None  # asked for plans that have one
     cost = base["usd_per_hour"]
     fits = "" if base["packs_onto_pool"] else ", and its instances do not fit the pool"
     saved = cost - plan.usd_per_hour

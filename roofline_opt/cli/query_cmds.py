@@ -6,10 +6,10 @@ Flags map 1:1 onto ``api.question`` and the query functions, which validate them
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from roofline_opt import checks
 from roofline_opt.cli import launch_cmd, run_files
@@ -76,7 +76,7 @@ def _question(args: argparse.Namespace) -> Question:
 # ----------------------------------------------------------------------------------------------- formatting
 
 
-def _request_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _request_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Headline columns of answers about whole requests: serving mode, prefill side, TTFT, TPOT and prices."""
     return [
         {
@@ -116,7 +116,7 @@ SUMMARY_COLUMNS = (
 PLACEMENT_COLUMN = "placement (GPU ids per replica: [stage] ...)"
 
 
-def summary_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def summary_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The headline fields of answer records, under the same unit-named names as JSON and CSV (one dict a row, for
     ``report.records_table``)."""
     from roofline_opt import report
@@ -130,7 +130,7 @@ def summary_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _solver_line(records: list[Mapping[str, Any]]) -> str:
+def _solver_line(records: Sequence[Mapping[str, Any]]) -> str:
     """Solver status and the largest relative MIP gap over the records."""
     from roofline_opt import report
 
@@ -182,7 +182,7 @@ def _emit(
     launch_cmd.emit_answer(args, question, records)
 
 
-def _answers_text(headline: str, records: list[Mapping[str, Any]]) -> str:
+def _answers_text(headline: str, records: Sequence[Mapping[str, Any]]) -> str:
     from roofline_opt import report
 
     rows = summary_rows(records)
@@ -256,7 +256,7 @@ def run_frontier(args: argparse.Namespace) -> int:
             frame = api.frontier_frame(
                 question, args.points, args.utility_exponent, args.time_limit, args.mip_gap, progress, args.method
             )
-    records = frame.to_dict("records")
+    records = cast("list[dict[str, Any]]", frame.to_dict("records"))  # its columns are field names
     label = describe(next(r for r in records if r["preferred"]), sep="\n")
 
     def plot(path: str, field: str) -> None:
@@ -321,7 +321,7 @@ def _plot_title(question: Question) -> str:
 def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> str:
     from roofline_opt import report
 
-    records = frame.to_dict("records")
+    records = cast("list[dict[str, Any]]", frame.to_dict("records"))  # its columns are field names
     rows = [
         {"pref": "*" if r["preferred"] else ""} | row for r, row in zip(records, summary_rows(records), strict=True)
     ]

@@ -424,8 +424,8 @@ def disaggregated_figures(
     preset: Preset,
     weight_bits: int,
     workload: Workload,
-    prefill: tuple[GpuSpec, ev.Layout, float, int],
-    decode: tuple[GpuSpec, ev.Layout, float, int],
+    prefill: tuple[GpuSpec, ev.Layout, float | np.ndarray, int],
+    decode: tuple[GpuSpec, ev.Layout, float | np.ndarray, int],
     utilisation: float = 1.0,
 ) -> dict[str, np.ndarray]:
     """Every figure of x prefill and y decode instances: prefill = (gpu, layout, batch, x), decode = (gpu, layout,
