@@ -25,8 +25,12 @@ class Variant:
     utility_exponent: float = UTILITY_EXPONENT
 
 
-def _preset_change(**fields: float) -> Callable[[api.Question], api.Question]:
+def _preset_change(**fields: Any) -> Callable[[api.Question], api.Question]:
     return lambda q: replace(q, preset=replace(q.preset, **fields))
+
+
+def _acceptance(acceptance: float) -> Callable[[api.Question], api.Question]:
+    return lambda q: replace(q, acceptance=acceptance)
 
 
 def _same(q: api.Question) -> api.Question:
@@ -53,9 +57,7 @@ def variants(with_draft: bool) -> list[Variant]:
         Variant("kernel launch", "launch x2", _preset_change(kernel_launch_factor=2.0)),
     ]
     if with_draft:
-        out += [
-            Variant("acceptance", f"acceptance {a:g}", lambda q, a=a: replace(q, acceptance=a)) for a in (0.6, 0.7, 0.9)
-        ]
+        out += [Variant("acceptance", f"acceptance {a:g}", _acceptance(a)) for a in (0.6, 0.7, 0.9)]
     out += [Variant("utility exponent", f"exponent {a:g}", _same, a) for a in (2.0, 3.0, 4.0, 5.0)]
     return out
 
