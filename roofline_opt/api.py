@@ -512,10 +512,22 @@ def evaluate(
     if gamma and draft is None:
         raise InvalidInput("gamma", f"needs a draft model (draft=...). Got {gamma} without one instead.")
     q = question(
-        model, gpu, weight_bits=weight_bits, tp_degrees=(tp,), pp_degrees=(pp,), tp_modes=("2d" if tp_2d else "1d",),
-        ep_degrees=(ep,), dp_attention=False, max_batch=max(batch, pp), context=context, draft=draft,
-        acceptance=acceptance, gamma_max=gamma, preset=preset, usd_per_gpu_hour=usd_per_gpu_hour,
-    )  # fmt: skip
+        model,
+        gpu,
+        weight_bits=weight_bits,
+        tp_degrees=(tp,),
+        pp_degrees=(pp,),
+        tp_modes=("2d" if tp_2d else "1d",),
+        ep_degrees=(ep,),
+        dp_attention=False,
+        max_batch=max(batch, pp),
+        context=context,
+        draft=draft,
+        acceptance=acceptance,
+        gamma_max=gamma,
+        preset=preset,
+        usd_per_gpu_hour=usd_per_gpu_hour,
+    )
     if len(q.gpus) != 1 or len(q.weight_bits) != 1:
         raise InvalidInput("gpu", "must name one accelerator and one weight precision for evaluate")
     g, bits = q.gpus[0], q.weight_bits[0]

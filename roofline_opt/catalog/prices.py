@@ -125,7 +125,7 @@ def with_prices(gpus: tuple[GpuSpec, ...], overrides: Mapping[str, float], field
             price_basis=OVERRIDE_BASIS,
             price_date="",
             price_source=f"{OVERRIDE_BASIS}: {overrides[g.name]:g} $/GPU-hour",
-        )  # fmt: skip
+        )
         if g.name in overrides and overrides[g.name] != g.usd_per_hour
         else g
         for g in gpus

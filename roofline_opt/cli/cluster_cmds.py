@@ -249,22 +249,27 @@ def _aggregated_figure(cluster: nx.Graph) -> Any:
         links = sum(n for _, n in items)
         label = f"{kind}: {bandwidth:g} GB/s per link ({links} links in {len(items)} bundles)"
         widths = [0.5 + 0.5 * math.log2(1 + n) for _, n in items]
-        ax.add_collection(LineCollection([seg for seg, _ in items], colors=colour, linewidths=widths, alpha=0.6,
-                                         linestyles=style, label=label))  # fmt: skip
+        ax.add_collection(
+            LineCollection(
+                [seg for seg, _ in items], colors=colour, linewidths=widths, alpha=0.6, linestyles=style, label=label
+            )
+        )
     types = list(topology.gpu_counts(cluster))
     for i, name in enumerate(types):
         xy = [pos[s] for s, c in servers.items() if c and c.most_common(1)[0][0] == name]
         if xy:
-            ax.scatter(*_columns(xy), s=90, c=f"C{i % 10}", marker="s", zorder=3,
-                       label=f"server of {name} GPUs ({len(xy)})")  # fmt: skip
+            ax.scatter(
+                *_columns(xy), s=90, c=f"C{i % 10}", marker="s", zorder=3, label=f"server of {name} GPUs ({len(xy)})"
+            )
     fabric = [pos[n] for nodes in tiers.values() for n in nodes]
     if fabric:
-        ax.scatter(*_columns(fabric), s=50, c=NODE_STYLES["switch"][1], marker="D", zorder=3,
-                   label="fabric switch")  # fmt: skip
+        ax.scatter(*_columns(fabric), s=50, c=NODE_STYLES["switch"][1], marker="D", zorder=3, label="fabric switch")
     counts = ", ".join(f"{n} x {g}" for g, n in topology.gpu_counts(cluster).items())
     name = cluster.graph.get("name", "") or "cluster"
-    ax.set_title(f"{name}: {len(servers)} servers ({counts}) drawn aggregated:\neach server one square, the links "
-                 "of all servers to a switch one bundle (width grows with the count)")  # fmt: skip
+    ax.set_title(
+        f"{name}: {len(servers)} servers ({counts}) drawn aggregated:\neach server one square, the links "
+        "of all servers to a switch one bundle (width grows with the count)"
+    )
     fig.legend(loc="outside right upper", fontsize="small", framealpha=0.8)
     ax.set_axis_off()
     ax.autoscale_view()
@@ -300,8 +305,9 @@ def _figure(cluster: nx.Graph) -> Any:
         label = f"{kind}: {bandwidth:g} GB/s per link ({len(segments)} links)"
         colour, style = _link_style(kind, tiers_seen[kind])
         tiers_seen[kind] += 1
-        ax.add_collection(LineCollection(segments, colors=colour, linewidths=width, alpha=0.7, label=label,
-                                         linestyles=style))  # fmt: skip
+        ax.add_collection(
+            LineCollection(segments, colors=colour, linewidths=width, alpha=0.7, label=label, linestyles=style)
+        )
     for name, bx0, by0, bx1, by1 in boxes:
         ax.add_patch(Rectangle((bx0, by0), bx1 - bx0, by1 - by0, fill=False, ls="--", lw=0.8, ec="0.4"))
         counts = Counter(cluster.nodes[n].get("gpu") for n in cluster.nodes if _group_of(n) == name)

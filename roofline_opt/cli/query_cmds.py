@@ -24,11 +24,36 @@ if TYPE_CHECKING:
     from roofline_opt.optimize.space import Question
 
 SPACE_FIELDS = (
-    "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "dp_attention", "max_batch", "context",
-    "draft", "acceptance", "gamma_max", "preset", "max_gpus", "demand_tok_s", "cluster", "kv_bits", "isl", "osl",
-    "workload", "serving", "chunk_tokens", "ttft_ms", "tpot_ms", "prefill_gpu", "decode_gpu", "max_instances",
-    "demand_req_s", "max_utilisation", "usd_per_gpu_hour",
-)  # fmt: skip
+    "weight_bits",
+    "tp_degrees",
+    "pp_degrees",
+    "tp_modes",
+    "ep_degrees",
+    "dp_attention",
+    "max_batch",
+    "context",
+    "draft",
+    "acceptance",
+    "gamma_max",
+    "preset",
+    "max_gpus",
+    "demand_tok_s",
+    "cluster",
+    "kv_bits",
+    "isl",
+    "osl",
+    "workload",
+    "serving",
+    "chunk_tokens",
+    "ttft_ms",
+    "tpot_ms",
+    "prefill_gpu",
+    "decode_gpu",
+    "max_instances",
+    "demand_req_s",
+    "max_utilisation",
+    "usd_per_gpu_hour",
+)
 """Flags passed unchanged to api.question as keyword arguments of the same name."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
 """Required columns of --observed FILE (``label`` is optional)."""
@@ -59,9 +84,18 @@ def _flag_names(fields: tuple[str, ...]) -> Iterator[None]:
 
 
 API_FIELDS = (
-    "model", "gpu", *SPACE_FIELDS, "time_limit", "mip_gap", "max_usd_per_mtok", "min_tok_s", "points",
-    "utility_exponent", "method", "top_n",
-)  # fmt: skip
+    "model",
+    "gpu",
+    *SPACE_FIELDS,
+    "time_limit",
+    "mip_gap",
+    "max_usd_per_mtok",
+    "min_tok_s",
+    "points",
+    "utility_exponent",
+    "method",
+    "top_n",
+)
 """API parameter names whose errors are reported under their flag (``time_limit`` is ``--time-limit``)."""
 
 
@@ -109,9 +143,20 @@ def _request_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 SUMMARY_COLUMNS = (
-    "gpu", "weight_bits", "layout", "total_gpus", "replicas", "batch", "tok_s_per_request", "tok_s_per_gpu",
-    "time_per_token_ms", "usd_per_mtok_decode_only", "usd_per_hour", "mfu_fraction", "bottleneck",
-)  # fmt: skip
+    "gpu",
+    "weight_bits",
+    "layout",
+    "total_gpus",
+    "replicas",
+    "batch",
+    "tok_s_per_request",
+    "tok_s_per_gpu",
+    "time_per_token_ms",
+    "usd_per_mtok_decode_only",
+    "usd_per_hour",
+    "mfu_fraction",
+    "bottleneck",
+)
 """Columns of the terminal table of decode-only answers, named as in JSON and CSV."""
 PLACEMENT_COLUMN = "placement (GPU ids per replica: [stage] ...)"
 
@@ -260,8 +305,9 @@ def run_frontier(args: argparse.Namespace) -> int:
     label = describe(next(r for r in records if r["preferred"]), sep="\n")
 
     def plot(path: str, field: str) -> None:
-        report.plot_frontier(frame, path, title=_plot_title(question), preferred_label=label, observed=observed,
-                             axes=axes, field=field)  # fmt: skip
+        report.plot_frontier(
+            frame, path, title=_plot_title(question), preferred_label=label, observed=observed, axes=axes, field=field
+        )
 
     _emit(args, question, records, _frontier_text(question, frame, args.utility_exponent), as_list=True, plot=plot)
     if args.html:
@@ -438,9 +484,18 @@ SHARED_DEFAULTS = {
     "--max-instances": 4,
     "--max-utilisation": 1.0,
 }
-METAVARS = {"--time-limit": "SECONDS", "--csv": "OUT", "--cluster": "FILE", "--preset": "{paper,default}",
-            "--method": "{mip,enumerate}", "--question": "FILE.yaml", "--save-dir": "DIR",
-            "--usd-per-gpu-hour": "NAME=PRICE,...", "--workload": "FILE.csv", "--serving": "MODES"}  # fmt: skip
+METAVARS = {
+    "--time-limit": "SECONDS",
+    "--csv": "OUT",
+    "--cluster": "FILE",
+    "--preset": "{paper,default}",
+    "--method": "{mip,enumerate}",
+    "--question": "FILE.yaml",
+    "--save-dir": "DIR",
+    "--usd-per-gpu-hour": "NAME=PRICE,...",
+    "--workload": "FILE.csv",
+    "--serving": "MODES",
+}
 
 
 FLAG_GROUPS = {
@@ -546,12 +601,22 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "--observed examples/observed.csv",
     )
     p.add_argument("--points", default=50, help="budgets swept (repeated setups are kept once)")
-    p.add_argument("--utility-exponent", dest="utility_exponent", default=4.0, metavar="A",
-                   help="the preferred point maximises speed^A / price (default 4, as in the paper)")  # fmt: skip
+    p.add_argument(
+        "--utility-exponent",
+        dest="utility_exponent",
+        default=4.0,
+        metavar="A",
+        help="the preferred point maximises speed^A / price (default 4, as in the paper)",
+    )
     p.add_argument("--plot", metavar="FILE.png", help="draw the frontier here (axes: --plot-axes)")
-    p.add_argument("--plot-axes", dest="plot_axes", default="cost", choices=report.PLOT_AXES,
-                   help="cost: tok/s per request vs $/Mtok (log), as in the paper; gpu: tok/s per request (per user) "
-                   "vs tok/s per GPU, the serving benchmarks' view")  # fmt: skip
+    p.add_argument(
+        "--plot-axes",
+        dest="plot_axes",
+        default="cost",
+        choices=report.PLOT_AXES,
+        help="cost: tok/s per request vs $/Mtok (log), as in the paper; gpu: tok/s per request (per user) "
+        "vs tok/s per GPU, the serving benchmarks' view",
+    )
     observed_help = "overlay points from a CSV with columns tok_s_per_request, usd_per_mtok and optional label"
     p.add_argument("--observed", metavar="FILE.csv", help=observed_help)
     p.add_argument("--html", metavar="FILE.html", help=HTML_HELP)

@@ -156,8 +156,15 @@ def _panel(ax: Any, base: pd.DataFrame, start: Any, variants: list[dict], result
     from roofline_opt.report.plots import dollar_axis
 
     ax.step(base["tok_s_per_request"], base["usd_per_mtok"], where="pre", color="k", lw=1.2, label="baseline")
-    ax.scatter([start["preferred_tok_s_per_request"]], [start["preferred_usd_per_mtok"]], marker="*", s=160,
-               color="k", zorder=4, label="preferred, baseline")  # fmt: skip
+    ax.scatter(
+        [start["preferred_tok_s_per_request"]],
+        [start["preferred_usd_per_mtok"]],
+        marker="*",
+        s=160,
+        color="k",
+        zorder=4,
+        label="preferred, baseline",
+    )
     for i, v in enumerate(variants):
         frame, color = result.frontiers[v["variant"]], f"C{i}"
         same = _same_frontier(frame, base)
@@ -165,10 +172,27 @@ def _panel(ax: Any, base: pd.DataFrame, start: Any, variants: list[dict], result
         label = v["variant"] + (" (= baseline frontier)" if same else "")
         if not same:
             ax.step(frame["tok_s_per_request"], frame["usd_per_mtok"], where="pre", color=color, lw=0.9, ls="--")
-        ax.scatter(frame["tok_s_per_request"], frame["usd_per_mtok"], marker=marker, s=18 + 14 * i,
-                   facecolors="none", edgecolors=color, linewidths=1.0, zorder=3, label=label)  # fmt: skip
-        ax.scatter([v["preferred_tok_s_per_request"]], [v["preferred_usd_per_mtok"]], marker="*", s=110,
-                   color=color, edgecolors="k", linewidths=0.4, zorder=5)  # fmt: skip
+        ax.scatter(
+            frame["tok_s_per_request"],
+            frame["usd_per_mtok"],
+            marker=marker,
+            s=18 + 14 * i,
+            facecolors="none",
+            edgecolors=color,
+            linewidths=1.0,
+            zorder=3,
+            label=label,
+        )
+        ax.scatter(
+            [v["preferred_tok_s_per_request"]],
+            [v["preferred_usd_per_mtok"]],
+            marker="*",
+            s=110,
+            color=color,
+            edgecolors="k",
+            linewidths=0.4,
+            zorder=5,
+        )
     ax.set_yscale("log")
     dollar_axis(ax.yaxis)
     ax.set_xlabel("tokens per second per request")

@@ -208,8 +208,10 @@ def unit_caps(question: Question, options: PrefillOptions, q: np.ndarray, dec: L
     if question.max_gpus is not None:
         caps = question.max_gpus // (x * lay.n_gpus[pl] + y * dec.n_gpus[j])
     if question.instance_limit is not None:
-        for shapes, count in ((np.column_stack([lay.gpu_index[pl], lay.tp[pl], lay.pp[pl]]), x),
-                              (np.column_stack([dec.gpu_index[j], dec.tp[j], dec.pp[j]]), y)):  # fmt: skip
+        for shapes, count in (
+            (np.column_stack([lay.gpu_index[pl], lay.tp[pl], lay.pp[pl]]), x),
+            (np.column_stack([dec.gpu_index[j], dec.tp[j], dec.pp[j]]), y),
+        ):
             unique, where = np.unique(shapes, axis=0, return_inverse=True)
             limits = np.array([question.instance_limit(question.gpus[g], int(t), int(p)) for g, t, p in unique])
             caps = np.minimum(caps, limits[where.reshape(-1)] // count)

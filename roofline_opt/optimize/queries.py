@@ -440,11 +440,17 @@ def _same_choices(question: Question, lay: Layouts, setup: Setup) -> np.ndarray:
     """Layouts making every choice ``setup`` makes but 1-D or 2-D tensor parallelism."""
     g = next(i for i, gpu in enumerate(question.gpus) if gpu.name == setup.gpu)
     return (
-        (lay.gpu_index == g) & (lay.weight_bits == setup.weight_bits) & (lay.tp == setup.tp)
-        & (lay.pp == setup.pp) & (lay.ep == setup.ep) & (lay.gamma == setup.gamma)
-        & (lay.kv_bits == setup.kv_bits) & (lay.disagg == (setup.serving == "disagg"))
-        & (lay.chunk == setup.chunk_tokens) & (lay.dp_attention == setup.dp_attention)
-    )  # fmt: skip
+        (lay.gpu_index == g)
+        & (lay.weight_bits == setup.weight_bits)
+        & (lay.tp == setup.tp)
+        & (lay.pp == setup.pp)
+        & (lay.ep == setup.ep)
+        & (lay.gamma == setup.gamma)
+        & (lay.kv_bits == setup.kv_bits)
+        & (lay.disagg == (setup.serving == "disagg"))
+        & (lay.chunk == setup.chunk_tokens)
+        & (lay.dp_attention == setup.dp_attention)
+    )
 
 
 def alternative_indices(question: Question, lay: Layouts, setup: Setup) -> list[int]:

@@ -103,9 +103,23 @@ class Setup:
     @property
     def layout_key(self) -> tuple:
         """Every discrete choice but the batch: what makes two setups distinct layouts."""
-        return (self.gpu, self.weight_bits, self.tp, self.tp_2d, self.pp, self.ep, self.gamma, self.kv_bits,
-                self.serving, self.chunk_tokens, self.prefill_gpu, self.prefill_tp, self.prefill_tp_2d,
-                self.prefill_pp, self.dp_attention)  # fmt: skip
+        return (
+            self.gpu,
+            self.weight_bits,
+            self.tp,
+            self.tp_2d,
+            self.pp,
+            self.ep,
+            self.gamma,
+            self.kv_bits,
+            self.serving,
+            self.chunk_tokens,
+            self.prefill_gpu,
+            self.prefill_tp,
+            self.prefill_tp_2d,
+            self.prefill_pp,
+            self.dp_attention,
+        )
 
 
 def layout_label(

@@ -45,9 +45,23 @@ def grid_candidates(fleet: Fleet, i: int) -> list[Candidate]:
                 continue
             thr = np.where(ok, batches / tau, -np.inf)
             b = int(np.argmax(thr))
-            found.append(Candidate(i, gpu.name, int(bits), int(lay.tp[j]), bool(lay.tp_2d[j]), int(lay.pp[j]),
-                                   int(lay.ep[j]), int(lay.gamma[j]), int(lay.kv_bits[j]), int(lay.chunk[j]),
-                                   int(batches[b]), float(tau[b]), gpu.usd_per_hour))  # fmt: skip
+            found.append(
+                Candidate(
+                    i,
+                    gpu.name,
+                    int(bits),
+                    int(lay.tp[j]),
+                    bool(lay.tp_2d[j]),
+                    int(lay.pp[j]),
+                    int(lay.ep[j]),
+                    int(lay.gamma[j]),
+                    int(lay.kv_bits[j]),
+                    int(lay.chunk[j]),
+                    int(batches[b]),
+                    float(tau[b]),
+                    gpu.usd_per_hour,
+                )
+            )
     return best_per_shape(found)
 
 
@@ -126,8 +140,10 @@ def enumerate_plan(fleet: Fleet):
     pool = fleet.pool
     known = [n for n in pool.counts.values() if n is not None]
     if fleet.has_profile or len(fleet.models) > MAX_MODELS or len(known) < len(pool.counts) or sum(known) > MAX_GPUS:
-        msg = (f"enumerate handles small fleets only: one period, at most {MAX_MODELS} models and {MAX_GPUS} GPUs, "
-               "none unlimited")  # fmt: skip
+        msg = (
+            f"enumerate handles small fleets only: one period, at most {MAX_MODELS} models and {MAX_GPUS} GPUs, "
+            "none unlimited"
+        )
         raise InvalidInput("method", msg)
     per_model = [grid_candidates(fleet, i) for i in range(len(fleet.models))]
     for i, cands in enumerate(per_model):
@@ -153,8 +169,13 @@ def enumerate_plan(fleet: Fleet):
     if best is None or best_key is None:
         raise Infeasible("no plan meets every demand on this pool (brute force)", reason="gpu_shortage")
     stages = _stages(fleet, flat, best) if pool.has_graph else {}
-    solve = {"method": "enumerate", "status": "enumerated", "objective": best_key[-1] if fleet.objective == COST
-             else -best_key[0], "mip_gap": 0.0, "solve_seconds": None}  # fmt: skip
+    solve = {
+        "method": "enumerate",
+        "status": "enumerated",
+        "objective": best_key[-1] if fleet.objective == COST else -best_key[0],
+        "mip_gap": 0.0,
+        "solve_seconds": None,
+    }
     return flat, [best], [stages], None, solve
 
 

@@ -27,12 +27,33 @@ from roofline_opt.optimize.fleet.problem import (
 from roofline_opt.optimize.space import MAX_DEMAND_TOK_S, Question
 
 FLEET_KEYS = ("cluster", "gpus", "objective", "max_usd_per_hour", "max_utilisation", "models", "prices", "period_hours")
-SPACE_KEYS = ("weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "max_batch", "context", "draft",
-              "acceptance", "gamma_max", "preset")  # fmt: skip
+SPACE_KEYS = (
+    "weight_bits",
+    "tp_degrees",
+    "pp_degrees",
+    "tp_modes",
+    "ep_degrees",
+    "max_batch",
+    "context",
+    "draft",
+    "acceptance",
+    "gamma_max",
+    "preset",
+)
 REQUEST_KEYS = ("isl", "osl", "ttft_ms", "kv_bits", "chunk_tokens", "serving")
 """Whole-request keys handed to the question (prefill, TTFT, KV precision, chunked prefill; physics.md 10.1-10.3)."""
-MODEL_KEYS = ("name", "model", "demand_req_s", "demand_tok_s", "demand_profile", "tpot_ms", "min_tok_s", "weight",
-              *REQUEST_KEYS, *SPACE_KEYS)  # fmt: skip
+MODEL_KEYS = (
+    "name",
+    "model",
+    "demand_req_s",
+    "demand_tok_s",
+    "demand_profile",
+    "tpot_ms",
+    "min_tok_s",
+    "weight",
+    *REQUEST_KEYS,
+    *SPACE_KEYS,
+)
 UNLIMITED = "unlimited"
 MIN_DEMAND_TOK_S = 1e-6
 """Smallest non-zero demand of a fleet model (one token in 11.6 days): with the 1e12 cap the MIP's demand rows span
