@@ -170,7 +170,7 @@ def test_a_price_override_far_from_the_catalog_is_answered_like_enumeration(caps
 def test_a_price_override_above_the_card_cap_is_refused_naming_it(capsys):
     code, _, err = run(capsys, "fastest", *SMALL_QUERY, "--usd-per-gpu-hour", "h100-sxm=1e301")
 
-    assert_one_line(err, code, EXIT_BAD_INPUT, "usd_per_gpu_hour: h100-sxm", "<= 1e+300")
+    assert_one_line(err, code, EXIT_BAD_INPUT, "--usd-per-gpu-hour: h100-sxm", "<= 1e+300")
 
 
 def test_the_cheapest_answer_is_the_fastest_of_the_equally_cheap_setups():

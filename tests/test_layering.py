@@ -113,10 +113,12 @@ THIRD_PARTY_ALLOWED = {
     "catalog": {"yaml"},
     "topology": {"networkx", "numpy", "yaml"},
     "optimize": {"numpy", "pandas", "pyomo", "highspy", "networkx"},
-    "report": {"numpy", "pandas", "matplotlib"},
+    "report": {"numpy", "pandas", "matplotlib", "plotly"},  # plotly: the optional html extra, imported on use
+    "deploy": {"yaml"},
     "api": {"numpy", "pandas"},
     "fidelity": {"numpy", "pandas", "matplotlib", "yaml"},
     "study": {"numpy", "pandas", "pyarrow", "dask", "distributed"},
+    "simulate": {"numpy"},
 }
 """The third-party packages each layer may import (the CLI may import any), checked against the imports in the code
 (ast), not against what the docstrings say."""

@@ -199,12 +199,13 @@ def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int
         if n_layers == 0:
             continue
         ff_tp = tp / e
+        ff_out_words = model.d_model if preset.moe_output_reduced_once else k * model.m_out * model.d_model
         if preset.integer_tp_2d:
             groups = [
                 (sz.qkv_out_width, t1, np.minimum(t1, nodes_all), tp),
                 (model.d_model, t2, np.ceil(t2 / node), tp),
                 (k * model.m_in * dff, t1, np.minimum(t1, nodes_all), ff_tp),
-                (k * model.m_out * model.d_model, t2, np.ceil(t2 / node), ff_tp),
+                (ff_out_words, t2, np.ceil(t2 / node), ff_tp),
             ]
         else:
             r_attn = np.sqrt(tp)
@@ -215,7 +216,7 @@ def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int
                 (sz.qkv_out_width, r_attn, m_attn, tp),
                 (model.d_model, r_attn, m_attn, tp),
                 (k * model.m_in * dff, r_ff, m_ff, ff_tp),
-                (k * model.m_out * model.d_model, r_ff, m_ff, ff_tp),
+                (ff_out_words, r_ff, m_ff, ff_tp),
             ]
         for words, ranks, nodes, group_tp in groups:
             words_2d = words / (group_tp / ranks)
@@ -229,7 +230,7 @@ def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int
         ff_nodes = np.ceil(ff_tp / node)
         one_d = [
             (model.d_model, tp, nodes_all, attn_out_per_layer),
-            (k * model.m_out * model.d_model, ff_tp, ff_nodes, 1.0),
+            (ff_out_words, ff_tp, ff_nodes, 1.0),
         ]
         for words, ranks, nodes, per_layer in one_d:
             count = np.where(layout.tp_2d, 0.0, n_layers * per_layer)

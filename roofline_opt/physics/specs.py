@@ -185,6 +185,10 @@ class Preset:
     need, steps carrying one prefill chunk; TPOT is the cycle's mean step and the chunk step the worst inter-token gap
     (off = the notebook-era smearing of B * I / O prompt tokens into every step).
     notebook_hardware: accelerators at the reference notebook's figures (``GpuSpec.in_notebook``), not the vendor's.
+    moe_output_reduced_once: 1-D TP of a MoE layer all-reduces the experts' combined output once, d_model values
+    per token, as engines do (the routed experts' weighted sum, plus the shared experts', is formed on each rank
+    before one all-reduce: vLLM's FusedMoE ``reduce_results``, vllm/model_executor/layers/fused_moe/
+    shared_fused_moe.py); off = the notebook's k * m_out * d_model values, one reduction per active expert.
     """
 
     name: str
@@ -207,6 +211,7 @@ class Preset:
     per_kernel_class: bool = False
     prefill_cycle: bool = False
     notebook_hardware: bool = False
+    moe_output_reduced_once: bool = False
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
@@ -244,5 +249,6 @@ DEFAULT = Preset(
     kernel_counts=KernelCounts(),
     per_kernel_class=True,
     prefill_cycle=True,
+    moe_output_reduced_once=True,
 )
 PRESETS = {p.name: p for p in (PAPER, DEFAULT)}
