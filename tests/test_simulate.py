@@ -123,31 +123,51 @@ def _aggregated_rate(layout, workload, chunk, utilisation) -> float:
     return lo
 
 
+BUSY_PERIOD_BATCH = (
+    "model low, likely because queued prompts are served by steps at the decode batch of a busy period (up to "
+    "O x chunk / I sequences), above the time-average batch the model prices its work at, and each sequence adds its "
+    "KV read to a chunk step (a max per kernel class); not modelled, docs/physics/queueing.md"
+)
 AGG_CASES = [
-    *(pytest.param(3000, 1024, u, id=f"3000-over-chunk-1024-u{u}") for u in (0.3, 0.5, 0.7)),
-    *(pytest.param(1500, 2048, u, id=f"1500-in-chunk-2048-u{u}") for u in (0.5, 0.7)),
+    *(pytest.param(3000, 1024, u, id=f"3000-over-chunk-1024-u{u}") for u in (0.3, 0.5)),
+    pytest.param(
+        3000,
+        1024,
+        0.7,
+        id="3000-over-chunk-1024-u0.7",
+        marks=pytest.mark.xfail(strict=True, reason="p90 11% / p99 20% low, " + BUSY_PERIOD_BATCH),
+    ),
+    pytest.param(1500, 2048, 0.5, id="1500-in-chunk-2048-u0.5"),
+    pytest.param(
+        1500,
+        2048,
+        0.7,
+        id="1500-in-chunk-2048-u0.7",
+        marks=pytest.mark.xfail(strict=True, reason="p99 11% low, " + BUSY_PERIOD_BATCH),
+    ),
     pytest.param(
         1500,
         2048,
         0.3,
         id="1500-in-chunk-2048-u0.3",
-        marks=pytest.mark.xfail(strict=True, reason="p90 24% high: it sits where the wait's atom at 0 meets the tail"),
+        marks=pytest.mark.xfail(strict=True, reason="p90 25% high: it sits where the wait's atom at 0 meets the tail"),
     ),
 ]
-"""Utilisations 0.8 and 0.9 are left out: there the model's p99 (0.8) and p90 (0.9) are 11-18% low (measured with
-4 x 20,000 requests, benchmarks/queueing.py), and 2 x 5,000 requests do not pin the simulator's percentiles at 0.9 to
-10% anyway; docs/physics/queueing.md says where and why."""
+"""Measured with 4 seeds x 20,000 requests (the grid of benchmarks/queueing.py, docs/physics/queueing.md): with
+2 x 5,000 the rho 0.7 cases came out within 10% by luck of the sample (p99 of 50 requests per run). Utilisations 0.8
+and 0.9 are left out: there the model is 10-30% low for the same busy-period reason."""
 
 
 @pytest.mark.parametrize(("isl", "chunk", "utilisation"), AGG_CASES)
 def test_aggregated_queueing_model_is_within_10_percent_of_the_simulator_p90_p99(isl, chunk, utilisation):
-    """One aggregated instance (256 slots), chunked prefill, Poisson arrivals, 50 output tokens: 2 seeds x 5,000."""
+    """One aggregated instance (256 slots), chunked prefill, Poisson arrivals, 50 output tokens: 4 seeds x 20,000."""
     workload = rq.Workload.single(isl, 50)
     layout = _layout(isl + 25.0)
     process = qm.Arrivals(_aggregated_rate(layout, workload, chunk, utilisation))
     model = qm.aggregated_ttft(LLAMA8, H100, DEFAULT, 16, layout, workload, chunk, process)
     runs = [
-        engine.aggregated(PHYSICS, H100, layout, 256, chunk, arrivals.draw(process, workload, 5000, s)) for s in (0, 1)
+        engine.aggregated(PHYSICS, H100, layout, 256, chunk, arrivals.draw(process, workload, 20_000, s))
+        for s in range(4)
     ]
     sim = np.mean([_percentiles(r) for r in runs], axis=0)
     assert np.abs(model["ttft_s"][1:] / sim - 1.0).max() < TOLERANCE
@@ -212,6 +232,17 @@ def test_a_last_partial_chunk_costs_less_than_the_full_chunk_the_evaluator_price
     ]
     assert served.ttft_s == pytest.approx(sum(float(st.step_time_s) for st in steps), rel=1e-9)
     assert np.all(served.ttft_s < float(ttft))
+
+
+@pytest.mark.parametrize(("decode", "tokens", "start"), [(1, 2048, 0), (5, 1000, 3000), (200, 300, 700)])
+def test_every_simulated_step_is_the_evaluators_mixed_step(decode, tokens, start):
+    """The simulator prices a step from cached rows plus per-unit attention and KV seconds: the result must be the
+    evaluator's step for those pieces, kernel classes included (a new physics term must not fall out of it)."""
+    layout = _layout(3050.0)
+    attention, kv = tokens * start + tokens * (tokens - 1) / 2.0, float(tokens + start)
+    want = qm.mixed_step(LLAMA8, H100, DEFAULT, 16, layout, float(decode), float(tokens), attention, kv).step_time_s
+    got = engine._MixedSteps(PHYSICS, H100, layout, 256).time_s(decode, tokens, attention, kv)
+    assert got == pytest.approx(float(want), rel=1e-9)
 
 
 def test_at_low_load_disaggregated_reproduces_the_evaluators_ttft_and_tpot_at_batch_one():

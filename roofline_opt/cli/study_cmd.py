@@ -20,22 +20,25 @@ SHOWN_NEW = 10
 def run_study(args: argparse.Namespace) -> int:
     from roofline_opt import files, report
     from roofline_opt.study import load_study, summary
+    from roofline_opt.study.runner import MAX_WORKERS
     from roofline_opt.study.runner import run_study as run
+    from roofline_opt.study.spec import named_files
     from roofline_opt.study.store import parts_dir
 
     study = load_study(args.study)
     out = Path(args.out) if args.out else Path(f"{Path(args.study).stem}.parquet")
-    files.check_destination(out, "--out", ("parquet",))
+    inputs = (args.study, *named_files(study))
+    files.check_destination(out, "--out", ("parquet",), inputs=inputs)
     for flag, path, formats in (("--csv", args.csv, None), ("--summary-md", args.summary_md, ("md",))):
         if path:
-            files.check_destination(path, flag, formats)
+            files.check_destination(path, flag, formats, inputs=inputs)
     if args.summary_plot:
-        files.check_destination(args.summary_plot, "--summary-plot", files.plot_formats())
+        files.check_destination(args.summary_plot, "--summary-plot", files.plot_formats(), inputs=inputs)
     if args.html:
         from roofline_opt.report.html import check_html_destination
 
-        check_html_destination(args.html)
-    workers = None if args.workers is None else checks.positive_int("--workers", args.workers)
+        check_html_destination(args.html, inputs=inputs)
+    workers = None if args.workers is None else checks.positive_int("--workers", args.workers, maximum=MAX_WORKERS)
     chunk_rows = checks.positive_int("--chunk-rows", args.chunk_rows)
     n = workers or os.cpu_count() or 1
     where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local Dask cluster of {n} workers"

@@ -10,8 +10,8 @@ import numpy as np
 import yaml
 
 from roofline_opt.errors import InvalidInput
-from roofline_opt.fidelity.measured import map_row, read_measured
-from roofline_opt.fidelity.validate import SetupGroup, group_setups, predict_group
+from roofline_opt.fidelity.measured import MeasuredSetup, map_row, read_measured
+from roofline_opt.fidelity.validate import group_setups, predict_group
 from roofline_opt.physics.specs import DEFAULT, GpuSpec, Preset
 
 FIT_PARAMETERS = ("flop_efficiency", "hbm_efficiency", "network_latency_factor")
@@ -58,27 +58,47 @@ class CalibrationFit:
         return {name: getattr(self, name) for name in FIT_PARAMETERS}
 
 
-@dataclass(frozen=True)
 class _Problem:
-    """The rows of one accelerator that a fit uses: grouped setups and measured tok/s per request."""
+    """The rows of one accelerator that a fit uses: their distinct setups (each evaluated once per parameter point,
+    and each point once: ``predicted`` is cached) and the measured tok/s per request of every row."""
 
-    groups: tuple[SetupGroup, ...]
-    measured_tok_s_per_request: np.ndarray
-    gpu: GpuSpec
+    def __init__(self, setups: Sequence[MeasuredSetup], measured_tok_s_per_request: np.ndarray, gpu: GpuSpec) -> None:
+        distinct = list(dict.fromkeys(setups))
+        where = {s: i for i, s in enumerate(distinct)}
+        self.groups = tuple(group_setups(distinct))
+        self.n_setups = len(distinct)
+        self.setup_of_row = np.array([where[s] for s in setups])
+        self.measured_tok_s_per_request = measured_tok_s_per_request
+        self.gpu = gpu
+        self._predicted: dict[tuple[Preset, GpuSpec], np.ndarray] = {}
 
     def predicted(self, preset: Preset, gpu: GpuSpec | None = None) -> np.ndarray:
         spec = gpu or self.gpu
-        return predict_group(self.groups, len(self.measured_tok_s_per_request), preset, lambda _: spec)[
-            "tok_s_per_request"
-        ]
+        key = (preset, spec)
+        if key not in self._predicted:
+            by_setup = predict_group(self.groups, self.n_setups, preset, lambda _: spec)["tok_s_per_request"]
+            self._predicted[key] = by_setup
+        return self._predicted[key][self.setup_of_row]
 
     def loss(self, values: Sequence[float], mask: np.ndarray | None = None) -> float:
         """Mean squared natural-log error of the rows in ``mask`` (all by default) at these parameter values."""
         errors = self.log_errors(_fit_preset(values))
         return float(np.mean(errors[mask] ** 2 if mask is not None else errors**2))
 
+    def held_out_losses(self, values: Sequence[float], held_out: np.ndarray) -> np.ndarray:
+        """``loss(values, mask)`` for each mask leaving out one row of ``held_out``: all rows' sum less that row's
+        term (equal to the masked mean to rounding, at the cost of one sum for any number of rows)."""
+        squares = self.log_errors(_fit_preset(values)) ** 2
+        return (np.sum(squares) - squares[held_out]) / (len(squares) - 1)
+
     def log_errors(self, preset: Preset, gpu: GpuSpec | None = None) -> np.ndarray:
         return np.log(self.predicted(preset, gpu) / self.measured_tok_s_per_request)
+
+
+Losses = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""Losses at one parameter point of several fits (members) at once: ``losses(values, members)``."""
+ONE = np.zeros(1, dtype=int)
+"""The members of a single fit."""
 
 
 def _fit_preset(values: Sequence[float]) -> Preset:
@@ -89,59 +109,115 @@ def _default_values() -> np.ndarray:
     return np.array([getattr(DEFAULT, name) for name in FIT_PARAMETERS])
 
 
+@dataclass
+class _Search:
+    """Where a coordinate search stands for the fits (members) that have taken the same steps so far."""
+
+    members: np.ndarray
+    x: np.ndarray
+    best: np.ndarray
+    width: int = 0
+    position: int = 0
+    improved: bool = False
+    candidates: np.ndarray | None = None
+    candidate: int = 0
+
+
 def _coordinate_search(
-    loss: Callable[[np.ndarray], float],
+    losses: Losses,
+    members: np.ndarray,
     start: np.ndarray,
     low: np.ndarray,
     high: np.ndarray,
     free: Sequence[bool],
     steps: Sequence[float] = FIT_STEPS,
-) -> np.ndarray:
-    """Minimise ``loss`` over the free coordinates in log space: grids around the best point, shrinking."""
-    x, lo, hi = np.log(start), np.log(low), np.log(high)
-    best = loss(np.exp(x))
-    for width in steps:
-        improved = True
-        while improved:
-            improved = False
-            for i in np.flatnonzero(free):
-                for candidate in np.clip(x[i] + width * np.linspace(-1.0, 1.0, FIT_GRID), lo[i], hi[i]):
-                    trial = x.copy()
-                    trial[i] = candidate
-                    value = loss(np.exp(trial))
-                    if value < best * (1 - 1e-12):
-                        best, x, improved = value, trial, True
-    return np.exp(x)
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Minimise each member's loss over the free coordinates in log space: grids around the best point, shrinking
+    (each grid swept coordinate by coordinate, again while a sweep improves). All members move in lockstep while they
+    accept the same candidates and split where they differ, so each member follows the steps a search of its own
+    would take. Returns (members, values) for each group that ended at the same point."""
+    lo, hi = np.log(low), np.log(high)
+    coordinates = np.flatnonzero(free)
+    x = np.log(start)
+    pending = [_Search(members, x, losses(np.exp(x), members))]
+    done = []
+    while pending:
+        s = pending.pop()
+        while s.width < len(steps):
+            if s.position == len(coordinates):  # a sweep ended: again at this width if it improved, else narrower
+                s.width += 0 if s.improved else 1
+                s.position, s.improved = 0, False
+                continue
+            i = coordinates[s.position]
+            if s.candidates is None:
+                s.candidates = np.clip(s.x[i] + steps[s.width] * np.linspace(-1.0, 1.0, FIT_GRID), lo[i], hi[i])
+                s.candidate = 0
+            trial = s.x.copy()
+            trial[i] = s.candidates[s.candidate]
+            values = losses(np.exp(trial), s.members)
+            better = values < s.best * (1 - 1e-12)
+            if better.any():
+                if not better.all():
+                    rest = replace(s, members=s.members[~better], best=s.best[~better])
+                    pending.append(_next_candidate(rest))
+                    s.members, values = s.members[better], values[better]
+                s.x, s.best, s.improved = trial, values, True
+            _next_candidate(s)
+        done.append((s.members, np.exp(s.x)))
+    return done
 
 
-def _fit(
-    problem: _Problem,
-    mask: np.ndarray | None = None,
+def _next_candidate(s: _Search) -> _Search:
+    s.candidate += 1
+    if s.candidate == FIT_GRID:
+        s.candidates, s.position = None, s.position + 1
+    return s
+
+
+def _fit_many(
+    losses: Losses,
+    members: np.ndarray,
     start: np.ndarray | None = None,
     steps: Sequence[float] = FIT_STEPS,
-) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Fitted values and the parameters the rows identify; the others are pinned at the default preset's values."""
+) -> list[tuple[np.ndarray, np.ndarray, tuple[str, ...]]]:
+    """Fitted values and the parameters the rows identify, for each group of members ending at the same point; the
+    parameters not identified are pinned at the default preset's values and the rest fitted again."""
     low = np.array([FIT_BOUNDS[name][0] for name in FIT_PARAMETERS])
     high = np.array([FIT_BOUNDS[name][1] for name in FIT_PARAMETERS])
-    free = [True] * len(FIT_PARAMETERS)
-
-    def loss(values: np.ndarray) -> float:
-        return problem.loss(values, mask)
-
-    while True:
+    pending = [(members, (True,) * len(FIT_PARAMETERS))]
+    out = []
+    while pending:
+        group, free = pending.pop()
         begin = _default_values() if start is None else np.where(free, start, _default_values())
-        values = _coordinate_search(loss, begin, low, high, free, steps)
-        base = loss(values)
-        flat = []
-        for i in np.flatnonzero(free):
-            moved = [np.clip(values[i] * f, low[i], high[i]) for f in (1.2, 1 / 1.2)]
-            changes = [loss(np.where(np.arange(len(values)) == i, v, values)) - base for v in moved]
-            if max(changes) <= IDENTIFIED_LOSS_CHANGE:
-                flat.append(i)
-        if not flat:
-            return values, tuple(name for name, f in zip(FIT_PARAMETERS, free, strict=True) if f)
-        for i in flat:
-            free[i] = False
+        for ended, values in _coordinate_search(losses, group, begin, low, high, free, steps):
+            base = losses(values, ended)
+            flat = np.zeros((len(ended), len(FIT_PARAMETERS)), dtype=bool)
+            for i in np.flatnonzero(free):
+                moved = [np.clip(values[i] * f, low[i], high[i]) for f in (1.2, 1 / 1.2)]
+                changes = [losses(np.where(np.arange(len(values)) == i, v, values), ended) - base for v in moved]
+                flat[:, i] = np.maximum(*changes) <= IDENTIFIED_LOSS_CHANGE
+            for pattern in np.unique(flat, axis=0):
+                same = ended[(flat == pattern).all(axis=1)]
+                if not pattern.any():
+                    out.append((same, values, tuple(n for n, f in zip(FIT_PARAMETERS, free, strict=True) if f)))
+                else:
+                    pending.append((same, tuple(f and not p for f, p in zip(free, pattern, strict=True))))
+    return out
+
+
+def _fit(problem: _Problem) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The fit to every row: fitted values and the parameters the rows identify."""
+    ((_, values, identified),) = _fit_many(lambda v, _: np.array([problem.loss(v)]), ONE)
+    return values, identified
+
+
+def _leave_one_out(problem: _Problem, values: np.ndarray) -> np.ndarray:
+    """Each row's log error under the fit to the other rows (started from the full fit, finer grids only)."""
+    rows = np.arange(len(problem.measured_tok_s_per_request))
+    held_out = np.empty(len(rows))
+    for members, fitted, _ in _fit_many(problem.held_out_losses, rows, start=values, steps=LOO_STEPS):
+        held_out[members] = problem.log_errors(_fit_preset(fitted))[members]
+    return held_out
 
 
 def _card_with_fit(gpu: GpuSpec, values: np.ndarray, hop_latency_s: float, name: str, source: str) -> GpuSpec:
@@ -178,7 +254,7 @@ def _hop_latency(problem: _Problem, values: np.ndarray) -> float:
         return float(np.mean(np.log(problem.predicted(scaled, card) / target) ** 2))
 
     low, high = (np.array([b]) for b in HOP_LATENCY_BOUNDS_S)
-    best = _coordinate_search(mismatch, np.array([1e-6]), low, high, [True])
+    ((_, best),) = _coordinate_search(lambda h, _: np.array([mismatch(h)]), ONE, np.array([1e-6]), low, high, [True])
     return float(best[0]) if mismatch(best) < mismatch(np.array([0.0])) else 0.0
 
 
@@ -196,16 +272,9 @@ def calibrate(path: str | Path, gpu: GpuSpec, card_name: str | None = None) -> t
         msg = f"must be an accelerator the file has mapped rows of ({', '.join(found)}). Got {gpu.name!r} instead."
         raise InvalidInput("--gpu", msg)
     measured = np.array([r.measured_tok_s_per_request for r in chosen])
-    problem = _Problem(tuple(group_setups([r.setup for r in chosen])), measured, gpu)
+    problem = _Problem([r.setup for r in chosen], measured, gpu)
     values, identified = _fit(problem)
-    loo = None
-    if len(chosen) > 1:
-        held_out = []
-        for i in range(len(chosen)):
-            keep = np.arange(len(chosen)) != i
-            fitted_without = _fit(problem, keep, start=values, steps=LOO_STEPS)[0]
-            held_out.append(problem.log_errors(_fit_preset(fitted_without))[i])
-        loo = float(np.sqrt(np.mean(np.square(held_out))))
+    loo = _rms(_leave_one_out(problem, values)) if len(chosen) > 1 else None
     hop = _hop_latency(problem, values)
     source = (
         f"calibrated by roofline-opt calibrate from {gpu.name} and {len(chosen)} rows of {Path(path).name}: fitted "

@@ -13,7 +13,7 @@ the realistic estimate, reported next to it as ``estimate_ratio``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -275,39 +275,103 @@ def _sweep_batches(top: int) -> np.ndarray:
     return np.unique(np.concatenate([dense, sparse, [float(top)]]))
 
 
+CURVE_POINTS = 256
+"""Points of the swept curve a prediction keeps for plots (log-spaced over the swept batches, ends included); the
+checks themselves read every swept batch."""
+SWEPT = ("tok_s_per_request", "throughput_tok_s", "fits_in_memory", "bottleneck")
+"""The figures of a sweep the checks read (a whole figures dict of 10^5 batches is some 20 MB)."""
+
+
+def _shape(s: MeasuredSetup) -> MeasuredSetup:
+    """What the evaluator's figures of one instance depend on: the setup without its batch, cap, copies and check."""
+    return replace(s, batch=None, batch_cap=None, instances=1, total_gpus=0, check="point", assumptions=())
+
+
+def _curve_indices(n: int) -> np.ndarray:
+    return np.unique(np.round(np.geomspace(1, n, min(n, CURVE_POINTS))).astype(int) - 1)
+
+
+class Predictor:
+    """Predictions under one preset, each distinct setup evaluated once: rows differing only in their batch, batch
+    cap, number of instances or check share one batch sweep (and its largest fitting batch), and a row at a stated
+    batch reads its figures from that sweep when the batch is swept."""
+
+    def __init__(self, preset: Preset) -> None:
+        self.preset = preset
+        self._tops: dict[MeasuredSetup, int] = {}
+        self._sweeps: dict[tuple[MeasuredSetup, int], tuple[np.ndarray, dict[str, np.ndarray]]] = {}
+        self._curves: dict[tuple[MeasuredSetup, int, int, int], dict[str, Any]] = {}
+        self._predictions: dict[tuple[MeasuredSetup, float | None], Prediction] = {}
+
+    def top(self, s: MeasuredSetup) -> int:
+        shape = _shape(s)
+        if shape not in self._tops:
+            self._tops[shape] = largest_fitting_batch(shape, self.preset)
+        return self._tops[shape]
+
+    def sweep(self, s: MeasuredSetup, top: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        key = (_shape(s), top)
+        if key not in self._sweeps:
+            batches = _sweep_batches(max(top, 1))
+            figures = _evaluate(key[0], self.preset, batches)
+            self._sweeps[key] = batches, {k: np.broadcast_to(figures[k], batches.shape) for k in SWEPT}
+        return self._sweeps[key]
+
+    def predict(self, s: MeasuredSetup, measured_per_request: float | None) -> Prediction:
+        """``predict(s, measured_per_request, preset)``, from the shared sweeps."""
+        key = (s, measured_per_request if s.check == "frontier" else None)
+        if key not in self._predictions:
+            self._predictions[key] = self._predict(s, measured_per_request)
+        return self._predictions[key]
+
+    def _predict(self, s: MeasuredSetup, measured_per_request: float | None) -> Prediction:
+        top = self.top(s)
+        if s.batch_cap is not None:
+            top = min(top, s.batch_cap)
+        batches, sweep = self.sweep(s, top)
+        per_gpu = sweep["throughput_tok_s"] * s.instances / s.gpus_in_all
+        speed = sweep["tok_s_per_request"]
+        curve_key = (_shape(s), top, s.instances, s.gpus_in_all)
+        if curve_key not in self._curves:
+            kept = _curve_indices(len(batches))
+            self._curves[curve_key] = {
+                "curve_tok_s_per_request": speed[kept],
+                "curve_tok_s_per_gpu": per_gpu[kept],
+                "largest_fitting_batch": top,
+            }
+        curve = self._curves[curve_key]
+        if s.check == "point":
+            assert s.batch is not None  # a point check has a batch
+            if top <= DENSE_SWEEP_BATCHES and 1 <= s.batch <= len(batches):
+                f, i = sweep, s.batch - 1  # batches[i] == s.batch
+            else:
+                f, i = _evaluate(s, self.preset, [float(s.batch)]), 0
+            return Prediction(
+                float(f["tok_s_per_request"][i]),
+                float(f["throughput_tok_s"][i] * s.instances / s.gpus_in_all),
+                bool(f["fits_in_memory"][i]),
+                str(f["bottleneck"][i]),
+                batch=s.batch,
+                **curve,
+            )
+        nothing_fits = "the model does not fit in memory on this layout even at batch 1" if top < 1 else None
+        if s.check == "throughput ceiling" or (s.check == "frontier" and top < 1):
+            i = int(np.argmax(per_gpu))
+        elif s.check == "frontier":
+            fast_enough = speed >= measured_per_request
+            if not fast_enough.any():
+                fastest = f"{speed.max():.4g}"
+                why = f"no batch fitting in memory reaches the measured tok/s per user (fastest: {fastest})"
+                return _at(sweep, per_gpu, batches, 0, why, curve)
+            i = int(np.argmax(np.where(fast_enough, per_gpu, -np.inf)))
+        else:
+            i = 0
+        return _at(sweep, per_gpu, batches, i, nothing_fits, curve)
+
+
 def predict(s: MeasuredSetup, measured_per_request: float | None, preset: Preset) -> Prediction:
     """The figures the row's check compares, from the evaluator."""
-    top = largest_fitting_batch(s, preset)
-    if s.batch_cap is not None:
-        top = min(top, s.batch_cap)
-    batches = _sweep_batches(max(top, 1))
-    sweep = _evaluate(s, preset, batches)
-    per_gpu = sweep["throughput_tok_s"] * s.instances / s.gpus_in_all
-    speed = sweep["tok_s_per_request"]
-    curve = {"curve_tok_s_per_request": speed, "curve_tok_s_per_gpu": per_gpu, "largest_fitting_batch": top}
-    if s.check == "point":
-        f = _evaluate(s, preset, [float(s.batch)])
-        return Prediction(
-            float(f["tok_s_per_request"][0]),
-            float(f["throughput_tok_s"][0] * s.instances / s.gpus_in_all),
-            bool(f["fits_in_memory"][0]),
-            str(f["bottleneck"][0]),
-            batch=s.batch,
-            **curve,
-        )
-    nothing_fits = "the model does not fit in memory on this layout even at batch 1" if top < 1 else None
-    if s.check == "throughput ceiling" or (s.check == "frontier" and top < 1):
-        i = int(np.argmax(per_gpu))
-    elif s.check == "frontier":
-        fast_enough = speed >= measured_per_request
-        if not fast_enough.any():
-            fastest = f"{speed.max():.4g}"
-            why = f"no batch fitting in memory reaches the measured tok/s per user (fastest: {fastest})"
-            return _at(sweep, per_gpu, batches, 0, why, curve)
-        i = int(np.argmax(np.where(fast_enough, per_gpu, -np.inf)))
-    else:
-        i = 0
-    return _at(sweep, per_gpu, batches, i, nothing_fits, curve)
+    return Predictor(preset).predict(s, measured_per_request)
 
 
 def _at(sweep, per_gpu, batches, i: int, why: str | None, curve: dict) -> Prediction:
@@ -327,14 +391,15 @@ def validate(path: str | Path, preset: Preset = DEFAULT) -> list[ValidationRow]:
     unstated settings read favourably: ``MeasuredSetup.for_bound``) and its realistic estimate (``preset`` itself)
     where it maps to a setup."""
     bound = preset.at_peak()
+    at_peak, realistic = Predictor(bound), Predictor(preset)
     out = []
     for row in map(map_row, read_measured(path)):
         if row.setup is None:
             out.append(ValidationRow(row))
             continue
         bound_setup = row.setup.for_bound()
-        at_peak = predict(bound_setup, row.measured_tok_s_per_request, bound)
+        upper = at_peak.predict(bound_setup, row.measured_tok_s_per_request)
         same = bound is preset and bound_setup is row.setup
-        estimate = at_peak if same else predict(row.setup, row.measured_tok_s_per_request, preset)
-        out.append(ValidationRow(row, at_peak, estimate))
+        estimate = upper if same else realistic.predict(row.setup, row.measured_tok_s_per_request)
+        out.append(ValidationRow(row, upper, estimate))
     return out

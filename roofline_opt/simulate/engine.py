@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -58,18 +58,25 @@ class Served:
 
 
 class _MixedSteps:
-    """Step time of ``d`` decoding sequences plus prompt pieces, from ``queueing.mixed_step``: rows over d = 1..slots
-    cached per prompt-token count; attention and KV tokens enter the step's compute and memory seconds linearly, as
-    in the evaluator, so their per-unit seconds are measured once."""
+    """Step time of ``d`` decoding sequences plus prompt pieces, from ``queueing.mixed_step`` (the evaluator's step
+    ``ttft_aggregated_s`` and ``tpot_step`` price): rows over d = 1..slots cached per prompt-token count. The step's
+    figures are affine in the pieces' attention context and KV tokens (every memory and compute field, the kernel
+    classes included), so their per-unit seconds are measured once per field and added before the step time is
+    taken from the figures as the evaluator combines them."""
+
+    _PROBE = 2.0**20  # a large power of two: the per-unit slope is exact to rounding, not a difference of near-equals
 
     def __init__(self, physics: Physics, gpu: GpuSpec, layout: ev.Layout, slots: int) -> None:
         self._args = (physics.model, gpu, physics.preset, physics.weight_bits, layout)
         self._d = np.arange(1.0, slots + 1.0)
-        self._rows: dict[int, ev.StepFigures] = {}
+        self._rows: dict[int, dict[str, list[float]]] = {}
         self._memo: dict[tuple[int, int, float, float], float] = {}
         base = queueing.mixed_step(*self._args, 1.0, 0.0, 0.0, 0.0)
-        self._per_attention_s = float(queueing.mixed_step(*self._args, 1.0, 0.0, 1.0, 0.0).compute_s - base.compute_s)
-        self._per_kv_s = float(queueing.mixed_step(*self._args, 1.0, 0.0, 0.0, 1.0).memory_s - base.memory_s)
+        self._template = base
+        attention = queueing.mixed_step(*self._args, 1.0, 0.0, self._PROBE, 0.0)
+        kv = queueing.mixed_step(*self._args, 1.0, 0.0, 0.0, self._PROBE)
+        self._per_attention = {f: (_field(attention, f) - _field(base, f)) / self._PROBE for f in _FIELDS}
+        self._per_kv = {f: (_field(kv, f) - _field(base, f)) / self._PROBE for f in _FIELDS}
 
     def time_s(self, decode: int, tokens: int, attention: float, kv_tokens: float) -> float:
         key = (decode, tokens, attention, kv_tokens)
@@ -80,18 +87,19 @@ class _MixedSteps:
     def _time_s(self, decode: int, tokens: int, attention: float, kv_tokens: float) -> float:
         row = self._rows.get(tokens)
         if row is None:
-            row = self._rows[tokens] = queueing.mixed_step(*self._args, self._d, float(tokens), 0.0, 0.0)
+            step = queueing.mixed_step(*self._args, self._d, float(tokens), 0.0, 0.0)
+            row = self._rows[tokens] = {f: np.broadcast_to(getattr(step, f), self._d.shape).tolist() for f in _FIELDS}
         i = max(decode, 1) - 1
-        overlapped = np.broadcast_to(row.overlapped_network_s, self._d.shape)[i]
-        return float(
-            ev.StepFigures(
-                row.kernel_launch_s[i],
-                row.network_s[i],
-                row.memory_s[i] + kv_tokens * self._per_kv_s,
-                row.compute_s[i] + attention * self._per_attention_s,
-                overlapped,
-            ).step_time_s
-        )
+        values = {f: row[f][i] + attention * self._per_attention[f] + kv_tokens * self._per_kv[f] for f in _FIELDS}
+        return float(replace(self._template, **values).step_time_s)
+
+
+_FIELDS = tuple(f.name for f in fields(ev.StepFigures) if f.name != "per_kernel_class")
+"""The seconds fields of a step's figures (``per_kernel_class`` is the preset's, the same in every step)."""
+
+
+def _field(step: ev.StepFigures, name: str) -> float:
+    return float(np.asarray(getattr(step, name)))
 
 
 def aggregated(

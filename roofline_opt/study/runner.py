@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from roofline_opt import api, catalog
+from roofline_opt import api, catalog, checks
 from roofline_opt.errors import InvalidInput
 from roofline_opt.study import execute
 from roofline_opt.study.spec import PATH_KEYS, Study, StudyQuestion
@@ -45,6 +45,9 @@ QUIET_DASK = {
 event-loop ticks and monitors. Dask's defaults (a profile sample every 10 ms, a tick every 20 ms in the scheduler,
 every nanny, worker and client) cost about 7% of a core while a study runs, more than the study's own driver work
 (benchmarks/results-study-2026-11-30.txt); memory limits still apply, checked twice a second."""
+MAX_WORKERS = 256
+"""Most worker processes of the embedded cluster (``--workers``): each is a Python process of some 150 MB, and
+asking for a million made the command hang while it started them."""
 CONNECT_TIMEOUT = "30s"
 """How long to try reaching a running scheduler."""
 
@@ -169,6 +172,8 @@ def run_study(
     progress: Progress | None = None,
 ) -> RunReport:
     """Answer every question not answered before, writing chunks as they arrive; then assemble the output."""
+    if workers is not None:
+        checks.positive_int("--workers", workers, maximum=MAX_WORKERS)
     store = Store(out)
     if fresh:
         store.clear()

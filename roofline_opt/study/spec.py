@@ -18,6 +18,7 @@ import inspect
 import itertools
 import json
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,7 @@ def query_parameters(kind: str) -> dict[str, Any]:
     return _parameters(query_functions()[kind])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StudyQuestion:
     """One question of a study: its resolved inputs (every parameter, defaults filled in) and its id."""
 
@@ -183,15 +184,39 @@ def load_study(path: str | Path) -> Study:
     required = [k for k, v in defaults.items() if v is inspect.Parameter.empty]
     keys = tuple(dict.fromkeys(k for q in given for k in q))
     questions = []
+    pool: dict[tuple[str, Any], tuple[str, Any]] = {}
     for i, q in enumerate(given):
         missing = [k for k in required if k not in q]
         if missing:
             raise InvalidInput(f"{path}: question {i + 1}", f"must set {', '.join(missing)}. Got {q!r} instead.")
         resolved = {k: _canonical(v) for k, v in defaults.items() if v is not inspect.Parameter.empty}
         resolved.update(q)
-        questions.append(StudyQuestion(question_id(kind, resolved), kind, tuple(sorted(resolved.items()))))
+        inputs = tuple(_shared(item, pool) for item in sorted(resolved.items()))
+        questions.append(StudyQuestion(question_id(kind, resolved), kind, inputs))
     summary = {str(k): str(v) for k, v in _mapping(data.get("summary"), f"{path}: summary").items()}
     return Study(str(data.get("name") or path.stem), kind, tuple(questions), keys, summary, path)
+
+
+def _shared(item: tuple[str, Any], pool: dict[tuple[str, Any], tuple[str, Any]]) -> tuple[str, Any]:
+    """One object for every equal (key, value) pair of a study's questions: a million questions share their fixed
+    and default inputs instead of holding a copy each."""
+    try:
+        return pool.setdefault(item, item)
+    except TypeError:  # an unhashable default is kept as it is
+        return item
+
+
+def named_files(study: Study) -> tuple[str, ...]:
+    """The files the study's questions name (cards by path, clusters, workloads, fleets): inputs no output may
+    replace."""
+    names = {
+        name.strip()
+        for q in study.questions
+        for key, value in q.inputs
+        if key in PATH_KEYS and isinstance(value, str)
+        for name in value.split(",")
+    }
+    return tuple(sorted(n for n in names if n and os.path.isfile(n)))
 
 
 def question_id(kind: str, resolved: Mapping[str, Any]) -> str:

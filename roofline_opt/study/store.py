@@ -8,6 +8,7 @@ on request) holds one row per question of the current study, in the study's orde
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -68,8 +69,24 @@ NULLABLE = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
 """Arrow types read as pandas' nullable dtypes, as ``typed_frame`` makes them."""
 
 
+SCHEMA_KEY = b"roofline_opt.schema_sha256"
+"""Part-file metadata: a hash of the column names and types, which Parquet's page checksums do not cover."""
+
+
+def _schema_hash(schema: pa.Schema) -> bytes:
+    return hashlib.sha256(schema.remove_metadata().to_string().encode()).hexdigest().encode()
+
+
 def read_part(path: Path) -> pd.DataFrame:
-    return pq.read_table(path).to_pandas(types_mapper=NULLABLE.get)
+    """A part file's rows. Page checksums, the schema's hash and a full validation of the table catch a file changed
+    after writing (a flipped byte could otherwise read as another answer or column, or fail later as text that is not
+    UTF-8); parts written before the hash was added are read without it."""
+    table = pq.read_table(path, page_checksum_verification=True)
+    table.validate(full=True)
+    stored = (table.schema.metadata or {}).get(SCHEMA_KEY)
+    if stored is not None and stored != _schema_hash(table.schema):
+        raise ValueError(f"{path}: the columns differ from those written")
+    return table.to_pandas(types_mapper=NULLABLE.get)
 
 
 class Store:
@@ -96,7 +113,7 @@ class Store:
         for path in paths:
             try:
                 frame = read_part(path)
-            except (pa.ArrowException, OSError):
+            except Exception:  # a damaged file fails in many ways (Arrow, thrift, UTF-8 decoding): its rows are lost
                 frame = None
             if frame is None or not {"question_id", "status"} <= set(frame.columns):
                 self.unreadable.add(path)
@@ -122,7 +139,8 @@ class Store:
         self._written += 1
         name = f"part-{time.time_ns():020d}-{os.getpid()}-{self._written:06d}.parquet"
         table = part_table(rows)
-        files.write_output(self.parts / name, lambda f: pq.write_table(table, f), "--out")
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), SCHEMA_KEY: _schema_hash(table.schema)})
+        files.write_output(self.parts / name, lambda f: pq.write_table(table, f, write_page_checksum=True), "--out")
 
     def assemble(self, ids: Iterable[str], inputs: pd.DataFrame, csv: Path | None = None) -> pd.DataFrame:
         """The output: one row per id (inputs first, then status and the answer's fields), written atomically."""
@@ -133,7 +151,13 @@ class Store:
         frame = frame.assign(status=frame["status"].where(frame["status"].notna(), "unanswered"))
         if missing:
             frame.loc[frame["question_id"].isin(missing), "message"] = "not answered (the run was interrupted)"
-        files.write_output(self.out, lambda f: _arrow_safe(frame).to_parquet(f, index=False), "--out")
-        if csv is not None:
-            files.write_csv(csv, frame, field="--csv")
+
+        def write(f: Any) -> None:
+            # The CSV is written once the Parquet file is complete but before it is renamed into place: a CSV that
+            # cannot be written leaves no Parquet output either (one run's outputs appear together or not at all).
+            _arrow_safe(frame).to_parquet(f, index=False)
+            if csv is not None:
+                files.write_csv(csv, frame, field="--csv")
+
+        files.write_output(self.out, write, "--out")
         return frame

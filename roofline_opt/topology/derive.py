@@ -15,6 +15,11 @@ from roofline_opt.physics.specs import GpuSpec
 from roofline_opt.topology import maxflow, symmetry
 from roofline_opt.topology.schema import BANDWIDTH, LATENCY, SCALEUP_LINK_KINDS, gpu_counts, gpu_ids
 
+MAX_PATH_WORK = 10_000_000
+"""Most (GPU classes x graph size) a derivation visits: each class of GPUs not joined by a verified automorphism
+costs one path search and cut over the graph. A symmetric pod of 1,024 GPUs has a handful of classes; an irregular
+tree of 4,000 GPUs (benchmarks/irregular_tree.py) has one class per GPU and ran past 180 s, so it is refused."""
+
 
 @dataclass(frozen=True)
 class CollectiveFigures:
@@ -177,6 +182,15 @@ def collective_figures(cluster: nx.Graph, gpus: Iterable[str], *, use_symmetry: 
     label = {m: i for i, (_, ms) in enumerate(domains) for m in ms}
     classes = _first_per_key(range(len(domains)), lambda i: min(found.find(m) for m in domains[i][1]))
     sources = _first_per_key(members, found.find)
+    size = cluster.number_of_nodes() + cluster.number_of_edges()
+    if (len(sources) + len(classes)) * size > MAX_PATH_WORK:
+        raise InvalidInput(
+            "cluster",
+            f"has {len(sources):,} classes of GPUs that no verified symmetry joins (of {len(members):,}) on "
+            f"{size:,} nodes and links: their paths and cuts would visit about "
+            f"{(len(sources) + len(classes)) * size:,} nodes and links, more than the {MAX_PATH_WORK:,} allowed "
+            "(give a cluster whose servers and links repeat, or fewer GPUs)",
+        )
     intra_cuts = [
         _min_pair_cut_gb_s(scaleup, domains[i][0], domains[i][1], found.count(domains[i][0]) == 1)
         for i in classes
