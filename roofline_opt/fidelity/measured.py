@@ -350,7 +350,14 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     whole = whole and not decode_only
     basis = "request" if _WHOLE_REQUEST_SPEED_RE.search(f"{text['notes']} {text['tok_s_per_request']}") else "tpot"
     setup = None
-    if None not in (model, bits, gpu_name, layout, context) and not reasons:
+    if (
+        model is not None
+        and bits is not None
+        and gpu_name is not None
+        and layout is not None
+        and context is not None
+        and not reasons
+    ):
         setup = MeasuredSetup(
             model.name,
             bits[0],
@@ -372,8 +379,8 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             acceptance=acceptance,
             assumptions=tuple(notes),
             batch_cap=cap,
-            input_len=round(prompt) if whole else None,
-            output_len=round(output) if whole else None,
+            input_len=round(prompt) if whole and prompt is not None else None,
+            output_len=round(output) if whole and output is not None else None,
             speed_basis=basis,
             static_batch="static" in text["batch_or_concurrency"].lower(),
             framework=text["framework"],
