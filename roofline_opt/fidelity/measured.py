@@ -53,9 +53,22 @@ DEFAULT_MTP_ACCEPTANCE = 0.9
 gives for its second-token prediction (the generous end, since a bound must not rest on a guess that slows us)."""
 
 PRECISION_BITS = {
-    "nvfp4": 4, "mxfp4": 4, "fp4": 4, "int4": 4, "w4a16": 4, "w4a8": 4, "awq": 4, "gptq": 4,
-    "fp8": 8, "int8": 8, "w8a8": 8, "bf16": 16, "fp16": 16, "bfloat16": 16, "float16": 16,
-}  # fmt: skip
+    "nvfp4": 4,
+    "mxfp4": 4,
+    "fp4": 4,
+    "int4": 4,
+    "w4a16": 4,
+    "w4a8": 4,
+    "awq": 4,
+    "gptq": 4,
+    "fp8": 8,
+    "int8": 8,
+    "w8a8": 8,
+    "bf16": 16,
+    "fp16": 16,
+    "bfloat16": 16,
+    "float16": 16,
+}
 """Weight precision of a measured row: the first of these words its precision text names."""
 
 _PRECISION_RE = re.compile("|".join(PRECISION_BITS))
