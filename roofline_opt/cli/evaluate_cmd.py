@@ -383,16 +383,9 @@ def _row_label(path: Path, line: int) -> Callable[[str], str]:
 # ----------------------------------------------------------------------------------------------- evaluation
 
 
-def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
-    """A setup priced as whole requests: the aggregated instance or the disaggregated unit (physics/requests.py)."""
-    import numpy as np
-
-    model = specs.model(setup.model, "model")[0]
-    gpu = specs.gpu(setup.gpu, "gpu")
-    preset = PRESETS[setup.preset]
-    assert setup.isl is not None and setup.osl is not None  # a setup of whole requests (parse_setup gives both)
-    workload = rq.Workload.single(setup.isl, setup.osl)
-    layout = evaluator.Layout.of(
+def request_layout(setup: Setup) -> evaluator.Layout:
+    """The (decode or aggregated) instance of a whole-request setup: one token per sequence per step."""
+    return evaluator.Layout.of(
         setup.tp,
         setup.tp_2d,
         setup.pp,
@@ -403,10 +396,27 @@ def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
         dp_attention=setup.dp_attention,
         a2a_overlap=setup.two_batch_overlap,
     )
+
+
+def prefill_layout(setup: Setup) -> evaluator.Layout:
+    """The prefill instance of a disaggregated setup (no expert parallelism: the dense layout)."""
+    return evaluator.Layout.of(setup.prefill_tp, setup.prefill_tp_2d, setup.prefill_pp, 0, 1, 1, setup.kv_bits)
+
+
+def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
+    """A setup priced as whole requests: the aggregated instance or the disaggregated unit (physics/requests.py)."""
+    import numpy as np
+
+    model = specs.model(setup.model, "model")[0]
+    gpu = specs.gpu(setup.gpu, "gpu")
+    preset = PRESETS[setup.preset]
+    assert setup.isl is not None and setup.osl is not None  # a setup of whole requests (parse_setup gives both)
+    workload = rq.Workload.single(setup.isl, setup.osl)
+    layout = request_layout(setup)
     batch = np.array([float(setup.batch)])
     if setup.serving == rq.DISAGG:
         p_gpu = specs.gpu(setup.prefill_gpu, "prefill_gpu")
-        p_layout = evaluator.Layout.of(setup.prefill_tp, setup.prefill_tp_2d, setup.prefill_pp, 0, 1, 1, setup.kv_bits)
+        p_layout = prefill_layout(setup)
         out = rq.disaggregated_figures(
             model,
             preset,

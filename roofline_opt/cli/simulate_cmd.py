@@ -110,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from roofline_opt import report
-    from roofline_opt.physics import evaluator, queueing
+    from roofline_opt.cli import evaluate_cmd as ec
+    from roofline_opt.physics import queueing
     from roofline_opt.physics import requests as rq
     from roofline_opt.physics.specs import PRESETS
     from roofline_opt.simulate import engine, summary
@@ -121,17 +122,7 @@ def run(args: argparse.Namespace) -> int:
     workload = reqs.workload
     setup, specs = _setup(args, round(workload.mean_isl), round(workload.mean_osl))
     model, gpu, preset = specs.model(setup.model, "--model")[0], specs.gpu(setup.gpu, "--gpu"), PRESETS[setup.preset]
-    layout = evaluator.Layout.of(
-        setup.tp,
-        setup.tp_2d,
-        setup.pp,
-        setup.context,
-        1,
-        setup.ep,
-        setup.kv_bits,
-        dp_attention=setup.dp_attention,
-        a2a_overlap=setup.two_batch_overlap,
-    )
+    layout = ec.request_layout(setup)
     physics = engine.Physics(model, preset, setup.weight_bits)
     out: dict[str, Any] = {
         "serving": setup.serving,
@@ -140,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     }
     if setup.serving == rq.DISAGG:
         p_gpu = specs.gpu(setup.prefill_gpu, "--prefill-gpu")
-        p_layout = evaluator.Layout.of(setup.prefill_tp, setup.prefill_tp_2d, setup.prefill_pp, 0, 1, 1, setup.kv_bits)
+        p_layout = ec.prefill_layout(setup)
         prefill = (p_gpu, p_layout, setup.prefill_batch, setup.prefill_instances)
         served = engine.disaggregated(physics, prefill, (gpu, layout, setup.batch, setup.decode_instances), reqs)
         static = rq.disaggregated_figures(
