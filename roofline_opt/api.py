@@ -214,10 +214,11 @@ def question(
         if load is None:
             raise InvalidInput("demand_req_s", "needs whole requests: give --isl and --osl or --workload")
         demand_tok_s = checks.positive_float("demand_req_s", demand_req_s) * load.mean_osl
+    decode_context: float  # I + O / 2 of whole requests need not be whole
     if context is None:
-        context = DEFAULT_CONTEXT if load is None else load.decode_context
+        decode_context = DEFAULT_CONTEXT if load is None else load.decode_context
     else:
-        context = checks.positive_int("context", context, minimum=0, maximum=MAX_CONTEXT)
+        decode_context = checks.positive_int("context", context, minimum=0, maximum=MAX_CONTEXT)
     utilisation = checks.positive_float("max_utilisation", max_utilisation)
     if utilisation > 1.0:
         raise InvalidInput("max_utilisation", f"must be in (0, 1]. Got {max_utilisation!r} instead.")
@@ -231,7 +232,7 @@ def question(
         ep_degrees=ep,
         dp_attention=dp_attention_offered(spec, dp_attention, ep, preset),
         max_batch=max_batch,
-        context=context,
+        context=decode_context,
         draft=draft_spec,
         acceptance=checks.probability("acceptance", acceptance),
         gamma_max=gamma_max,
@@ -511,10 +512,22 @@ def evaluate(
     if gamma and draft is None:
         raise InvalidInput("gamma", f"needs a draft model (draft=...). Got {gamma} without one instead.")
     q = question(
-        model, gpu, weight_bits=weight_bits, tp_degrees=(tp,), pp_degrees=(pp,), tp_modes=("2d" if tp_2d else "1d",),
-        ep_degrees=(ep,), dp_attention=False, max_batch=max(batch, pp), context=context, draft=draft,
-        acceptance=acceptance, gamma_max=gamma, preset=preset, usd_per_gpu_hour=usd_per_gpu_hour,
-    )  # fmt: skip
+        model,
+        gpu,
+        weight_bits=weight_bits,
+        tp_degrees=(tp,),
+        pp_degrees=(pp,),
+        tp_modes=("2d" if tp_2d else "1d",),
+        ep_degrees=(ep,),
+        dp_attention=False,
+        max_batch=max(batch, pp),
+        context=context,
+        draft=draft,
+        acceptance=acceptance,
+        gamma_max=gamma,
+        preset=preset,
+        usd_per_gpu_hour=usd_per_gpu_hour,
+    )
     if len(q.gpus) != 1 or len(q.weight_bits) != 1:
         raise InvalidInput("gpu", "must name one accelerator and one weight precision for evaluate")
     g, bits = q.gpus[0], q.weight_bits[0]

@@ -39,7 +39,8 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool | NumericText):
         return None
     if isinstance(value, Integral):
-        return float(value) if abs(value) < 2**1023 else math.copysign(math.inf, value)
+        whole = int(value)
+        return float(whole) if abs(whole) < 2**1023 else math.copysign(math.inf, whole)
     if isinstance(value, Real):
         return float(value)
     if isinstance(value, str) and len(value) < 100 and _NUMBER_TEXT.fullmatch(value.strip()):
@@ -77,7 +78,7 @@ def positive_float(
     infinity are rejected."""
     number = _number(value)
     bad = number is None or not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero)
-    if bad or not minimum <= number <= maximum:
+    if number is None or bad or not minimum <= number <= maximum:
         wanted = "a finite number >= 0" if allow_zero else "a finite number > 0"
         if not bad:
             low = f">= {minimum:g}" if minimum > 0 or allow_zero else "> 0"
@@ -92,7 +93,7 @@ def probability(field: str, value: Any, *, include_zero: bool = False, include_o
     number = _number(value)
     low_ok = number is not None and (number > 0 or (include_zero and number == 0))
     high_ok = number is not None and (number < 1 or (include_one and number == 1))
-    if not (low_ok and high_ok):
+    if number is None or not (low_ok and high_ok):
         interval = ("[" if include_zero else "(") + "0, 1" + ("]" if include_one else ")")
         msg = f"must be a number in {interval}. Got {shown(value)} instead."
         raise InvalidInput(field, msg)

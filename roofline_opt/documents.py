@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roofline_opt.checks import NumericText
 from roofline_opt.errors import InvalidInput
@@ -59,10 +59,20 @@ def _yaml_loader(c_parser: bool = True) -> type:
     from yaml.constructor import SafeConstructor
     from yaml.resolver import Resolver
 
-    class Bounds:
+    if TYPE_CHECKING:
+        from yaml.parser import Parser
+
+        class _Mixed(Parser, Composer, SafeConstructor):
+            """What Bounds is mixed into, for the type checker: a parser, PyYAML's composer and a constructor."""
+
+    else:
+        _Mixed = object
+
+    class Bounds(_Mixed):
         """The limits, checked while composing and constructing (a mixin over a PyYAML parser)."""
 
         depth, aliases, values = 0, 0, 0
+        sizes: dict[int, int]
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):

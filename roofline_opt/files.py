@@ -359,8 +359,9 @@ def write_output(path: str | os.PathLike[str], write: Any, field: str) -> None:
     except OSError as exc:
         raise _cannot(field, path, exc) from exc
     special = info is not None and not stat.S_ISREG(info.st_mode)
-    if special and _kind(info.st_mode) is not None:
-        raise _cannot(field, path, _kind(info.st_mode))
+    refused = _kind(info.st_mode) if special and info is not None else None
+    if refused is not None:
+        raise _cannot(field, path, refused)
     _refuse_input(path, field)
     if special or (info is not None and _names_a_descriptor(path)):
         import io

@@ -21,10 +21,27 @@ _GELU_BY_DEFAULT_MODEL_TYPES = frozenset({"falcon", "RefinedWeb", "RefinedWebMod
 _MISSING = object()
 
 
-_NON_ATTENTION_MODEL_TYPES = frozenset({
-    "mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "recurrent_gemma", "rwkv", "rwkv5", "rwkv6",
-    "nemotron_h", "bamba", "granitemoehybrid", "lfm2", "minimax", "qwen3_next", "falcon_h1",
-})  # fmt: skip
+_NON_ATTENTION_MODEL_TYPES = frozenset(
+    {
+        "mamba",
+        "mamba2",
+        "falcon_mamba",
+        "jamba",
+        "zamba",
+        "zamba2",
+        "recurrent_gemma",
+        "rwkv",
+        "rwkv5",
+        "rwkv6",
+        "nemotron_h",
+        "bamba",
+        "granitemoehybrid",
+        "lfm2",
+        "minimax",
+        "qwen3_next",
+        "falcon_h1",
+    }
+)
 """HF model types with state-space, recurrent or linear-attention layers: the roofline's per-layer KV cache and
 attention traffic would be wrong for them."""
 

@@ -91,16 +91,17 @@ def parse_price_overrides(field: str, value: str | Mapping[str, float] | None) -
     """``"h100-sxm=2.5,h200=3.2"`` (or a mapping) -> {name: $ per GPU-hour}, each price > 0 and <= 1e300."""
     if value is None or value == "":
         return {}
+    pairs: list[tuple[str, object]]  # prices as given: numbers from a mapping, text from a string
     if isinstance(value, Mapping):
         pairs = list(value.items())
     else:
         pairs = []
         for item in str(value).split(","):
-            name, sep, price = item.partition("=")
+            name, sep, text = item.partition("=")
             if not sep or not name.strip():
                 msg = f"must be name=price pairs like h100-sxm=2.5,h200=3.2. Got {item.strip()!r} instead."
                 raise InvalidInput(field, msg)
-            pairs.append((name.strip(), price.strip()))
+            pairs.append((name.strip(), text.strip()))
     top = MAX_CARD_NUMBER  # the cap a card's own price has
     prices: dict[str, float] = {}
     for name, price in pairs:
@@ -124,7 +125,7 @@ def with_prices(gpus: tuple[GpuSpec, ...], overrides: Mapping[str, float], field
             price_basis=OVERRIDE_BASIS,
             price_date="",
             price_source=f"{OVERRIDE_BASIS}: {overrides[g.name]:g} $/GPU-hour",
-        )  # fmt: skip
+        )
         if g.name in overrides and overrides[g.name] != g.usd_per_hour
         else g
         for g in gpus

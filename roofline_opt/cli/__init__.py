@@ -80,7 +80,7 @@ def package_version() -> str:
 class _Version(argparse._VersionAction):
     """``--version``, looked up only when asked (importlib.metadata is a measurable part of start-up)."""
 
-    def __call__(self, parser, namespace, values, option_string=None) -> None:  # type: ignore[no-untyped-def]
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
         self.version = f"roofline-opt {package_version()}"
         super().__call__(parser, namespace, values, option_string)
 
@@ -88,7 +88,7 @@ class _Version(argparse._VersionAction):
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2, and shows every flag's default."""
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args, **kwargs) -> None:
         from roofline_opt.cli.helpfmt import Formatter
 
         kwargs.setdefault("formatter_class", Formatter)
@@ -266,7 +266,7 @@ class _ClosedStdout:
 @contextlib.contextmanager
 def _guarded_stdout() -> Iterator[None]:
     original = sys.stdout
-    sys.stdout = _GuardedStdout(_ClosedStdout() if original is None else original)  # type: ignore[assignment]
+    sys.stdout = _GuardedStdout(_ClosedStdout() if original is None else original)
     try:
         yield
     finally:

@@ -58,7 +58,7 @@ def cluster_summary(cluster: nx.Graph, source: str) -> dict[str, Any]:
     """
     from roofline_opt import topology
 
-    kinds = Counter(kind for _, kind in cluster.nodes(data="kind"))
+    kinds = Counter(attrs.get("kind") for _, attrs in cluster.nodes(data=True))
     per_type = []
     for name, count in topology.gpu_counts(cluster).items():
         f = topology.collective_figures(cluster, topology.gpu_ids(cluster, name))
@@ -144,6 +144,11 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _columns(points: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """The x and y columns of (x, y) points, for ``scatter``."""
+    return [x for x, _ in points], [y for _, y in points]
+
+
 def _group_of(node: str) -> str:
     """The server (or rack) a node belongs to: the id's part before the first dot; fabric switches have none."""
     return node.split(".", 1)[0] if "." in node else ""
@@ -215,7 +220,7 @@ def _aggregated_figure(cluster: nx.Graph) -> Any:
             if attrs["kind"] == "gpu":
                 servers[_group_of(node)][attrs["gpu"]] += 1
     per_row = math.ceil(math.sqrt(len(servers) * 4))
-    pos = {name: (i % per_row, -1.0 * (i // per_row)) for i, name in enumerate(servers)}
+    pos: dict[str, tuple[float, float]] = {name: (i % per_row, -1.0 * (i // per_row)) for i, name in enumerate(servers)}
     tiers: dict[str, list[str]] = {}
     for node in cluster.nodes:
         if not _group_of(node):
@@ -244,22 +249,27 @@ def _aggregated_figure(cluster: nx.Graph) -> Any:
         links = sum(n for _, n in items)
         label = f"{kind}: {bandwidth:g} GB/s per link ({links} links in {len(items)} bundles)"
         widths = [0.5 + 0.5 * math.log2(1 + n) for _, n in items]
-        ax.add_collection(LineCollection([seg for seg, _ in items], colors=colour, linewidths=widths, alpha=0.6,
-                                         linestyles=style, label=label))  # fmt: skip
+        ax.add_collection(
+            LineCollection(
+                [seg for seg, _ in items], colors=colour, linewidths=widths, alpha=0.6, linestyles=style, label=label
+            )
+        )
     types = list(topology.gpu_counts(cluster))
     for i, name in enumerate(types):
         xy = [pos[s] for s, c in servers.items() if c and c.most_common(1)[0][0] == name]
         if xy:
-            ax.scatter(*zip(*xy, strict=True), s=90, c=f"C{i % 10}", marker="s", zorder=3,
-                       label=f"server of {name} GPUs ({len(xy)})")  # fmt: skip
+            ax.scatter(
+                *_columns(xy), s=90, c=f"C{i % 10}", marker="s", zorder=3, label=f"server of {name} GPUs ({len(xy)})"
+            )
     fabric = [pos[n] for nodes in tiers.values() for n in nodes]
     if fabric:
-        ax.scatter(*zip(*fabric, strict=True), s=50, c=NODE_STYLES["switch"][1], marker="D", zorder=3,
-                   label="fabric switch")  # fmt: skip
+        ax.scatter(*_columns(fabric), s=50, c=NODE_STYLES["switch"][1], marker="D", zorder=3, label="fabric switch")
     counts = ", ".join(f"{n} x {g}" for g, n in topology.gpu_counts(cluster).items())
     name = cluster.graph.get("name", "") or "cluster"
-    ax.set_title(f"{name}: {len(servers)} servers ({counts}) drawn aggregated:\neach server one square, the links "
-                 "of all servers to a switch one bundle (width grows with the count)")  # fmt: skip
+    ax.set_title(
+        f"{name}: {len(servers)} servers ({counts}) drawn aggregated:\neach server one square, the links "
+        "of all servers to a switch one bundle (width grows with the count)"
+    )
     fig.legend(loc="outside right upper", fontsize="small", framealpha=0.8)
     ax.set_axis_off()
     ax.autoscale_view()
@@ -295,8 +305,9 @@ def _figure(cluster: nx.Graph) -> Any:
         label = f"{kind}: {bandwidth:g} GB/s per link ({len(segments)} links)"
         colour, style = _link_style(kind, tiers_seen[kind])
         tiers_seen[kind] += 1
-        ax.add_collection(LineCollection(segments, colors=colour, linewidths=width, alpha=0.7, label=label,
-                                         linestyles=style))  # fmt: skip
+        ax.add_collection(
+            LineCollection(segments, colors=colour, linewidths=width, alpha=0.7, label=label, linestyles=style)
+        )
     for name, bx0, by0, bx1, by1 in boxes:
         ax.add_patch(Rectangle((bx0, by0), bx1 - bx0, by1 - by0, fill=False, ls="--", lw=0.8, ec="0.4"))
         counts = Counter(cluster.nodes[n].get("gpu") for n in cluster.nodes if _group_of(n) == name)
@@ -305,11 +316,11 @@ def _figure(cluster: nx.Graph) -> Any:
         ax.text(bx0, by1 + 0.05, f"{name}: {text}", fontsize=8, va="bottom")
     for i, name in enumerate(topology.gpu_counts(cluster)):
         xy = [pos[g] for g in topology.gpu_ids(cluster, name)]
-        ax.scatter(*zip(*xy, strict=True), s=60, c=f"C{i % 10}", marker="o", zorder=3, label=f"GPU {name}")
+        ax.scatter(*_columns(xy), s=60, c=f"C{i % 10}", marker="o", zorder=3, label=f"GPU {name}")
     for kind, (marker, color) in NODE_STYLES.items():
         xy = [pos[n] for n, k in cluster.nodes(data="kind") if k == kind]
         if xy:
-            ax.scatter(*zip(*xy, strict=True), s=50, c=color, marker=marker, zorder=2, label=kind)
+            ax.scatter(*_columns(xy), s=50, c=color, marker=marker, zorder=2, label=kind)
     ax.set_title((cluster.graph.get("name", "") or "cluster") + ": GPUs grouped by server, fabric switches above")
     fig.legend(loc="outside right upper", fontsize="small", framealpha=0.8)
     ax.set_axis_off()

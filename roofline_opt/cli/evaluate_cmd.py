@@ -46,16 +46,50 @@ OPTIONAL_DEFAULTS = {
 }
 """Optional inputs and their defaults; a CSV without such a column takes the flag's value instead."""
 TABLE_COLUMNS = (
-    "model", "weight_bits", "gpu", "layout", "batch", "context", "draft", "n_gpus", "step_time_s",
-    "time_per_token_s", "tok_s_per_request", "tok_s_per_gpu", "usd_per_mtok", "usd_per_hour", "mfu_fraction",
-    "fits_in_memory", "bottleneck", "best_gamma",
-)  # fmt: skip
+    "model",
+    "weight_bits",
+    "gpu",
+    "layout",
+    "batch",
+    "context",
+    "draft",
+    "n_gpus",
+    "step_time_s",
+    "time_per_token_s",
+    "tok_s_per_request",
+    "tok_s_per_gpu",
+    "usd_per_mtok",
+    "usd_per_hour",
+    "mfu_fraction",
+    "fits_in_memory",
+    "bottleneck",
+    "best_gamma",
+)
 """Columns of the terminal table for several setups (one setup shows every field; --json and --csv carry all)."""
 REQUEST_TABLE_COLUMNS = (
-    "model", "gpu", "tp", "pp", "batch", "kv_bits", "isl", "osl", "serving", "prefill_gpu", "prefill_tp", "prefill_pp",
-    "prefill_batch", "n_gpus", "ttft_s", "tpot_s", "requests_per_s", "usd_per_request", "usd_per_mtok",
-    "usd_per_hour", "tok_s_per_gpu", "fits_in_memory",
-)  # fmt: skip
+    "model",
+    "gpu",
+    "tp",
+    "pp",
+    "batch",
+    "kv_bits",
+    "isl",
+    "osl",
+    "serving",
+    "prefill_gpu",
+    "prefill_tp",
+    "prefill_pp",
+    "prefill_batch",
+    "n_gpus",
+    "ttft_s",
+    "tpot_s",
+    "requests_per_s",
+    "usd_per_request",
+    "usd_per_mtok",
+    "usd_per_hour",
+    "tok_s_per_gpu",
+    "fits_in_memory",
+)
 """Columns of the terminal table when some setups price whole requests."""
 _TRUE_FALSE = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 DRAFT_DEFAULT_BITS = 16
@@ -105,8 +139,16 @@ class Setup:
         """Setups sharing this key are evaluated in one vectorised call (whole requests: one by one)."""
         if self.is_request:
             return (id(self),)
-        return (self.model, self.weight_bits, self.gpu, self.draft, self.draft_weight_bits, self.acceptance,
-                self.gamma_max, self.preset)  # fmt: skip
+        return (
+            self.model,
+            self.weight_bits,
+            self.gpu,
+            self.draft,
+            self.draft_weight_bits,
+            self.acceptance,
+            self.gamma_max,
+            self.preset,
+        )
 
 
 class _Specs:
@@ -329,8 +371,13 @@ def setups_from_csv(args: argparse.Namespace, specs: _Specs) -> list[Setup]:
     for line, row in enumerate(frame.to_dict("records"), start=2):
         cells = {k: v.strip() for k, v in row.items() if k in defaults or k in REQUIRED_COLUMNS}
         values = defaults | {k: v for k, v in cells.items() if v or k in REQUIRED_COLUMNS}
-        setups.append(parse_setup(values, lambda column, line=line: f"{path} line {line}: {column}", specs))
+        setups.append(parse_setup(values, _row_label(path, line), specs))
     return setups
+
+
+def _row_label(path: Path, line: int) -> Callable[[str], str]:
+    """The field name of a column on one line of a --from-csv file."""
+    return lambda column: f"{path} line {line}: {column}"
 
 
 # ----------------------------------------------------------------------------------------------- evaluation
@@ -363,6 +410,7 @@ def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
     model = specs.model(setup.model, "model")[0]
     gpu = specs.gpu(setup.gpu, "gpu")
     preset = PRESETS[setup.preset]
+    assert setup.isl is not None and setup.osl is not None  # a setup of whole requests (parse_setup gives both)
     workload = rq.Workload.single(setup.isl, setup.osl)
     layout = request_layout(setup)
     batch = np.array([float(setup.batch)])
@@ -370,10 +418,13 @@ def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
         p_gpu = specs.gpu(setup.prefill_gpu, "prefill_gpu")
         p_layout = prefill_layout(setup)
         out = rq.disaggregated_figures(
-            model, preset, setup.weight_bits, workload,
+            model,
+            preset,
+            setup.weight_bits,
+            workload,
             (p_gpu, p_layout, float(setup.prefill_batch), setup.prefill_instances),
             (gpu, layout, batch, setup.decode_instances),
-        )  # fmt: skip
+        )
         # the xPyD unit is what is priced and served: its GPUs and $/hour, each side's kept beside them
         decode_gpus, prefill_gpus = setup.decode_instances * layout.n_gpus, setup.prefill_instances * p_layout.n_gpus
         out["decode_gpus"] = np.asarray(decode_gpus, dtype=float)
@@ -464,8 +515,15 @@ def _inputs(setup: Setup, specs: _Specs) -> dict[str, Any]:
     return inputs
 
 
-PREFILL_INPUTS = ("prefill_gpu", "prefill_tp", "prefill_tp_2d", "prefill_pp", "prefill_batch", "prefill_instances",
-                  "decode_instances")  # fmt: skip
+PREFILL_INPUTS = (
+    "prefill_gpu",
+    "prefill_tp",
+    "prefill_tp_2d",
+    "prefill_pp",
+    "prefill_batch",
+    "prefill_instances",
+    "decode_instances",
+)
 
 
 # ----------------------------------------------------------------------------------------------- command
@@ -515,8 +573,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         epilog=helpfmt.examples("evaluate"),
     )
     need = "(required unless --from-csv)"
-    p.add_argument("--model", help=f"catalog name or alias (a -int8/-int4 suffix sets the weight bits), YAML card or "
-                   f"config.json {need}")  # fmt: skip
+    p.add_argument(
+        "--model",
+        help=f"catalog name or alias (a -int8/-int4 suffix sets the weight bits), YAML card or config.json {need}",
+    )
     p.add_argument("--weight-bits", dest="weight_bits", help="16, 8 or 4 (default: the name's suffix, else 16)")
     p.add_argument("--gpu", help=f"catalog name or YAML card of the accelerator {need}")
     p.add_argument("--tp", help=f"tensor-parallel degree T {need}")
@@ -538,17 +598,32 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pp", help=f"pipeline degree P {need}")
     p.add_argument("--ep", default=OPTIONAL_DEFAULTS["ep"], help="expert-parallel degree inside TP")
     p.add_argument("--batch", help=f"sequences decoded together by one instance, B {need}")
-    p.add_argument("--context", help=f"tokens already in the KV cache (default {DEFAULT_CONTEXT}, as every query "
-                   "command; with --isl/--osl: isl + osl / 2)")  # fmt: skip
-    p.add_argument("--tokens-per-step", dest="tokens_per_step", default=OPTIONAL_DEFAULTS["tokens_per_step"],
-                   help="tokens per sequence per step, S (default 1)")  # fmt: skip
+    p.add_argument(
+        "--context",
+        help=f"tokens already in the KV cache (default {DEFAULT_CONTEXT}, as every query "
+        "command; with --isl/--osl: isl + osl / 2)",
+    )
+    p.add_argument(
+        "--tokens-per-step",
+        dest="tokens_per_step",
+        default=OPTIONAL_DEFAULTS["tokens_per_step"],
+        help="tokens per sequence per step, S (default 1)",
+    )
     p.add_argument("--draft", help="draft model for speculative decoding (runs at 16-bit unless its name says)")
     p.add_argument("--acceptance", default=OPTIONAL_DEFAULTS["acceptance"], help="draft acceptance in (0, 1) (0.8)")
-    p.add_argument("--gamma-max", dest="gamma_max", default=OPTIONAL_DEFAULTS["gamma_max"],
-                   help="longest draft tried; the best of 0..gamma-max is reported (default 0)")  # fmt: skip
+    p.add_argument(
+        "--gamma-max",
+        dest="gamma_max",
+        default=OPTIONAL_DEFAULTS["gamma_max"],
+        help="longest draft tried; the best of 0..gamma-max is reported (default 0)",
+    )
     p.add_argument("--preset", default=OPTIONAL_DEFAULTS["preset"], help="physics: paper or default")
-    p.add_argument("--usd-per-gpu-hour", dest="usd_per_gpu_hour", metavar="NAME=PRICE,...",
-                   help="price overrides, e.g. h100-sxm=2.5 (default: the catalog's rental prices)")  # fmt: skip
+    p.add_argument(
+        "--usd-per-gpu-hour",
+        dest="usd_per_gpu_hour",
+        metavar="NAME=PRICE,...",
+        help="price overrides, e.g. h100-sxm=2.5 (default: the catalog's rental prices)",
+    )
     p.add_argument("--question", metavar="FILE.yaml", help="YAML file holding any of these flags (flag: value)")
     p.add_argument("--kv-bits", dest="kv_bits", default=16, help="KV-cache precision: 16, 8 or 4 (default 16)")
     p.add_argument("--isl", help="input tokens per request: price whole requests (with --osl)")
@@ -556,17 +631,26 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--serving", default=rq.AGG, help="agg (chunked prefill in the decode steps) or disagg (default agg)"
     )
-    p.add_argument("--chunk-tokens", dest="chunk_tokens", default=rq.DEFAULT_CHUNK_TOKENS,
-                   help="prefill tokens per step of aggregated serving (default 2048)")  # fmt: skip
+    p.add_argument(
+        "--chunk-tokens",
+        dest="chunk_tokens",
+        default=rq.DEFAULT_CHUNK_TOKENS,
+        help="prefill tokens per step of aggregated serving (default 2048)",
+    )
     p.add_argument("--prefill-gpu", dest="prefill_gpu", help="disagg: accelerator of the prefill instances (--gpu)")
     p.add_argument("--prefill-tp", dest="prefill_tp", default=1, help="disagg: prefill tensor-parallel degree (1)")
     p.add_argument("--prefill-tp-2d", dest="prefill_tp_2d", action="store_true", help="disagg: 2-D prefill TP")
     p.add_argument("--prefill-pp", dest="prefill_pp", default=1, help="disagg: prefill pipeline degree (1)")
     p.add_argument("--prefill-batch", dest="prefill_batch", default=1, help="disagg: prompts per prefill step (1)")
-    p.add_argument("--prefill-instances", dest="prefill_instances", default=1,
-                   help="disagg: prefill instances x of the xPyD unit (1)")  # fmt: skip
-    p.add_argument("--decode-instances", dest="decode_instances", default=1,
-                   help="disagg: decode instances y of the xPyD unit (1)")  # fmt: skip
+    p.add_argument(
+        "--prefill-instances",
+        dest="prefill_instances",
+        default=1,
+        help="disagg: prefill instances x of the xPyD unit (1)",
+    )
+    p.add_argument(
+        "--decode-instances", dest="decode_instances", default=1, help="disagg: decode instances y of the xPyD unit (1)"
+    )
     p.add_argument("--from-csv", dest="from_csv", metavar="FILE", help="evaluate every row of this CSV")
     p.add_argument("--json", action="store_true", help="print a JSON list of row objects instead of a table")
     p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")

@@ -171,8 +171,9 @@ def run_reproduce(args: argparse.Namespace) -> int:
     if args.only:
         keys = {c.key: c for c in fidelity.CASES}
         cases = tuple(keys[checks.choice("--only", k, keys)] for k in checks.parse_name_list("--only", args.only))
-    context = None if args.context is None else checks.positive_int("--context", args.context, minimum=0,
-                                                                    maximum=MAX_CONTEXT)  # fmt: skip
+    context = (
+        None if args.context is None else checks.positive_int("--context", args.context, minimum=0, maximum=MAX_CONTEXT)
+    )
     with report.ProgressBar() as progress:
         result = fidelity.reproduce(args.out, cases, context, _points(args.points), progress)
     shown = result.comparison[list(REPRODUCE_TABLE)]
@@ -241,8 +242,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         epilog="examples:\n  roofline-opt validate --measured examples/measured_points.csv\n"
         "  roofline-opt validate --measured examples/measured_points.csv --plot validate.png --html validate.html",
     )
-    p.add_argument("--measured", metavar="FILE",
-                   help="measured-points CSV (examples/measured_points.csv ships with the package)")  # fmt: skip
+    p.add_argument(
+        "--measured", metavar="FILE", help="measured-points CSV (examples/measured_points.csv ships with the package)"
+    )
     from roofline_opt.cli import launch_cmd
 
     launch_cmd.add_bench_flags(p)
@@ -274,8 +276,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         epilog="example:\n  roofline-opt calibrate --measured examples/measured_points.csv --gpu h100-sxm "
         "--out h100-calibrated.yaml",
     )
-    p.add_argument("--measured", required=True, metavar="FILE",
-                   help="measured-points CSV (examples/measured_points.csv ships with the package)")  # fmt: skip
+    p.add_argument(
+        "--measured",
+        required=True,
+        metavar="FILE",
+        help="measured-points CSV (examples/measured_points.csv ships with the package)",
+    )
     p.add_argument("--gpu", required=True, help="catalog name or YAML card: the rows of this accelerator are fitted")
     p.add_argument("--out", metavar="CARD.yaml", help="write the calibrated accelerator card here")
     p.add_argument("--json", action="store_true", help="print the fit as a JSON object")

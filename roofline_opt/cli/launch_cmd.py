@@ -60,8 +60,11 @@ def check_emit(args: argparse.Namespace, field: str = "--emit") -> None:
 
 def _lengths(question: Any) -> tuple[int | None, int | None]:
     w = getattr(question, "workload", None)
-    if w is None:
-        return None, None
+    return (None, None) if w is None else _mean_lengths(w)
+
+
+def _mean_lengths(w: Any) -> tuple[int, int]:
+    """A workload's mean input and output tokens per request, rounded."""
     weights = [float(x) for x in w.weight] if hasattr(w, "weight") else [1.0] * len(w.isl)
     total = sum(weights)
     isl = round(sum(i * x for i, x in zip(w.isl, weights, strict=True)) / total)
@@ -111,7 +114,7 @@ def emit_plan(args: argparse.Namespace, spec: Any, plan: Any) -> None:
     from roofline_opt import deploy
     from roofline_opt.deploy import answer, recipe
 
-    lengths = {m.name: _lengths(m.question) for m in spec.models if m.question.workload is not None}
+    lengths = {m.name: _mean_lengths(m.question.workload) for m in spec.models if m.question.workload is not None}
     deps = answer.from_plan(plan.to_record(), lengths, {m.name: m.question.context for m in spec.models})
     _finish(
         recipe.build(deps, deploy.parse_engines(args.engine, False), f"roofline-opt plan {args.fleet}"),

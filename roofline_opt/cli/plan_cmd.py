@@ -16,15 +16,36 @@ if TYPE_CHECKING:
     from roofline_opt.optimize.fleet import FleetPlan
 
 ROW_COLUMNS = (
-    "model", "gpu", "weight_bits", "tp", "pp", "batch", "replicas", "total_gpus", "kv_bits", "chunk_tokens",
-    "tpot_ms", "ttft_ms", "tok_s_per_request", "utilisation", "served_tok_s", "usd_per_gpu_hour", "usd_per_hour",
+    "model",
+    "gpu",
+    "weight_bits",
+    "tp",
+    "pp",
+    "batch",
+    "replicas",
+    "total_gpus",
+    "kv_bits",
+    "chunk_tokens",
+    "tpot_ms",
+    "ttft_ms",
+    "tok_s_per_request",
+    "utilisation",
+    "served_tok_s",
+    "usd_per_gpu_hour",
+    "usd_per_hour",
     "effective_usd_per_mtok",
-)  # fmt: skip
+)
 """Row columns of the text answer, named as in --json and --csv."""
 MODEL_COLUMNS = (
-    "model", "model_spec", "demand_tok_s", "served_tok_s", "tpot_limit_ms", "gpus", "usd_per_hour",
+    "model",
+    "model_spec",
+    "demand_tok_s",
+    "served_tok_s",
+    "tpot_limit_ms",
+    "gpus",
+    "usd_per_hour",
     "effective_usd_per_mtok",
-)  # fmt: skip
+)
 FLEET_FILE_HELP = """\
 the fleet file (YAML; instances/fleets/*.yaml ship with the package and open from any folder):
   cluster: FILE or catalog name   a cluster graph (placement on its scale-up domains), or instead
@@ -135,10 +156,14 @@ def _solver_line(solve: Mapping[str, Any]) -> str:
 
     raw_gap = solve.get("mip_gap")
     gap = report.format_number(0 if raw_gap is not None and abs(raw_gap) < 1e-12 else raw_gap)
-    units = {"bound_usd_per_hour": "${}/hour", "bound_usd": "${} over the profile",
-             "bound_value": "{} (weighted demand served)"}  # fmt: skip
-    bound = "".join(f", bound {units[k].format(report.format_number(v))}" for k, v in solve.items()
-                    if k in units and v is not None)  # fmt: skip
+    units = {
+        "bound_usd_per_hour": "${}/hour",
+        "bound_usd": "${} over the profile",
+        "bound_value": "{} (weighted demand served)",
+    }
+    bound = "".join(
+        f", bound {units[k].format(report.format_number(v))}" for k, v in solve.items() if k in units and v is not None
+    )
     text = f"solver: {solve['method']}, {solve['status']}{bound}, gap {gap}, {solve['candidates']} candidates"
     if "cost_phase" in solve:
         phase = solve["cost_phase"]
@@ -150,14 +175,17 @@ def _baseline_line(plan: FleetPlan) -> str:
     from roofline_opt import report
 
     base = plan.baseline
+    assert base is not None  # asked for plans that have one
     cost = base["usd_per_hour"]
     fits = "" if base["packs_onto_pool"] else ", and its instances do not fit the pool"
     saved = cost - plan.usd_per_hour
     saved = 0.0 if abs(saved) < 1e-9 * max(cost, 1.0) else saved
     share = report.format_number(100 * saved / cost) if cost else "0"
-    return (f"per-model planning (each model's cheapest $/Mtok layout, ceil(demand / throughput) replicas): "
-            f"${report.format_number(cost)}/hour{fits}; the plan saves ${report.format_number(saved)}/hour "
-            f"({share}%)")  # fmt: skip
+    return (
+        f"per-model planning (each model's cheapest $/Mtok layout, ceil(demand / throughput) replicas): "
+        f"${report.format_number(cost)}/hour{fits}; the plan saves ${report.format_number(saved)}/hour "
+        f"({share}%)"
+    )
 
 
 def plot_plan(plan: FleetPlan, cluster: Any, domains: Sequence[Any], path: str) -> None:
@@ -172,8 +200,9 @@ def plot_plan(plan: FleetPlan, cluster: Any, domains: Sequence[Any], path: str) 
     colour = {m["model"]: f"C{i % 10}" for i, m in enumerate(plan.models)}
     cols = min(len(domains), max(4, math.ceil(math.sqrt(2 * len(domains)))))
     side = int(math.ceil(math.sqrt(max(d.size for d in domains))))
-    fig = Figure(figsize=(min(16, 2 + 1.3 * cols), min(12, 1.5 + 1.3 * math.ceil(len(domains) / cols))),
-                 layout="constrained")  # fmt: skip
+    fig = Figure(
+        figsize=(min(16, 2 + 1.3 * cols), min(12, 1.5 + 1.3 * math.ceil(len(domains) / cols))), layout="constrained"
+    )
     ax = fig.add_subplot()
     label = sum(d.size for d in domains) <= 64
     for n, dom in enumerate(domains):
@@ -182,8 +211,15 @@ def plot_plan(plan: FleetPlan, cluster: Any, domains: Sequence[Any], path: str) 
         for j, g in enumerate(dom.gpu_ids):
             x, y = x0 + j % side, y0 - j // side
             inst = owner.get(g)
-            ax.scatter([x], [y], s=180 if label else 30, c=colour[inst["model"]] if inst else "0.85",
-                       edgecolors="0.4", linewidths=0.5, zorder=3)  # fmt: skip
+            ax.scatter(
+                [x],
+                [y],
+                s=180 if label else 30,
+                c=colour[inst["model"]] if inst else "0.85",
+                edgecolors="0.4",
+                linewidths=0.5,
+                zorder=3,
+            )
             if label and inst:
                 ax.annotate(inst["instance"].rsplit("#", 1)[-1], (x, y), ha="center", va="center", fontsize=6, zorder=4)
     for name, c in colour.items():

@@ -6,10 +6,10 @@ Flags map 1:1 onto ``api.question`` and the query functions, which validate them
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from roofline_opt import checks
 from roofline_opt.cli import launch_cmd, run_files
@@ -24,11 +24,36 @@ if TYPE_CHECKING:
     from roofline_opt.optimize.space import Question
 
 SPACE_FIELDS = (
-    "weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "dp_attention", "max_batch", "context",
-    "draft", "acceptance", "gamma_max", "preset", "max_gpus", "demand_tok_s", "cluster", "kv_bits", "isl", "osl",
-    "workload", "serving", "chunk_tokens", "ttft_ms", "tpot_ms", "prefill_gpu", "decode_gpu", "max_instances",
-    "demand_req_s", "max_utilisation", "usd_per_gpu_hour",
-)  # fmt: skip
+    "weight_bits",
+    "tp_degrees",
+    "pp_degrees",
+    "tp_modes",
+    "ep_degrees",
+    "dp_attention",
+    "max_batch",
+    "context",
+    "draft",
+    "acceptance",
+    "gamma_max",
+    "preset",
+    "max_gpus",
+    "demand_tok_s",
+    "cluster",
+    "kv_bits",
+    "isl",
+    "osl",
+    "workload",
+    "serving",
+    "chunk_tokens",
+    "ttft_ms",
+    "tpot_ms",
+    "prefill_gpu",
+    "decode_gpu",
+    "max_instances",
+    "demand_req_s",
+    "max_utilisation",
+    "usd_per_gpu_hour",
+)
 """Flags passed unchanged to api.question as keyword arguments of the same name."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
 """Required columns of --observed FILE (``label`` is optional)."""
@@ -59,9 +84,18 @@ def _flag_names(fields: tuple[str, ...]) -> Iterator[None]:
 
 
 API_FIELDS = (
-    "model", "gpu", *SPACE_FIELDS, "time_limit", "mip_gap", "max_usd_per_mtok", "min_tok_s", "points",
-    "utility_exponent", "method", "top_n",
-)  # fmt: skip
+    "model",
+    "gpu",
+    *SPACE_FIELDS,
+    "time_limit",
+    "mip_gap",
+    "max_usd_per_mtok",
+    "min_tok_s",
+    "points",
+    "utility_exponent",
+    "method",
+    "top_n",
+)
 """API parameter names whose errors are reported under their flag (``time_limit`` is ``--time-limit``)."""
 
 
@@ -76,7 +110,7 @@ def _question(args: argparse.Namespace) -> Question:
 # ----------------------------------------------------------------------------------------------- formatting
 
 
-def _request_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _request_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Headline columns of answers about whole requests: serving mode, prefill side, TTFT, TPOT and prices."""
     return [
         {
@@ -109,14 +143,25 @@ def _request_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 SUMMARY_COLUMNS = (
-    "gpu", "weight_bits", "layout", "total_gpus", "replicas", "batch", "tok_s_per_request", "tok_s_per_gpu",
-    "time_per_token_ms", "usd_per_mtok_decode_only", "usd_per_hour", "mfu_fraction", "bottleneck",
-)  # fmt: skip
+    "gpu",
+    "weight_bits",
+    "layout",
+    "total_gpus",
+    "replicas",
+    "batch",
+    "tok_s_per_request",
+    "tok_s_per_gpu",
+    "time_per_token_ms",
+    "usd_per_mtok_decode_only",
+    "usd_per_hour",
+    "mfu_fraction",
+    "bottleneck",
+)
 """Columns of the terminal table of decode-only answers, named as in JSON and CSV."""
 PLACEMENT_COLUMN = "placement (GPU ids per replica: [stage] ...)"
 
 
-def summary_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def summary_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The headline fields of answer records, under the same unit-named names as JSON and CSV (one dict a row, for
     ``report.records_table``)."""
     from roofline_opt import report
@@ -130,7 +175,7 @@ def summary_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _solver_line(records: list[Mapping[str, Any]]) -> str:
+def _solver_line(records: Sequence[Mapping[str, Any]]) -> str:
     """Solver status and the largest relative MIP gap over the records."""
     from roofline_opt import report
 
@@ -182,7 +227,7 @@ def _emit(
     launch_cmd.emit_answer(args, question, records)
 
 
-def _answers_text(headline: str, records: list[Mapping[str, Any]]) -> str:
+def _answers_text(headline: str, records: Sequence[Mapping[str, Any]]) -> str:
     from roofline_opt import report
 
     rows = summary_rows(records)
@@ -256,12 +301,13 @@ def run_frontier(args: argparse.Namespace) -> int:
             frame = api.frontier_frame(
                 question, args.points, args.utility_exponent, args.time_limit, args.mip_gap, progress, args.method
             )
-    records = frame.to_dict("records")
+    records = cast("list[dict[str, Any]]", frame.to_dict("records"))  # its columns are field names
     label = describe(next(r for r in records if r["preferred"]), sep="\n")
 
     def plot(path: str, field: str) -> None:
-        report.plot_frontier(frame, path, title=_plot_title(question), preferred_label=label, observed=observed,
-                             axes=axes, field=field)  # fmt: skip
+        report.plot_frontier(
+            frame, path, title=_plot_title(question), preferred_label=label, observed=observed, axes=axes, field=field
+        )
 
     _emit(args, question, records, _frontier_text(question, frame, args.utility_exponent), as_list=True, plot=plot)
     if args.html:
@@ -320,7 +366,7 @@ def _plot_title(question: Question) -> str:
 def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> str:
     from roofline_opt import report
 
-    records = frame.to_dict("records")
+    records = cast("list[dict[str, Any]]", frame.to_dict("records"))  # its columns are field names
     rows = [
         {"pref": "*" if r["preferred"] else ""} | row for r, row in zip(records, summary_rows(records), strict=True)
     ]
@@ -437,9 +483,18 @@ SHARED_DEFAULTS = {
     "--max-instances": 4,
     "--max-utilisation": 1.0,
 }
-METAVARS = {"--time-limit": "SECONDS", "--csv": "OUT", "--cluster": "FILE", "--preset": "{paper,default}",
-            "--method": "{mip,enumerate}", "--question": "FILE.yaml", "--save-dir": "DIR",
-            "--usd-per-gpu-hour": "NAME=PRICE,...", "--workload": "FILE.csv", "--serving": "MODES"}  # fmt: skip
+METAVARS = {
+    "--time-limit": "SECONDS",
+    "--csv": "OUT",
+    "--cluster": "FILE",
+    "--preset": "{paper,default}",
+    "--method": "{mip,enumerate}",
+    "--question": "FILE.yaml",
+    "--save-dir": "DIR",
+    "--usd-per-gpu-hour": "NAME=PRICE,...",
+    "--workload": "FILE.csv",
+    "--serving": "MODES",
+}
 
 
 FLAG_GROUPS = {
@@ -545,12 +600,22 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "--observed examples/observed.csv",
     )
     p.add_argument("--points", default=50, help="budgets swept (repeated setups are kept once)")
-    p.add_argument("--utility-exponent", dest="utility_exponent", default=4.0, metavar="A",
-                   help="the preferred point maximises speed^A / price (default 4, as in the paper)")  # fmt: skip
+    p.add_argument(
+        "--utility-exponent",
+        dest="utility_exponent",
+        default=4.0,
+        metavar="A",
+        help="the preferred point maximises speed^A / price (default 4, as in the paper)",
+    )
     p.add_argument("--plot", metavar="FILE.png", help="draw the frontier here (axes: --plot-axes)")
-    p.add_argument("--plot-axes", dest="plot_axes", default="cost", choices=report.PLOT_AXES,
-                   help="cost: tok/s per request vs $/Mtok (log), as in the paper; gpu: tok/s per request (per user) "
-                   "vs tok/s per GPU, the serving benchmarks' view")  # fmt: skip
+    p.add_argument(
+        "--plot-axes",
+        dest="plot_axes",
+        default="cost",
+        choices=report.PLOT_AXES,
+        help="cost: tok/s per request vs $/Mtok (log), as in the paper; gpu: tok/s per request (per user) "
+        "vs tok/s per GPU, the serving benchmarks' view",
+    )
     observed_help = "overlay points from a CSV with columns tok_s_per_request, usd_per_mtok and optional label"
     p.add_argument("--observed", metavar="FILE.csv", help=observed_help)
     p.add_argument("--html", metavar="FILE.html", help=HTML_HELP)

@@ -100,17 +100,33 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         epilog=helpfmt.examples("study"),
     )
     p.add_argument("study", metavar="STUDY.yaml", help="the study file")
-    p.add_argument("--out", metavar="FILE.parquet", help="output file (default: the study file's name, .parquet, "
-                   "in the current folder); chunks are kept beside it in FILE.parquet.parts/ for resuming")  # fmt: skip
+    p.add_argument(
+        "--out",
+        metavar="FILE.parquet",
+        help="output file (default: the study file's name, .parquet, "
+        "in the current folder); chunks are kept beside it in FILE.parquet.parts/ for resuming",
+    )
     p.add_argument("--csv", metavar="OUT", help="also write the rows to this CSV file (atomically)")
     p.add_argument("--workers", metavar="N", help="worker processes of the embedded cluster (default: the cores)")
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="submit to the running Dask scheduler at ADDRESS (tcp://host:8786) instead")  # fmt: skip
-    p.add_argument("--chunk-rows", dest="chunk_rows", default=200, metavar="N",
-                   help="rows per part file written as results arrive (default 200; also every 20 s)")  # fmt: skip
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="submit to the running Dask scheduler at ADDRESS (tcp://host:8786) instead",
+    )
+    p.add_argument(
+        "--chunk-rows",
+        dest="chunk_rows",
+        default=200,
+        metavar="N",
+        help="rows per part file written as results arrive (default 200; also every 20 s)",
+    )
     p.add_argument("--fresh", action="store_true", help="forget the results of earlier runs and answer everything")
-    p.add_argument("--summary-plot", dest="summary_plot", metavar="FILE.png",
-                   help="faceted summary plot; the markdown table goes to FILE.md beside it and to stdout")  # fmt: skip
+    p.add_argument(
+        "--summary-plot",
+        dest="summary_plot",
+        metavar="FILE.png",
+        help="faceted summary plot; the markdown table goes to FILE.md beside it and to stdout",
+    )
     p.add_argument("--summary-md", dest="summary_md", metavar="FILE.md", help="write the markdown summary table here")
     from roofline_opt.cli.helpfmt import HTML_HELP
 

@@ -121,6 +121,7 @@ def from_record(
     serving = record.get("serving", "agg")
     batch, replicas = int(record["batch"]), int(record["replicas"])
     dp = bool(record.get("dp_attention", False))
+    instances: tuple[Instance, ...]
     if serving == "disagg":
         p_tp, p_pp = int(record["prefill_tp"]), int(record["prefill_pp"])
         units = replicas

@@ -54,7 +54,7 @@ def clients(engine: str, dep: Deployment, recipe_id: str, prefix: str = "") -> l
         ("--result-filename", result),
         ("--metadata", f"{RECIPE_KEY}={recipe_id}"),
     ]
-    out = [("vllm", ("vllm", "bench", "serve"), [*head, *lengths, *tail])]
+    out: list[tuple[str, tuple[str, ...], list]] = [("vllm", ("vllm", "bench", "serve"), [*head, *lengths, *tail])]
     if engine == "sglang":
         own = [
             ("--backend", "sglang"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -80,12 +81,12 @@ class _Problem:
             self._predicted[key] = by_setup
         return self._predicted[key][self.setup_of_row]
 
-    def loss(self, values: Sequence[float], mask: np.ndarray | None = None) -> float:
+    def loss(self, values: Sequence[float] | np.ndarray, mask: np.ndarray | None = None) -> float:
         """Mean squared natural-log error of the rows in ``mask`` (all by default) at these parameter values."""
         errors = self.log_errors(_fit_preset(values))
         return float(np.mean(errors[mask] ** 2 if mask is not None else errors**2))
 
-    def held_out_losses(self, values: Sequence[float], held_out: np.ndarray) -> np.ndarray:
+    def held_out_losses(self, values: Sequence[float] | np.ndarray, held_out: np.ndarray) -> np.ndarray:
         """``loss(values, mask)`` for each mask leaving out one row of ``held_out``: all rows' sum less that row's
         term (equal to the masked mean to rounding, at the cost of one sum for any number of rows)."""
         squares = self.log_errors(_fit_preset(values)) ** 2
@@ -101,8 +102,9 @@ ONE = np.zeros(1, dtype=int)
 """The members of a single fit."""
 
 
-def _fit_preset(values: Sequence[float]) -> Preset:
-    return replace(DEFAULT, **dict(zip(FIT_PARAMETERS, values, strict=True)))
+def _fit_preset(values: Sequence[float] | np.ndarray) -> Preset:
+    fitted: dict[str, Any] = dict(zip(FIT_PARAMETERS, values, strict=True))  # FIT_PARAMETERS name Preset floats
+    return replace(DEFAULT, **fitted)
 
 
 def _default_values() -> np.ndarray:
@@ -263,16 +265,16 @@ def calibrate(path: str | Path, gpu: GpuSpec, card_name: str | None = None) -> t
 
     Only rows checked at a stated batch, aggregated, without speculation or an assumed length
     are fitted (a ceiling is not a point, and an assumed context is not a measured one)."""
-    rows = [r for r in map(map_row, read_measured(path)) if r.setup is not None and not r.reasons]
-    rows = [r for r in rows if r.setup.check == "point" and r.setup.serving == "aggregated"]
-    rows = [r for r in rows if not (r.setup.mtp_depth or r.setup.assumptions)]
-    chosen = [r for r in rows if r.setup.gpu_card == gpu.name and r.measured_tok_s_per_request is not None]
+    rows = [(r, s) for r in map(map_row, read_measured(path)) if (s := r.setup) is not None and not r.reasons]
+    rows = [(r, s) for r, s in rows if s.check == "point" and s.serving == "aggregated"]
+    rows = [(r, s) for r, s in rows if not (s.mtp_depth or s.assumptions)]
+    chosen = [(r, s) for r, s in rows if s.gpu_card == gpu.name and r.measured_tok_s_per_request is not None]
     if not chosen:
-        found = sorted({r.setup.gpu_card for r in rows}) or ["none"]
+        found = sorted({s.gpu_card for _, s in rows}) or ["none"]
         msg = f"must be an accelerator the file has mapped rows of ({', '.join(found)}). Got {gpu.name!r} instead."
         raise InvalidInput("--gpu", msg)
-    measured = np.array([r.measured_tok_s_per_request for r in chosen])
-    problem = _Problem([r.setup for r in chosen], measured, gpu)
+    measured = np.array([r.measured_tok_s_per_request for r, _ in chosen])
+    problem = _Problem([s for _, s in chosen], measured, gpu)
     values, identified = _fit(problem)
     loo = _rms(_leave_one_out(problem, values)) if len(chosen) > 1 else None
     hop = _hop_latency(problem, values)

@@ -191,13 +191,13 @@ def map_batch(
         return None, cap
     match = _BATCH_RE.search(low)
     per_gpu = _PER_GPU_BATCH_RE.search(low)
-    if match is None and per_gpu is None:
-        return None, cap
     if match is not None:
         stated = _whole(where, match.group(1) or match.group(2), "the batch", MAX_BATCH_LIMIT)
         batch = max(round(stated / layout.instances), 1)
-    else:
+    elif per_gpu is not None:
         batch = _whole(where, per_gpu.group(1), "the batch", MAX_BATCH_LIMIT) * layout.tp * layout.pp
+    else:
+        return None, cap
     if batch < layout.pp:
         reasons.append(f"batch {batch} per instance is smaller than the pipeline degree {layout.pp}")
         return None, cap

@@ -53,9 +53,22 @@ DEFAULT_MTP_ACCEPTANCE = 0.9
 gives for its second-token prediction (the generous end, since a bound must not rest on a guess that slows us)."""
 
 PRECISION_BITS = {
-    "nvfp4": 4, "mxfp4": 4, "fp4": 4, "int4": 4, "w4a16": 4, "w4a8": 4, "awq": 4, "gptq": 4,
-    "fp8": 8, "int8": 8, "w8a8": 8, "bf16": 16, "fp16": 16, "bfloat16": 16, "float16": 16,
-}  # fmt: skip
+    "nvfp4": 4,
+    "mxfp4": 4,
+    "fp4": 4,
+    "int4": 4,
+    "w4a16": 4,
+    "w4a8": 4,
+    "awq": 4,
+    "gptq": 4,
+    "fp8": 8,
+    "int8": 8,
+    "w8a8": 8,
+    "bf16": 16,
+    "fp16": 16,
+    "bfloat16": 16,
+    "float16": 16,
+}
 """Weight precision of a measured row: the first of these words its precision text names."""
 
 _PRECISION_RE = re.compile("|".join(PRECISION_BITS))
@@ -350,7 +363,14 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     whole = whole and not decode_only
     basis = "request" if _WHOLE_REQUEST_SPEED_RE.search(f"{text['notes']} {text['tok_s_per_request']}") else "tpot"
     setup = None
-    if None not in (model, bits, gpu_name, layout, context) and not reasons:
+    if (
+        model is not None
+        and bits is not None
+        and gpu_name is not None
+        and layout is not None
+        and context is not None
+        and not reasons
+    ):
         setup = MeasuredSetup(
             model.name,
             bits[0],
@@ -372,8 +392,8 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             acceptance=acceptance,
             assumptions=tuple(notes),
             batch_cap=cap,
-            input_len=round(prompt) if whole else None,
-            output_len=round(output) if whole else None,
+            input_len=round(prompt) if whole and prompt is not None else None,
+            output_len=round(output) if whole and output is not None else None,
             speed_basis=basis,
             static_batch="static" in text["batch_or_concurrency"].lower(),
             framework=text["framework"],

@@ -133,10 +133,10 @@ def choose_context(candidates: Sequence[int] = CONTEXT_CANDIDATES) -> tuple[int,
     table = pd.DataFrame(rows)
     score = np.abs(np.log1p(table["max_rel_diff"])) + np.abs(np.log1p(table["cheapest_rel_diff"]))
     table["score"] = score
-    return int(table.loc[int(np.argmin(score.to_numpy())), "context"]), table
+    return int(table["context"].to_numpy()[np.argmin(score.to_numpy())]), table
 
 
-def setup_text(row: Mapping[str, Any]) -> str:
+def setup_text(row: Mapping[str, Any] | pd.Series) -> str:
     """``"16x h100-sxm 16b tp16 pp1 B1"`` for a frontier row (``-2d`` marks 2-D TP, ``g`` the draft length)."""
     tp = f"tp{int(row['tp'])}{'-2d' if bool(row['tp_2d']) else ''}"
     ep = f" ep{int(row['ep'])}" if int(row["ep"]) > 1 else ""
@@ -233,7 +233,7 @@ def comparison_markdown(result: Reproduction) -> str:
                 f"| {r['context']} | {_num(r['max_tok_s_per_request'])} | {_pct(r['max_rel_diff'])} | "
                 f"{_num(r['cheapest_usd_per_mtok'])} | {_pct(r['cheapest_rel_diff'])} |"
             )
-        closest = result.context_table.loc[result.context_table["max_rel_diff"].abs().idxmin(), "context"]
+        closest = result.context_table["context"].iloc[result.context_table["max_rel_diff"].abs().argmin()]
         lines += [
             "",
             f"Max speed alone barely depends on context (batch 1 reads little KV cache); it is closest at context "

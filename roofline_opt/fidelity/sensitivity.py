@@ -25,8 +25,12 @@ class Variant:
     utility_exponent: float = UTILITY_EXPONENT
 
 
-def _preset_change(**fields: float) -> Callable[[api.Question], api.Question]:
+def _preset_change(**fields: Any) -> Callable[[api.Question], api.Question]:
     return lambda q: replace(q, preset=replace(q.preset, **fields))
+
+
+def _acceptance(acceptance: float) -> Callable[[api.Question], api.Question]:
+    return lambda q: replace(q, acceptance=acceptance)
 
 
 def _same(q: api.Question) -> api.Question:
@@ -53,9 +57,7 @@ def variants(with_draft: bool) -> list[Variant]:
         Variant("kernel launch", "launch x2", _preset_change(kernel_launch_factor=2.0)),
     ]
     if with_draft:
-        out += [
-            Variant("acceptance", f"acceptance {a:g}", lambda q, a=a: replace(q, acceptance=a)) for a in (0.6, 0.7, 0.9)
-        ]
+        out += [Variant("acceptance", f"acceptance {a:g}", _acceptance(a)) for a in (0.6, 0.7, 0.9)]
     out += [Variant("utility exponent", f"exponent {a:g}", _same, a) for a in (2.0, 3.0, 4.0, 5.0)]
     return out
 
@@ -154,8 +156,15 @@ def _panel(ax: Any, base: pd.DataFrame, start: Any, variants: list[dict], result
     from roofline_opt.report.plots import dollar_axis
 
     ax.step(base["tok_s_per_request"], base["usd_per_mtok"], where="pre", color="k", lw=1.2, label="baseline")
-    ax.scatter([start["preferred_tok_s_per_request"]], [start["preferred_usd_per_mtok"]], marker="*", s=160,
-               color="k", zorder=4, label="preferred, baseline")  # fmt: skip
+    ax.scatter(
+        [start["preferred_tok_s_per_request"]],
+        [start["preferred_usd_per_mtok"]],
+        marker="*",
+        s=160,
+        color="k",
+        zorder=4,
+        label="preferred, baseline",
+    )
     for i, v in enumerate(variants):
         frame, color = result.frontiers[v["variant"]], f"C{i}"
         same = _same_frontier(frame, base)
@@ -163,10 +172,27 @@ def _panel(ax: Any, base: pd.DataFrame, start: Any, variants: list[dict], result
         label = v["variant"] + (" (= baseline frontier)" if same else "")
         if not same:
             ax.step(frame["tok_s_per_request"], frame["usd_per_mtok"], where="pre", color=color, lw=0.9, ls="--")
-        ax.scatter(frame["tok_s_per_request"], frame["usd_per_mtok"], marker=marker, s=18 + 14 * i,
-                   facecolors="none", edgecolors=color, linewidths=1.0, zorder=3, label=label)  # fmt: skip
-        ax.scatter([v["preferred_tok_s_per_request"]], [v["preferred_usd_per_mtok"]], marker="*", s=110,
-                   color=color, edgecolors="k", linewidths=0.4, zorder=5)  # fmt: skip
+        ax.scatter(
+            frame["tok_s_per_request"],
+            frame["usd_per_mtok"],
+            marker=marker,
+            s=18 + 14 * i,
+            facecolors="none",
+            edgecolors=color,
+            linewidths=1.0,
+            zorder=3,
+            label=label,
+        )
+        ax.scatter(
+            [v["preferred_tok_s_per_request"]],
+            [v["preferred_usd_per_mtok"]],
+            marker="*",
+            s=110,
+            color=color,
+            edgecolors="k",
+            linewidths=0.4,
+            zorder=5,
+        )
     ax.set_yscale("log")
     dollar_axis(ax.yaxis)
     ax.set_xlabel("tokens per second per request")

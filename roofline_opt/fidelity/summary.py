@@ -119,6 +119,7 @@ def plot_panels(rows: Sequence[ValidationRow]) -> dict[str, list[report.PlottedR
         y = r.row.measured_tok_s_per_gpu or p.tok_s_per_gpu
         if x is None or y is None:
             continue
+        assert r.row.setup is not None  # a row with a verdict has a setup
         panels.setdefault(r.row.setup.gpu_card, []).append(
             report.PlottedRow(
                 label=str(r.row.line),

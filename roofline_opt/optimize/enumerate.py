@@ -48,8 +48,15 @@ class Points:
     def subset(self, mask: np.ndarray) -> Points:
         """The points where ``mask`` holds (same layouts table)."""
         partner = None if self.partner is None else self.partner[mask]
-        return Points(self.layouts, self.layout_index[mask], self.batch[mask], self.time_per_token_s[mask],
-                      self.usd_per_mtok[mask], self.prefill, partner)  # fmt: skip
+        return Points(
+            self.layouts,
+            self.layout_index[mask],
+            self.batch[mask],
+            self.time_per_token_s[mask],
+            self.usd_per_mtok[mask],
+            self.prefill,
+            partner,
+        )
 
 
 @dataclass(frozen=True)
@@ -107,13 +114,19 @@ def _partners(question: Question) -> Partners:
 def _agg_limits(question: Question, gpu_index: int, bits: int, lay: Layouts, idx, batches) -> np.ndarray:
     """Aggregated points meeting the chunk budget and the TTFT limit, evaluated point by point."""
     col = idx[:, None]
-    ok = batches[None, :] <= rq.stable_batch_limit(question.workload, lay.chunk[col])
+    ok = batches[None, :] <= rq.stable_batch_limit(question.whole_requests, lay.chunk[col])
     if question.max_ttft_s is not None:
         layout = group_layout(lay, col, question)
         ttft = rq.ttft_aggregated_s(
-            question.model, question.gpus[gpu_index], question.preset, bits, layout, batches[None, :],
-            question.workload, lay.chunk[col],
-        )  # fmt: skip
+            question.model,
+            question.gpus[gpu_index],
+            question.preset,
+            bits,
+            layout,
+            batches[None, :],
+            question.whole_requests,
+            lay.chunk[col],
+        )
         ok &= ttft <= question.max_ttft_s * (1 + 1e-12)
     return ok | lay.disagg[col]
 
@@ -137,9 +150,16 @@ def feasible_points(question: Question) -> Points:
                 layout = group_layout(lay, col, question)
                 gamma = lay.gamma[col].astype(float)
                 tau = ev.time_per_token_with_gamma(
-                    question.model, gpu, question.preset, bits, layout, batches[None, :], gamma, question.draft,
+                    question.model,
+                    gpu,
+                    question.preset,
+                    bits,
+                    layout,
+                    batches[None, :],
+                    gamma,
+                    question.draft,
                     question.acceptance,
-                )  # fmt: skip
+                )
             else:
                 tau = target_step(question, gi, bits, lay, col, batches[None, :]).step_time_s
             tau = np.broadcast_to(tau, (len(idx), len(batches)))
@@ -166,9 +186,14 @@ def feasible_points(question: Question) -> Points:
             keep_c.append(cost[rows, cols])
             keep_p.append(partner[rows, cols])
     return Points(
-        lay, _cat(keep_j, int), _cat(keep_b, float), _cat(keep_t, float), _cat(keep_c, float), partners,
+        lay,
+        _cat(keep_j, int),
+        _cat(keep_b, float),
+        _cat(keep_t, float),
+        _cat(keep_c, float),
+        partners,
         _cat(keep_p, int),
-    )  # fmt: skip
+    )
 
 
 def _pair(question: Question, lay: Layouts, idx, batches, tau, cost, ok, partners: Partners):
@@ -176,7 +201,7 @@ def _pair(question: Question, lay: Layouts, idx, batches, tau, cost, ok, partner
     matching partner at every batch, one matrix per decode layout)."""
     cost, ok = cost.copy(), ok.copy()
     partner = np.full(tau.shape, -1)
-    w, u = question.workload, question.max_utilisation
+    w, u = question.whole_requests, question.max_utilisation
     decode_rate = batches[None, :] / (w.mean_osl * tau)
     pl = partners.layouts
     k = partners.layout
@@ -195,8 +220,10 @@ def _pair(question: Question, lay: Layouts, idx, batches, tau, cost, ok, partner
             & (pl.kv_bits[k] == lay.kv_bits[j])
             & (partners.same_domain == same)
         )
-        caps = np.array([_unit_cap(question, pl, int(k[q]), lay, int(j), int(partners.x[q]), int(partners.y[q]))
-                         for q in match], dtype=float)  # fmt: skip
+        caps = np.array(
+            [_unit_cap(question, pl, int(k[q]), lay, int(j), int(partners.x[q]), int(partners.y[q])) for q in match],
+            dtype=float,
+        )
         x, y = partners.x[match, None], partners.y[match, None]
         served = np.minimum(x * partners.requests_per_s[match, None], y * decode_rate[row][None, :]) * u
         usd = 1e6 * (x * p_usd[match, None] + y * lay.n_gpus[j] * d_gpu.usd_per_s) / (served * w.mean_osl)
@@ -233,7 +260,9 @@ def _setup(question: Question, pts: Points, i: int) -> Setup:
     setup = setup_of(question, pts.layouts, j, int(pts.batch[i]))
     if q < 0:
         return setup
-    p, k = pts.prefill, int(pts.prefill.layout[q])
+    p = pts.prefill
+    assert p is not None  # a partner index names a row of the prefill options
+    k = int(p.layout[q])
     return replace(
         setup,
         prefill_gpu=question.gpus[int(p.layouts.gpu_index[k])].name,

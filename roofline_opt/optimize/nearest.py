@@ -23,9 +23,15 @@ def best_ttft_s(question: Question) -> float:
     for gi, bits, idx in lay.groups(np.flatnonzero(~lay.disagg)):
         layout = group_layout(lay, idx, question)
         ttft = rq.ttft_aggregated_s(
-            question.model, question.gpus[gi], question.preset, bits, layout, lay.pp[idx], question.workload,
+            question.model,
+            question.gpus[gi],
+            question.preset,
+            bits,
+            layout,
+            lay.pp[idx],
+            question.whole_requests,
             lay.chunk[idx],
-        )  # fmt: skip
+        )
         best = min(best, float(np.min(ttft)))
     pre = prefill_layouts(question)
     for d in (g for g in range(len(question.gpus)) if question.offers(rq.DISAGG, g)):

@@ -68,7 +68,7 @@ def prefill_points(question: Question, lay: Layouts, idx: np.ndarray, gpu: int, 
         bits,
         prefill_layout(lay, idx),
         batch,
-        question.workload,
+        question.whole_requests,
         link,
         hop,
     )
@@ -208,8 +208,10 @@ def unit_caps(question: Question, options: PrefillOptions, q: np.ndarray, dec: L
     if question.max_gpus is not None:
         caps = question.max_gpus // (x * lay.n_gpus[pl] + y * dec.n_gpus[j])
     if question.instance_limit is not None:
-        for shapes, count in ((np.column_stack([lay.gpu_index[pl], lay.tp[pl], lay.pp[pl]]), x),
-                              (np.column_stack([dec.gpu_index[j], dec.tp[j], dec.pp[j]]), y)):  # fmt: skip
+        for shapes, count in (
+            (np.column_stack([lay.gpu_index[pl], lay.tp[pl], lay.pp[pl]]), x),
+            (np.column_stack([dec.gpu_index[j], dec.tp[j], dec.pp[j]]), y),
+        ):
             unique, where = np.unique(shapes, axis=0, return_inverse=True)
             limits = np.array([question.instance_limit(question.gpus[g], int(t), int(p)) for g, t, p in unique])
             caps = np.minimum(caps, limits[where.reshape(-1)] // count)
@@ -226,5 +228,5 @@ def unit_usd_per_mtok(question: Question, options: PrefillOptions, q, decode_usd
     u = question.max_utilisation
     ratio = options.x[q] / options.y[q]
     per_decode = ratio * options.usd_per_s[q] + decode_usd_per_s
-    floor = 1e6 * per_decode / (ratio * options.requests_per_s[q] * question.workload.mean_osl) / u
+    floor = 1e6 * per_decode / (ratio * options.requests_per_s[q] * question.whole_requests.mean_osl) / u
     return 1e6 * per_decode / u, floor

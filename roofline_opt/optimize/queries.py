@@ -176,6 +176,7 @@ class Prepared:
 
     def choice_row(self, c: int) -> int:
         """Row of the full tables behind slot c of the loaded model."""
+        assert self.rows is not None  # set when a model is loaded
         return int(self.rows[c])
 
     def split(self, row: int, batch: int) -> None:
@@ -439,11 +440,17 @@ def _same_choices(question: Question, lay: Layouts, setup: Setup) -> np.ndarray:
     """Layouts making every choice ``setup`` makes but 1-D or 2-D tensor parallelism."""
     g = next(i for i, gpu in enumerate(question.gpus) if gpu.name == setup.gpu)
     return (
-        (lay.gpu_index == g) & (lay.weight_bits == setup.weight_bits) & (lay.tp == setup.tp)
-        & (lay.pp == setup.pp) & (lay.ep == setup.ep) & (lay.gamma == setup.gamma)
-        & (lay.kv_bits == setup.kv_bits) & (lay.disagg == (setup.serving == "disagg"))
-        & (lay.chunk == setup.chunk_tokens) & (lay.dp_attention == setup.dp_attention)
-    )  # fmt: skip
+        (lay.gpu_index == g)
+        & (lay.weight_bits == setup.weight_bits)
+        & (lay.tp == setup.tp)
+        & (lay.pp == setup.pp)
+        & (lay.ep == setup.ep)
+        & (lay.gamma == setup.gamma)
+        & (lay.kv_bits == setup.kv_bits)
+        & (lay.disagg == (setup.serving == "disagg"))
+        & (lay.chunk == setup.chunk_tokens)
+        & (lay.dp_attention == setup.dp_attention)
+    )
 
 
 def alternative_indices(question: Question, lay: Layouts, setup: Setup) -> list[int]:
@@ -509,7 +516,7 @@ def _checked(
     target: float | None,
     n: int,
     best: Callable[[float | None], Answer | None],
-    nearest: Callable[[], Answer],
+    nearest: Callable[[], Answer | None],
 ) -> list[Answer]:
     """Up to ``n`` successive best answers at the target (and the TPOT limit); Infeasible naming the limit and the
     nearest figure when there is none."""
@@ -524,8 +531,11 @@ def _checked(
             break
         answers.append(answer)
     if not answers:
-        raise _unreachable(question, kind, goal, nearest())
-    if kind == FASTEST and tpot_speed is not None:
+        other = nearest()
+        assert other is not None  # the other extreme has no target, so an answer (see _unreachable)
+        raise _unreachable(question, kind, goal, other)
+    if kind == FASTEST and question.max_tpot_s is not None:
+        tpot_speed = 1.0 / question.max_tpot_s
         first = answers[0]
         if not meets_speed(first.tok_s_per_request, tpot_speed):
             within = "at any price" if target is None else f"within ${checks.figure(target)}/Mtok"
@@ -542,13 +552,13 @@ def _checked(
 def _unreachable(question: Question, kind: str, target: float | None, nearest: Answer) -> Infeasible:
     """The target nobody meets, and the figure the best setup at the other extreme reaches."""
     cost, speed = f"${checks.figure(nearest.usd_per_mtok)}/Mtok", f"{checks.figure(nearest.tok_s_per_request)} tok/s"
+    assert target is not None  # without a target every query has an answer (the tables hold feasible rows only)
     if kind == FASTEST:
         return Infeasible(
             f"no setup costs at most ${checks.figure(target)}/Mtok",
             reason="target",
             nearest=f"the cheapest setup costs {cost} at {speed}",
         )
-    assert target is not None
     if question.max_tpot_s is not None and target <= 1.0 / question.max_tpot_s * (1 + TARGET_RTOL):
         return Infeasible(
             f"no setup meets TPOT <= {checks.figure(question.max_tpot_s * 1e3)} ms",

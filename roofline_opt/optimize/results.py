@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -103,9 +103,23 @@ class Setup:
     @property
     def layout_key(self) -> tuple:
         """Every discrete choice but the batch: what makes two setups distinct layouts."""
-        return (self.gpu, self.weight_bits, self.tp, self.tp_2d, self.pp, self.ep, self.gamma, self.kv_bits,
-                self.serving, self.chunk_tokens, self.prefill_gpu, self.prefill_tp, self.prefill_tp_2d,
-                self.prefill_pp, self.dp_attention)  # fmt: skip
+        return (
+            self.gpu,
+            self.weight_bits,
+            self.tp,
+            self.tp_2d,
+            self.pp,
+            self.ep,
+            self.gamma,
+            self.kv_bits,
+            self.serving,
+            self.chunk_tokens,
+            self.prefill_gpu,
+            self.prefill_tp,
+            self.prefill_tp_2d,
+            self.prefill_pp,
+            self.dp_attention,
+        )
 
 
 def layout_label(
@@ -201,7 +215,7 @@ def _request_fields(s: Setup) -> dict:
 
 def setup_of(question: Question, lay, j: int, batch: int, options=None, option: int = -1) -> Setup:
     """The setup of decode layout j at ``batch``, paired with prefill option ``option`` when disaggregated."""
-    fields = dict(
+    fields: dict[str, Any] = dict(
         gpu=question.gpus[int(lay.gpu_index[j])].name,
         weight_bits=int(lay.weight_bits[j]),
         tp=int(lay.tp[j]),
@@ -304,12 +318,12 @@ def _gpu(question: Question, name: str):
 
 def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -> dict:
     """Figures of an aggregated instance or a disaggregated unit, with time per token = TPOT."""
-    u, w = question.max_utilisation, question.workload
+    u, w = question.max_utilisation, question.whole_requests
     model, preset, bits = question.model, question.preset, setup.weight_bits
     if setup.disaggregated:
         p_gpu = _gpu(question, setup.prefill_gpu)
         p_layout = ev.Layout.of(setup.prefill_tp, setup.prefill_tp_2d, setup.prefill_pp, 0, 1, 1, setup.kv_bits)
-        out = rq.disaggregated_figures(
+        out: dict[str, Any] = rq.disaggregated_figures(
             model,
             preset,
             bits,
@@ -318,7 +332,7 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
             (gpu, layout, float(setup.batch), setup.decode_instances),
             u,
         )
-        processed = setup.batch
+        processed: float = setup.batch
     else:
         out = rq.aggregated_figures(model, gpu, preset, bits, layout, setup.batch, w, setup.chunk_tokens, u)
         processed = setup.batch * (1.0 + w.prompt_tokens_per_output)

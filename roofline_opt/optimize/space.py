@@ -153,6 +153,13 @@ class Question:
         object.__setattr__(self, "cluster_fingerprint", digest)
 
     @property
+    def whole_requests(self) -> Workload:
+        """``workload``, where only questions about whole requests lead (the code paths of prefill, TTFT, serving)."""
+        if self.workload is None:
+            raise ValueError("a question about one decode step has no whole requests (workload)")
+        return self.workload
+
+    @property
     def gammas(self) -> tuple[int, ...]:
         return tuple(range(self.gamma_max + 1)) if self.draft is not None else (0,)
 

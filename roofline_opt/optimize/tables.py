@@ -47,6 +47,7 @@ dollars.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -115,7 +116,7 @@ class Tables:
     def take(self, rows: np.ndarray) -> Tables:
         """The tables restricted to the given rows (choices)."""
         whole = ("layouts", "exclusions", "time_unit_s", "options")
-        per_row = {
+        per_row: dict[str, Any] = {
             f: None if getattr(self, f) is None else getattr(self, f)[rows]
             for f in self.__dataclass_fields__
             if f not in whole
@@ -131,7 +132,7 @@ class Tables:
     def extended(self, more: Tables) -> Tables:
         """These rows followed by ``more``'s (same layouts, time unit, exclusions and prefill options)."""
         whole = ("layouts", "exclusions", "time_unit_s", "options")
-        per_row = {
+        per_row: dict[str, Any] = {
             f: None if getattr(self, f) is None else np.concatenate([getattr(self, f), getattr(more, f)])
             for f in self.__dataclass_fields__
             if f not in whole
@@ -181,7 +182,7 @@ def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, id
     stacked = np.stack(np.broadcast_arrays(*points), axis=-1) if points else np.full((len(idx), 0), np.nan)
     if cycle:
         # a chunk step's collectives carry B + chunk tokens: the decode step's crossings, moved down by the chunk
-        carried = rq.chunk_carried_tokens(question.workload, lay.chunk[idx], 0.0)
+        carried = rq.chunk_carried_tokens(question.whole_requests, lay.chunk[idx], 0.0)
         shift = np.where(lay.disagg[idx], np.nan, carried)
         stacked = np.concatenate([stacked, stacked - shift[:, None]], axis=-1)
     return [row[np.isfinite(row)] for row in stacked]
@@ -237,6 +238,7 @@ def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
     tpot = target_step(question, gpu_index, bits, lay, idx, np.stack([lo, mid, hi])).step_time_s
     tpot_chord = tpot[0] + (tpot[2] - tpot[0]) * (mid - lo) / width
     ends = target_step(question, gpu_index, bits, lay, idx, np.stack([lo, hi]))
+    assert isinstance(ends, rq.CycleFigures)  # the target step of a prefill cycle is its cycle
     below = np.max([cycle_gap_s(ends, pick, lo, hi) for pick in PIECE_PICKS], axis=0)
     return np.maximum(gap, (np.abs(tpot[1] - tpot_chord) + below) / np.maximum(tpot[1], 1e-300))
 
@@ -297,7 +299,7 @@ def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, bat
     """Aggregated layouts: the batch range meeting the TTFT limit (bisection) and the chunk budget (B I/O <= chunk)."""
     agg = ~lay.disagg[idx]
     lo, hi = batch_lo[idx].astype(float), batch_hi[idx].astype(float)
-    stable = np.where(agg, rq.stable_batch_limit(question.workload, lay.chunk[idx]), np.inf)
+    stable = np.where(agg, rq.stable_batch_limit(question.whole_requests, lay.chunk[idx]), np.inf)
     why[idx[agg & (hi >= lo) & (stable < lo)]] = "chunk"
     hi = np.minimum(hi, stable)
     if question.max_ttft_s is not None:
@@ -463,7 +465,7 @@ def unit_throughput(question: Question, gi: int, bits: int, lay: Layouts, option
     if options is None or not np.any(q >= 0):
         return decode
     qs = np.where(q >= 0, q, 0)
-    prefill = options.x[qs] * options.requests_per_s[qs] * question.workload.mean_osl * question.max_utilisation
+    prefill = options.x[qs] * options.requests_per_s[qs] * question.whole_requests.mean_osl * question.max_utilisation
     return np.where(q >= 0, np.minimum(prefill, options.y[qs] * decode), decode)
 
 

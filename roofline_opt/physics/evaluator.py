@@ -369,7 +369,7 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     network_s = sum(c.time_s(batch) for c in collectives(model, gpu, preset, weight_bits, layout))
     launch_s = kernels_per_step(model, preset) * gpu.kernel_launch_s * preset.kernel_launch_factor
     launch = np.full_like(compute_s, launch_s)
-    hidden = 0.0
+    hidden: np.ndarray | float = 0.0
     if np.any(layout.a2a_overlap):
         hidden = dp_attention.dispatch_combine(model, gpu, preset, layout, overlapped=True).time_s(batch)
     network_s = network_s + np.zeros_like(compute_s)
@@ -498,8 +498,9 @@ def evaluate(
     per_token = no_spec
     best_gamma = np.zeros(shape)
     draft_step_s = np.full(shape, np.nan)
-    use_draft = draft is not None and (gamma_max > 0 or (gamma is not None and np.any(np.asarray(gamma) > 0)))
-    if use_draft:
+    if not (gamma_max > 0 or (gamma is not None and np.any(np.asarray(gamma) > 0))):
+        draft = None  # a draft that never proposes a token takes no part, nor any memory
+    if draft is not None:
         draft_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s
         draft_step_s = np.broadcast_to(draft_s, shape)
         setup = (model, gpu, preset, weight_bits, layout, batch)
@@ -515,7 +516,7 @@ def evaluate(
         else:
             best_gamma = np.broadcast_to(np.asarray(gamma, dtype=float), shape)
             per_token = time_per_token_with_gamma(*setup, best_gamma, draft, acceptance, draft_weight_bits, draft_s)
-    mem = memory(model, gpu, preset, weight_bits, layout, batch, draft if use_draft else None)
+    mem = memory(model, gpu, preset, weight_bits, layout, batch, draft)
     n = np.broadcast_to(layout.n_gpus, shape)
     throughput = batch / per_token
     usd_per_mtok = 1e6 * n * gpu.usd_per_s * per_token / batch

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -106,9 +107,20 @@ def tail_decay_per_s(servers: int, weights, service_s, arrivals: Arrivals) -> fl
     return hi
 
 
+class QueueingTtft(TypedDict):
+    """TTFT at load: ``ttft_s`` one per percentile, the prefill path's utilisation, the probability of waiting and
+    the mean wait; ``decode_batch`` (mean sequences decoding) for an aggregated instance."""
+
+    ttft_s: np.ndarray
+    utilisation: float
+    p_wait: float
+    wait_s: float
+    decode_batch: NotRequired[float]
+
+
 def response_percentiles(
     weights, service_s, p_wait: float, decay_per_s: float, percentiles=PERCENTILES, shift_s: float = 0.0
-):
+) -> np.ndarray:
     """Percentiles of wait + service: the wait is 0 with probability 1 - p_wait, else ``shift_s`` plus an exponential
     of rate ``decay_per_s``; the service is ``service_s[k]`` for a share ``weights[k]`` of requests (bisection)."""
     w = np.asarray(weights, dtype=float) / np.sum(weights)
@@ -163,7 +175,7 @@ def disaggregated_ttft(
     decode: tuple[GpuSpec, ev.Layout],
     arrivals: Arrivals,
     percentiles=PERCENTILES,
-) -> dict[str, object]:
+) -> QueueingTtft:
     """TTFT percentiles of x prefill instances (prefill = (gpu, layout, x), prefill batch 1) as a G/G/x queue.
 
     Service time and TTFT at no load of each class come from ``requests.disaggregated_figures``; the KV transfer
@@ -222,7 +234,7 @@ def aggregated_ttft(
     chunk_tokens: int,
     arrivals: Arrivals,
     percentiles=PERCENTILES,
-) -> dict[str, object]:
+) -> QueueingTtft:
     """TTFT percentiles of one aggregated instance with chunked prefill (its prompt path an M/G/1-like queue).
 
     Returns ttft_s (one per percentile), utilisation (of the chunk budget), decode_batch (mean sequences decoding),

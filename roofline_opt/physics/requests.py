@@ -424,8 +424,8 @@ def disaggregated_figures(
     preset: Preset,
     weight_bits: int,
     workload: Workload,
-    prefill: tuple[GpuSpec, ev.Layout, float, int],
-    decode: tuple[GpuSpec, ev.Layout, float, int],
+    prefill: tuple[GpuSpec, ev.Layout, float | np.ndarray, int],
+    decode: tuple[GpuSpec, ev.Layout, float | np.ndarray, int],
     utilisation: float = 1.0,
 ) -> dict[str, np.ndarray]:
     """Every figure of x prefill and y decode instances: prefill = (gpu, layout, batch, x), decode = (gpu, layout,
@@ -473,7 +473,7 @@ def _request_prices(usd_per_s, throughput_tok_s, workload: Workload, gpus) -> di
     }
 
 
-def _step_fields(step: ev.StepFigures, mem: ev.DeviceMemory) -> dict[str, np.ndarray]:
+def _step_fields(step: ev.StepFigures | CycleFigures, mem: ev.DeviceMemory) -> dict[str, np.ndarray]:
     return {
         "step_time_s": step.step_time_s,
         "kernel_launch_s": step.kernel_launch_s,

@@ -41,12 +41,12 @@ def model_sizes(model: ModelSpec) -> ModelSizes:
             q_params = d * model.q_lora_rank + model.q_lora_rank * nq * (dh + rope)
         else:
             q_params = d * nq * (dh + rope)
-        qkv_params = q_params + d * (model.kv_lora_rank + rope) + model.kv_lora_rank * nq * (dh + v_dim)
+        qkv_params: float = q_params + d * (model.kv_lora_rank + rope) + model.kv_lora_rank * nq * (dh + v_dim)
         out_params = nq * v_dim * d
-        qkv_out_width = nq * (dh + rope) + model.kv_lora_rank + rope
+        qkv_out_width: float = nq * (dh + rope) + model.kv_lora_rank + rope
         out_in_width = nq * v_dim
         kv_heads = 0.0
-        kv_values = model.kv_lora_rank + rope
+        kv_values: float = model.kv_lora_rank + rope
         attn_flop = 2.0 * nq * (model.kv_lora_rank + rope) + 2.0 * nq * model.kv_lora_rank
     else:
         kv_heads = 2.0 * nq / model.group_size

@@ -70,7 +70,8 @@ def series_styles(labels: list) -> dict:
     """A (colour, marker) per series label, distinct for up to 140 series."""
     from matplotlib import colormaps
 
-    colours = colormaps["tab20"].colors
+    tab20 = colormaps["tab20"]
+    colours = [tab20(i) for i in range(tab20.N)]  # its 20 listed colours, as RGBA
     return {label: (colours[i % 20], SERIES_MARKERS[i % len(SERIES_MARKERS)]) for i, label in enumerate(labels)}
 
 

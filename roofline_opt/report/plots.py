@@ -143,8 +143,14 @@ def plot_answers(frame: pd.DataFrame, path: str | os.PathLike[str], *, title: st
     for rank, row in enumerate(frame.itertuples(), start=1):  # labels stacked by rank: close points stay legible
         text = f"#{rank} {row.gpu} {row.layout} batch {row.batch}"
         leader = {"arrowstyle": "-", "color": "0.6", "lw": 0.5}
-        ax.annotate(text, (row.tok_s_per_request, row.usd_per_mtok), xytext=(6, 4 + 11 * (rank - 1)),
-                    textcoords="offset points", fontsize=8, arrowprops=leader)  # fmt: skip
+        ax.annotate(
+            text,
+            (row.tok_s_per_request, row.usd_per_mtok),
+            xytext=(6, 4 + 11 * (rank - 1)),
+            textcoords="offset points",
+            fontsize=8,
+            arrowprops=leader,
+        )
     costs = frame["usd_per_mtok"]
     if costs.max() / costs.min() >= LOG_RANGE:
         ax.set_yscale("log")
@@ -176,8 +182,16 @@ def _mark_preferred(ax: Any, frame: pd.DataFrame, y_field: str, label: str | Non
 
 
 def _overlay(ax: Any, points: pd.DataFrame, marker: str, color: str, legend: str) -> None:
-    ax.scatter(points["tok_s_per_request"], points["usd_per_mtok"], marker=marker, s=40, color=color, zorder=3,
-               label=legend, facecolors="none" if marker == "D" else None)  # fmt: skip
+    ax.scatter(
+        points["tok_s_per_request"],
+        points["usd_per_mtok"],
+        marker=marker,
+        s=40,
+        color=color,
+        zorder=3,
+        label=legend,
+        facecolors="none" if marker == "D" else None,
+    )
     if "label" not in points:
         return
     for x, y, text in zip(points["tok_s_per_request"], points["usd_per_mtok"], points["label"], strict=True):

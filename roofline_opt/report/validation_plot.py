@@ -46,10 +46,19 @@ def plot_validation(panels: dict[str, Sequence[PlottedRow]], path: str | os.Path
         for r in plotted:
             colour = COLOURS[r.bound_holds]
             ax.plot(r.curve_tok_s_per_user, r.curve_tok_s_per_gpu, "-", lw=0.8, color=colour, alpha=0.35)
-            ax.scatter([r.tok_s_per_user], [r.tok_s_per_gpu], marker=MARKERS[r.check], s=36, color=colour,
-                       edgecolors="k", linewidths=0.4, zorder=3)  # fmt: skip
-            ax.annotate(r.label, (r.tok_s_per_user, r.tok_s_per_gpu), xytext=(3, 3), textcoords="offset points",
-                        fontsize=6)  # fmt: skip
+            ax.scatter(
+                [r.tok_s_per_user],
+                [r.tok_s_per_gpu],
+                marker=MARKERS[r.check],
+                s=36,
+                color=colour,
+                edgecolors="k",
+                linewidths=0.4,
+                zorder=3,
+            )
+            ax.annotate(
+                r.label, (r.tok_s_per_user, r.tok_s_per_gpu), xytext=(3, 3), textcoords="offset points", fontsize=6
+            )
             _tie(ax, r, colour)
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -16,6 +16,7 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
@@ -90,7 +91,9 @@ class _MixedSteps:
             step = queueing.mixed_step(*self._args, self._d, float(tokens), 0.0, 0.0)
             row = self._rows[tokens] = {f: np.broadcast_to(getattr(step, f), self._d.shape).tolist() for f in _FIELDS}
         i = max(decode, 1) - 1
-        values = {f: row[f][i] + attention * self._per_attention[f] + kv_tokens * self._per_kv[f] for f in _FIELDS}
+        values: dict[str, Any] = {
+            f: row[f][i] + attention * self._per_attention[f] + kv_tokens * self._per_kv[f] for f in _FIELDS
+        }
         return float(replace(self._template, **values).step_time_s)
 
 

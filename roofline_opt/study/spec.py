@@ -27,7 +27,7 @@ from typing import Any
 from roofline_opt import api, catalog, checks
 from roofline_opt.catalog.parse import read_yaml
 from roofline_opt.errors import InvalidInput
-from roofline_opt.physics.specs import WEIGHT_BITS, GpuSpec
+from roofline_opt.physics.specs import WEIGHT_BITS, GpuSpec, ModelSpec
 
 STUDY_KEYS = ("name", "kind", "fixed", "axes", "questions", "summary")
 ALIASES = {"time_limit": "time_limit_s"}
@@ -232,6 +232,7 @@ def _fingerprint(key: str, value: str) -> str:
     try:
         if key in FILE_KEYS:
             return hashlib.sha256(Path(value).read_bytes()).hexdigest()
+        specs: list[GpuSpec] | list[ModelSpec]
         if key in GPU_KEYS:
             specs = [catalog.load_gpu(name) for name in checks.parse_name_list(key, value)]
         else:

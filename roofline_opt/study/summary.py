@@ -9,6 +9,7 @@ file's ``summary: {x: ..., y: ..., facet: ...}`` overrides any of them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -45,7 +46,8 @@ def layout(frame: pd.DataFrame, study: Study) -> Layout:
     varying = _varying(frame, study)
     target = f"in_{api.TARGETS[study.kind]}" if study.kind in api.TARGETS else None
     numeric = [c for c in varying if pd.to_numeric(frame[c], errors="coerce").notna().all()]
-    x = f"in_{options['x']}" if "x" in options else target if target in varying else (numeric or [None])[0]
+    first_numeric = numeric[0] if numeric else None
+    x = f"in_{options['x']}" if "x" in options else target if target in varying else first_numeric
     facet = f"in_{options['facet']}" if "facet" in options else "in_model" if "in_model" in varying else None
     for name, column in (("x", x), ("facet", facet)):
         if column is not None and column not in frame:
@@ -60,12 +62,17 @@ def _line_label(row: pd.Series, lines: tuple[str, ...]) -> str:
     return ", ".join(f"{c[3:]}={_text(row[c])}" for c in lines) or "all"
 
 
-def _text(value: object) -> str:
+def _text(value: Any) -> str:
     """An input for a label: large numbers (bytes/s, FLOP/s) in short scientific notation."""
     if pd.isna(value):
         return "default"
     number = pd.to_numeric(value, errors="coerce")
     return f"{number:.4g}" if pd.notna(number) and abs(number) >= 1e6 else report.format_number(value)
+
+
+def _label_number(label: Any) -> float:
+    """A column label that spells a number, as the number (to order the x values)."""
+    return float(label)
 
 
 def summary_table(frame: pd.DataFrame, study: Study) -> pd.DataFrame:
@@ -80,10 +87,11 @@ def summary_table(frame: pd.DataFrame, study: Study) -> pd.DataFrame:
         data["_all"] = lay.y
     table = data.pivot_table(index=index, columns=columns, values="_cell", aggfunc="first", sort=False)
     if lay.x is not None and pd.to_numeric(pd.Series(table.columns), errors="coerce").notna().all():
-        table = table[sorted(table.columns, key=float)]
+        table = table[sorted(table.columns, key=_label_number)]
     table = table.reset_index().rename(columns={"_line": "setting", lay.facet or "": (lay.facet or "")[3:]})
     xs = set(frame[lay.x]) if lay.x is not None else set()
-    table.columns = [f"{lay.x[3:]}={_text(c)}" if c in xs else c for c in table.columns]
+    name = "" if lay.x is None else lay.x[3:]
+    table.columns = [f"{name}={_text(c)}" if c in xs else c for c in table.columns]
     return table
 
 

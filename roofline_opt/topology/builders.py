@@ -69,7 +69,7 @@ def pod(
     name: str = "",
 ) -> nx.Graph:
     """Servers of one or several types joined by a scale-out fabric (rail-optimised leaf/spine by default)."""
-    graph = nx.Graph()
+    graph: nx.Graph = nx.Graph()
     nics: list[tuple[int, str, float]] = []  # (GPU's index in its server, GPU id, NIC GB/s per direction)
     server = 0
     for group in groups:
@@ -107,7 +107,7 @@ def torus(
     name: str = "",
 ) -> nx.Graph:
     """GPUs on an n-D torus (wrap-around grid), each joined to its neighbours by a direct link."""
-    graph = nx.Graph()
+    graph: nx.Graph = nx.Graph()
     coords = list(itertools.product(*(range(d) for d in dims)))
     ids = {c: "t" + "".join(f".{i}" for i in c) for c in coords}
     graph.add_nodes_from(ids.values(), kind="gpu", gpu=gpu)

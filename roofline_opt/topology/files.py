@@ -23,7 +23,7 @@ def _graphml_node_ids(text: str, source: str) -> None:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
         raise InvalidInput(source, f"is not valid GraphML: {exc}") from exc
-    seen: set[str] = set()
+    seen: set[str | None] = set()  # a node without an id too: the GraphML reader refuses it after
     for element in root.iter():
         if isinstance(element.tag, str) and element.tag.rsplit("}", 1)[-1] == "node":
             node = element.get("id")

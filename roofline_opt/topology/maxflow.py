@@ -40,12 +40,11 @@ def max_flow_value(adj: Mapping[str, Mapping[str, float]], sources: Collection[s
                     queue.append(v)
         if end is None:
             return total
-        path = []
+        path: list[tuple[str, str]] = []
         v = end
-        while parent[v] is not None:
-            u = parent[v]
-            path.append((u, v))
-            v = u
+        while (previous := parent[v]) is not None:
+            path.append((previous, v))
+            v = previous
         push = min(adj[u][v] - flow.get((u, v), 0.0) for u, v in path)
         for u, v in path:
             flow[u, v] = flow.get((u, v), 0.0) + push

@@ -146,7 +146,7 @@ def validate_cluster(graph: nx.Graph, known_gpus: Collection[str] | None = None,
             if graph.number_of_edges(u, v) > 1:
                 msg = f"has parallel edges {u!r}-{v!r}: merge them into one edge carrying their summed {BANDWIDTH}"
                 raise InvalidInput(source, msg)
-    cluster = nx.Graph(graph)
+    cluster: nx.Graph = nx.Graph(graph)
     cluster.graph = {k: v for k, v in graph.graph.items() if k not in _GRAPHML_DEFAULTS}
     if not all(isinstance(n, str) for n in cluster):
         cluster = nx.relabel_nodes(cluster, {n: str(n) for n in cluster}, copy=True)

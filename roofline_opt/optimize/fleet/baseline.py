@@ -25,8 +25,21 @@ def model_alone(fleet: Fleet, i: int, options: SolverOptions) -> tuple[Candidate
     answer = cheapest(q, speed, "mip", options)
     s = answer.setup
     gpu = fleet.pool.gpu(s.gpu)
-    c = Candidate(i, s.gpu, s.weight_bits, s.tp, s.tp_2d, s.pp, s.ep, s.gamma, s.kv_bits, s.chunk_tokens, s.batch,
-                  answer.figures["time_per_token_s"], gpu.usd_per_hour)  # fmt: skip
+    c = Candidate(
+        i,
+        s.gpu,
+        s.weight_bits,
+        s.tp,
+        s.tp_2d,
+        s.pp,
+        s.ep,
+        s.gamma,
+        s.kv_bits,
+        s.chunk_tokens,
+        s.batch,
+        answer.figures["time_per_token_s"],
+        gpu.usd_per_hour,
+    )
     need = max(fm.demand_tok_s) / (fleet.max_utilisation * c.throughput_tok_s)
     return c, max(1, math.ceil(need - 1e-9))
 
@@ -49,9 +62,18 @@ def per_model_baseline(fleet: Fleet, options: SolverOptions) -> dict | None:
         "usd_per_hour": cost,
         "packs_onto_pool": packs,
         "models": [
-            {"model": fleet.models[c.model].name, "gpu": c.gpu, "weight_bits": c.weight_bits, "tp": c.tp,
-             "pp": c.pp, "tp_2d": c.tp_2d, "batch": c.batch, "replicas": n, "throughput_tok_s_per_instance":
-             c.throughput_tok_s, "usd_per_hour": c.instance_usd_per_hour * n}
+            {
+                "model": fleet.models[c.model].name,
+                "gpu": c.gpu,
+                "weight_bits": c.weight_bits,
+                "tp": c.tp,
+                "pp": c.pp,
+                "tp_2d": c.tp_2d,
+                "batch": c.batch,
+                "replicas": n,
+                "throughput_tok_s_per_instance": c.throughput_tok_s,
+                "usd_per_hour": c.instance_usd_per_hour * n,
+            }
             for c, n in picks
         ],
-    }  # fmt: skip
+    }

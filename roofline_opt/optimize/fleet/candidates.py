@@ -149,8 +149,9 @@ def model_candidates(index: int, fm: FleetModel, pool: Pool, prune: bool = True)
     found = []
     for j in np.flatnonzero(usable):
         gpu = question.gpus[int(lay.gpu_index[j])]
-        tau, _, _ = time_and_fit(question, int(lay.gpu_index[j]), int(lay.weight_bits[j]), lay, np.array([j]),
-                                 np.array([batch[j]]))  # fmt: skip
+        tau, _, _ = time_and_fit(
+            question, int(lay.gpu_index[j]), int(lay.weight_bits[j]), lay, np.array([j]), np.array([batch[j]])
+        )
         found.append(
             Candidate(
                 model=index,

@@ -45,9 +45,23 @@ def grid_candidates(fleet: Fleet, i: int) -> list[Candidate]:
                 continue
             thr = np.where(ok, batches / tau, -np.inf)
             b = int(np.argmax(thr))
-            found.append(Candidate(i, gpu.name, int(bits), int(lay.tp[j]), bool(lay.tp_2d[j]), int(lay.pp[j]),
-                                   int(lay.ep[j]), int(lay.gamma[j]), int(lay.kv_bits[j]), int(lay.chunk[j]),
-                                   int(batches[b]), float(tau[b]), gpu.usd_per_hour))  # fmt: skip
+            found.append(
+                Candidate(
+                    i,
+                    gpu.name,
+                    int(bits),
+                    int(lay.tp[j]),
+                    bool(lay.tp_2d[j]),
+                    int(lay.pp[j]),
+                    int(lay.ep[j]),
+                    int(lay.gamma[j]),
+                    int(lay.kv_bits[j]),
+                    int(lay.chunk[j]),
+                    int(batches[b]),
+                    float(tau[b]),
+                    gpu.usd_per_hour,
+                )
+            )
     return best_per_shape(found)
 
 
@@ -79,7 +93,8 @@ def _vectors(fleet: Fleet, cands: Sequence[Candidate], limit: int) -> list[tuple
         n = 0
         while True:
             used = gpus.get(c.gpu, 0) + n * c.n_gpus
-            if counts.get(c.gpu) is not None and used > counts[c.gpu]:
+            have = counts.get(c.gpu)
+            if have is not None and used > have:
                 break
             thr = u * c.throughput_tok_s
             walk(j + 1, [*v, n], capacity + n * thr, min(smallest, thr) if n else smallest, {**gpus, c.gpu: used})
@@ -125,8 +140,10 @@ def enumerate_plan(fleet: Fleet):
     pool = fleet.pool
     known = [n for n in pool.counts.values() if n is not None]
     if fleet.has_profile or len(fleet.models) > MAX_MODELS or len(known) < len(pool.counts) or sum(known) > MAX_GPUS:
-        msg = (f"enumerate handles small fleets only: one period, at most {MAX_MODELS} models and {MAX_GPUS} GPUs, "
-               "none unlimited")  # fmt: skip
+        msg = (
+            f"enumerate handles small fleets only: one period, at most {MAX_MODELS} models and {MAX_GPUS} GPUs, "
+            "none unlimited"
+        )
         raise InvalidInput("method", msg)
     per_model = [grid_candidates(fleet, i) for i in range(len(fleet.models))]
     for i, cands in enumerate(per_model):
@@ -137,7 +154,8 @@ def enumerate_plan(fleet: Fleet):
         raise InvalidInput("method", f"enumerate handles small fleets only: more than {MAX_COMBINATIONS} plans")
     flat = [c for cands in per_model for c in cands]
     offsets = np.cumsum([0] + [len(c) for c in per_model])
-    best, best_key = None, None
+    best: dict[int, int] | None = None
+    best_key: tuple[float, float] | None = None
     for combo in itertools.product(*vectors):
         key = _score(fleet, per_model, combo)
         if key is None or (best_key is not None and key >= best_key):
@@ -148,11 +166,16 @@ def enumerate_plan(fleet: Fleet):
         if pool.has_graph and not placeable(fleet, _instances(flat, counts)):
             continue
         best, best_key = counts, key
-    if best is None:
+    if best is None or best_key is None:
         raise Infeasible("no plan meets every demand on this pool (brute force)", reason="gpu_shortage")
     stages = _stages(fleet, flat, best) if pool.has_graph else {}
-    solve = {"method": "enumerate", "status": "enumerated", "objective": best_key[-1] if fleet.objective == COST
-             else -best_key[0], "mip_gap": 0.0, "solve_seconds": None}  # fmt: skip
+    solve = {
+        "method": "enumerate",
+        "status": "enumerated",
+        "objective": best_key[-1] if fleet.objective == COST else -best_key[0],
+        "mip_gap": 0.0,
+        "solve_seconds": None,
+    }
     return flat, [best], [stages], None, solve
 
 
@@ -172,7 +195,7 @@ def _within_counts(fleet: Fleet, flat: Sequence[Candidate], counts: dict[int, in
     used: dict[str, int] = {}
     for k, n in counts.items():
         used[flat[k].gpu] = used.get(flat[k].gpu, 0) + n * flat[k].n_gpus
-    return all(fleet.pool.counts.get(g) is None or n <= fleet.pool.counts[g] for g, n in used.items())
+    return all((have := fleet.pool.counts.get(g)) is None or n <= have for g, n in used.items())
 
 
 def _instances(flat: Sequence[Candidate], counts: dict[int, int]) -> list[tuple[str, int, int]]:

@@ -147,8 +147,12 @@ def _class_placement(m: pyo.ConcreteModel, fleet: Fleet, cands: Sequence[Candida
     z[k,c] stages of k in class c, sum_c z = p_k x_k, z <= n x_k (distinct domains), sum_k t_k z <= n s, and for
     j = 1..3 at most j n groups larger than s / (j + 1) (a domain holds at most j of them)."""
     classes = list(domain_classes(fleet).items())
-    pairs = [(k, c) for k, cand in enumerate(cands) for c, ((g, size), _) in enumerate(classes)
-             if g == cand.gpu and size >= cand.tp]  # fmt: skip
+    pairs = [
+        (k, c)
+        for k, cand in enumerate(cands)
+        for c, ((g, size), _) in enumerate(classes)
+        if g == cand.gpu and size >= cand.tp
+    ]
     m.KC = pyo.Set(initialize=pairs, dimen=2)
     m.z = pyo.Var(m.KC, m.T, domain=pyo.NonNegativeIntegers)
     by_k: dict[int, list[int]] = {}

@@ -27,12 +27,33 @@ from roofline_opt.optimize.fleet.problem import (
 from roofline_opt.optimize.space import MAX_DEMAND_TOK_S, Question
 
 FLEET_KEYS = ("cluster", "gpus", "objective", "max_usd_per_hour", "max_utilisation", "models", "prices", "period_hours")
-SPACE_KEYS = ("weight_bits", "tp_degrees", "pp_degrees", "tp_modes", "ep_degrees", "max_batch", "context", "draft",
-              "acceptance", "gamma_max", "preset")  # fmt: skip
+SPACE_KEYS = (
+    "weight_bits",
+    "tp_degrees",
+    "pp_degrees",
+    "tp_modes",
+    "ep_degrees",
+    "max_batch",
+    "context",
+    "draft",
+    "acceptance",
+    "gamma_max",
+    "preset",
+)
 REQUEST_KEYS = ("isl", "osl", "ttft_ms", "kv_bits", "chunk_tokens", "serving")
 """Whole-request keys handed to the question (prefill, TTFT, KV precision, chunked prefill; physics.md 10.1-10.3)."""
-MODEL_KEYS = ("name", "model", "demand_req_s", "demand_tok_s", "demand_profile", "tpot_ms", "min_tok_s", "weight",
-              *REQUEST_KEYS, *SPACE_KEYS)  # fmt: skip
+MODEL_KEYS = (
+    "name",
+    "model",
+    "demand_req_s",
+    "demand_tok_s",
+    "demand_profile",
+    "tpot_ms",
+    "min_tok_s",
+    "weight",
+    *REQUEST_KEYS,
+    *SPACE_KEYS,
+)
 UNLIMITED = "unlimited"
 MIN_DEMAND_TOK_S = 1e-6
 """Smallest non-zero demand of a fleet model (one token in 11.6 days): with the 1e12 cap the MIP's demand rows span
@@ -71,10 +92,9 @@ def parse_fleet(data: Any, make_question: QuestionFactory, base: Path | None = N
     models_raw = data.get("models")
     if not isinstance(models_raw, list) or not models_raw:
         raise InvalidInput("models", "must be a non-empty list of models")
-    questions = {}
     models = []
     for i, raw in enumerate(models_raw):
-        models.append(_model(f"models[{i}].", _mapping(f"models[{i}]", raw), pool, make_question, questions))
+        models.append(_model(f"models[{i}].", _mapping(f"models[{i}]", raw), pool, make_question))
     names = [m.name for m in models]
     if len(set(names)) != len(names):
         raise InvalidInput("models", f"must have distinct names. Got {', '.join(names)} instead.")
@@ -172,9 +192,11 @@ def _demand(where: str, raw: Mapping[str, Any], osl: int | None) -> tuple[tuple[
         raise InvalidInput(f"{where}{key}", "must give at least one period")
     profile = key == "demand_profile"
     numbers = [checks.positive_float(f"{where}{key}", v, allow_zero=profile) for v in values]
-    if unit == "req_s" and osl is None:
-        raise InvalidInput(f"{where}osl", "is required with demand_req_s: output tokens per request")
-    tok_s = tuple(v * osl for v in numbers) if unit == "req_s" else tuple(numbers)
+    tok_s = tuple(numbers)
+    if unit == "req_s":
+        if osl is None:
+            raise InvalidInput(f"{where}osl", "is required with demand_req_s: output tokens per request")
+        tok_s = tuple(v * osl for v in numbers)
     for given, rate in zip(values, tok_s, strict=True):
         if rate != 0 and not MIN_DEMAND_TOK_S <= rate <= MAX_DEMAND_TOK_S:
             zero = "0 (an idle period) or " if profile else ""
@@ -186,7 +208,7 @@ def _demand(where: str, raw: Mapping[str, Any], osl: int | None) -> tuple[tuple[
     return tok_s, unit, None if osl is None else float(osl)
 
 
-def _model(where, raw, pool: Pool, make_question: QuestionFactory, cache) -> FleetModel:
+def _model(where, raw, pool: Pool, make_question: QuestionFactory) -> FleetModel:
     _unknown(where, raw, MODEL_KEYS)
     if "model" not in raw:
         raise InvalidInput(f"{where}model", "is required: a catalog name, YAML card or config.json")

@@ -83,7 +83,8 @@ def placement_problems(cluster: nx.Graph, instances: Sequence[PlacedInstance]) -
     for name in dict.fromkeys(cluster.nodes[g]["gpu"] for g in gpu_ids(cluster)):
         for i, ids in enumerate(scaleup_domains(cluster, name)):
             domain_of.update({g: (name, i) for g in ids})
-    problems, used = [], set()
+    problems: list[str] = []
+    used: set[str] = set()
     for inst in instances:
         if len(inst.stages) != inst.pp:
             problems.append(f"{inst.name}: {len(inst.stages)} stages, expected {inst.pp}")

@@ -48,6 +48,7 @@ def _no_candidate(fleet: Fleet, i: int, mc: ModelCandidates) -> Infeasible:
             where = "" if room is None else f" with TP groups inside one scale-up domain of at most {room} GPUs"
             parts.append(f"does not fit in memory on {gpu}{where} (offer more pp degrees or fewer weight bits)")
         else:
+            assert fm.max_time_per_token_s is not None  # a finite fastest layout was refused only by the limit
             limit, best = checks.figure(fm.max_time_per_token_s * 1e3), checks.figure(fastest * 1e3)
             parts.append(f"cannot meet tpot {limit} ms on {gpu}: the fastest layout takes {best} ms")
     if not parts:
@@ -115,7 +116,7 @@ def decode(fleet: Fleet, cands: Sequence[Candidate], m: pyo.ConcreteModel):
     replicas = [
         {k: round(pyo.value(m.x[k, t])) for k in m.K if round(pyo.value(m.x[k, t])) > 0} for t in range(fleet.periods)
     ]
-    stages = [{} for _ in range(fleet.periods)]
+    stages: list[dict[tuple[int, int], int]] = [{} for _ in range(fleet.periods)]
     if hasattr(m, "y"):
         for k, d, t in m.y:
             n = round(pyo.value(m.y[k, d, t]))

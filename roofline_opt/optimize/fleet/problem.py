@@ -35,7 +35,10 @@ class FleetModel:
 
     def value_per_tok_s(self) -> float:
         """Objective value of one served tok/s: weight per request/s when demand came in requests."""
-        return self.weight / self.tok_per_request if self.demand_unit == "req_s" else self.weight
+        if self.demand_unit != "req_s":
+            return self.weight
+        assert self.tok_per_request is not None  # a demand in requests/s is given with its tokens per request
+        return self.weight / self.tok_per_request
 
 
 @dataclass(frozen=True)

@@ -50,16 +50,30 @@ class FleetPlan:
 def exact_figures(fleet: Fleet, c: Candidate) -> dict:
     """The evaluator's figures of candidate ``c`` at its batch (the only source of printed numbers)."""
     q = fleet.models[c.model].question
-    setup = Setup(gpu=c.gpu, weight_bits=c.weight_bits, tp=c.tp, tp_2d=c.tp_2d, pp=c.pp, ep=c.ep, batch=c.batch,
-                  gamma=c.gamma, kv_bits=c.kv_bits, chunk_tokens=c.chunk_tokens)  # fmt: skip
+    setup = Setup(
+        gpu=c.gpu,
+        weight_bits=c.weight_bits,
+        tp=c.tp,
+        tp_2d=c.tp_2d,
+        pp=c.pp,
+        ep=c.ep,
+        batch=c.batch,
+        gamma=c.gamma,
+        kv_bits=c.kv_bits,
+        chunk_tokens=c.chunk_tokens,
+    )
     answer = reevaluate(q, setup, "fleet")
     limit, q = fleet.models[c.model].max_time_per_token_s, fleet.models[c.model].question
     meets = answer.fits_in_memory and (limit is None or answer.figures["time_per_token_s"] <= limit * (1 + LIMIT_RTOL))
     if q.workload is not None:
         ttft = answer.figures["ttft_s"]
         meets = meets and (q.max_ttft_s is None or ttft <= q.max_ttft_s * (1 + LIMIT_RTOL))
-    return {**answer.figures, "bottleneck": answer.bottleneck, "fits_in_memory": answer.fits_in_memory,
-            "meets_limits": bool(meets)}  # fmt: skip
+    return {
+        **answer.figures,
+        "bottleneck": answer.bottleneck,
+        "fits_in_memory": answer.fits_in_memory,
+        "meets_limits": bool(meets),
+    }
 
 
 def gpu_prices(fleet: Fleet, usage: Sequence[Mapping[str, int]], split: Mapping[str, tuple] | None) -> dict[str, float]:
@@ -88,8 +102,10 @@ def build_plan(
 ) -> FleetPlan:
     """Rows and summaries of a decoded plan; ``replicas[t][k]`` per period, ``split`` = (reserved, on-demand list)."""
     figures = {k: exact_figures(fleet, cands[k]) for counts in replicas for k in counts}
-    usage = [{g.name: sum(cands[k].n_gpus * n for k, n in counts.items() if cands[k].gpu == g.name)
-              for g in fleet.pool.gpus} for counts in replicas]  # fmt: skip
+    usage = [
+        {g.name: sum(cands[k].n_gpus * n for k, n in counts.items() if cands[k].gpu == g.name) for g in fleet.pool.gpus}
+        for counts in replicas
+    ]
     price = gpu_prices(fleet, usage, split)
     rows, models = [], []
     u = fleet.max_utilisation
@@ -107,8 +123,13 @@ def build_plan(
             spend_total += spend * fleet.period_hours
             gpu_hours += sum(n * cands[k].n_gpus for k, n in mine.items()) * fleet.period_hours
         models.append(_model_summary(fleet, i, served_total, spend_total, gpu_hours))
-    return FleetPlan(rows, models, _cluster(fleet, usage, placement, split, price), [
-        [p.to_dict() for p in period] for period in placement], solve)  # fmt: skip
+    return FleetPlan(
+        rows,
+        models,
+        _cluster(fleet, usage, placement, split, price),
+        [[p.to_dict() for p in period] for period in placement],
+        solve,
+    )
 
 
 def _row(fleet: Fleet, i: int, t: int, c: Candidate, n: int, f: dict, util: float, gpu_price: float) -> dict:
