@@ -325,7 +325,7 @@ def _request_text(question: Question) -> str:
     w = question.workload
     if w is None:
         return (
-            " (decode only: usd_per_mtok_decode_only prices the decode steps and excludes prefill; give --isl/--osl "
+            " (decode only: usd_per_mtok_decode_only prices the decode steps, prefill excluded; give --isl/--osl "
             "to price whole requests)"
         )
     lengths = f"{w.isl[0]} in / {w.osl[0]} out" if len(w.isl) == 1 else f"a {len(w.isl)}-class mix"
