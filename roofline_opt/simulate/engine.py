@@ -141,14 +141,7 @@ def aggregated(
         t += tau
         prompt_busy += tau * tokens / chunk_tokens
         batch_time += tau * len(decoding)
-        still = []
-        for r in decoding:
-            left[r] -= 1
-            if left[r] == 0:
-                finish[r] = t
-            else:
-                still.append(r)
-        decoding = still
+        decoding = _one_token_each(decoding, left, finish, t)
         for r, q in pieces:
             done_tokens[r] += q
             if done_tokens[r] == isl[r]:
@@ -208,14 +201,7 @@ def decode_instance(step_s: np.ndarray, ready_s: np.ndarray, osl: np.ndarray, sl
         tau = steps[len(active) - 1]
         t += tau
         batch_time += tau * len(active)
-        still = []
-        for r in active:
-            left[r] -= 1
-            if left[r] == 0:
-                finish[r] = t
-            else:
-                still.append(r)
-        active = still
+        active = _one_token_each(active, left, finish, t)
     return np.array(finish), batch_time
 
 
@@ -252,3 +238,16 @@ def disaggregated(
         finish[order], bt = decode_instance(step_s, ready[order], reqs.osl[order], d_batch)
         batch_time += bt
     return Served(reqs.arrival_s, ready, finish, reqs.osl, busy, x, batch_time, y * d_batch)
+
+
+def _one_token_each(running: list, left, finish, t: float) -> list:
+    """Give every running request its token of the step that ended at ``t``; return those still decoding (the
+    others finish at ``t``)."""
+    still = []
+    for r in running:
+        left[r] -= 1
+        if left[r] == 0:
+            finish[r] = t
+        else:
+            still.append(r)
+    return still
