@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 from roofline_opt import catalog, checks, files
 from roofline_opt.catalog.prices import parse_price_overrides, with_prices
 from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize.cost_range import check_costs_representable
 from roofline_opt.optimize.offers import (
     default_ep_degrees,
     degrees,
@@ -538,6 +539,7 @@ def evaluate(
         )
     if ep > 1 and tp % ep:
         raise InvalidInput("ep", f"must divide tp ({tp}). Got {ep} instead.")
+    check_costs_representable(q)
     setup = Setup(gpu=g.name, weight_bits=bits, tp=tp, tp_2d=bool(tp_2d), pp=pp, ep=ep, batch=batch, gamma=gamma)
     return answer_series(reevaluate(q, setup, "evaluate"))
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from roofline_opt.optimize import pairing
+from roofline_opt.optimize.cost_range import check_costs_representable
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
 from roofline_opt.optimize.space import (
     Layouts,
@@ -133,6 +134,7 @@ def _agg_limits(question: Question, gpu_index: int, bits: int, lay: Layouts, idx
 
 def feasible_points(question: Question) -> Points:
     """Evaluate and keep the points that fit in memory, respect the batch range, limits and demand."""
+    check_costs_representable(question)
     lay = layouts(question)
     batches = np.arange(1, question.max_batch + 1, dtype=float)
     keep_j, keep_b, keep_t, keep_c, keep_p = [], [], [], [], []

@@ -18,6 +18,7 @@ import pyomo.core as pyo
 from roofline_opt import checks
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.optimize import tables as tables_module
+from roofline_opt.optimize.cost_range import check_costs_representable
 from roofline_opt.optimize.enumerate import Points, enumerate_best, feasible_points
 from roofline_opt.optimize.formulation import (
     CHEAPEST,
@@ -251,6 +252,7 @@ def prepare(question: Question, options: SolverOptions | None = None) -> Prepare
     Tables are immutable and depend only on the question (and the chord tolerance), so the last TABLE_CACHE_SIZE
     questions' tables are kept: asking the same question again (another target, method or solver option) skips them.
     """
+    check_costs_representable(question)
     tables = _cached_tables(question, tables_module.MOE_CHORD_TOLERANCE)
     if len(tables) == 0:
         raise no_layout(question, tables)
