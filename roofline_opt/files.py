@@ -397,8 +397,9 @@ def formula_safe(value: Any) -> Any:
     return value
 
 
-def csv_text(frame: Any) -> str:
-    """A pandas frame as CSV text (no index) with every text cell made formula-safe."""
+def csv_text(frame: Any, header: bool = True) -> str:
+    """A pandas frame as CSV text (no index) with every text cell made formula-safe; ``header=False`` for the lines
+    of a CSV written in chunks."""
     from pandas.api.types import is_numeric_dtype
 
     safe = frame.copy()
@@ -406,7 +407,7 @@ def csv_text(frame: Any) -> str:
     for column in safe.columns:
         if not is_numeric_dtype(safe[column]):
             safe[column] = safe[column].map(formula_safe, na_action="ignore")
-    return safe.to_csv(index=False)
+    return safe.to_csv(index=False, header=header)
 
 
 def write_csv(path: str | os.PathLike[str], frame: Any, field: str) -> None:

@@ -23,6 +23,7 @@ from roofline_opt import catalog
 from roofline_opt.cli import EXIT_BAD_INPUT, EXIT_OK, main
 from roofline_opt.errors import InvalidInput
 from roofline_opt.study import StudyQuestion, execute, load_study
+from roofline_opt.study.assemble import assemble
 from roofline_opt.study.runner import local_cluster, plan_tasks, run_study
 from roofline_opt.study.store import Store, parts_dir
 
@@ -301,7 +302,7 @@ def test_an_output_path_that_is_a_symlink_stays_one_and_its_target_gets_the_rows
     link.symlink_to(target)
     store = Store(link)
     store.append([{"question_id": "a", "status": "ok", "tp": 8}])
-    store.assemble(["a"], pd.DataFrame({"question_id": ["a"], "in_gpu": ["h100-sxm"]}))
+    assemble(store, ["a"], pd.DataFrame({"question_id": ["a"], "in_gpu": ["h100-sxm"]}))
     assert link.is_symlink() and link.resolve() == target
     assert pd.read_parquet(target)[["question_id", "in_gpu", "tp"]].values.tolist() == [["a", "h100-sxm", 8]]
 

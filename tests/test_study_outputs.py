@@ -14,6 +14,7 @@ import yaml
 from roofline_opt.cli import EXIT_BAD_INPUT, main
 from roofline_opt.errors import InvalidInput
 from roofline_opt.study import load_study
+from roofline_opt.study.assemble import assemble
 from roofline_opt.study.runner import MAX_WORKERS, run_study
 from roofline_opt.study.store import Store, parts_dir
 
@@ -87,22 +88,22 @@ def test_an_output_naming_a_file_the_questions_read_is_refused(
 def test_a_csv_that_cannot_be_written_leaves_no_parquet_output(tmp_path: Path) -> None:
     store = answered_store(tmp_path)
     with pytest.raises(InvalidInput, match="--csv: cannot write '/dev/full'"):
-        store.assemble(["a", "b"], INPUTS, csv=Path("/dev/full"))
+        assemble(store, ["a", "b"], INPUTS, csv=Path("/dev/full"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.parquet.parts"]
 
 
 def test_a_csv_that_cannot_be_written_keeps_the_previous_parquet_output(tmp_path: Path) -> None:
     store = answered_store(tmp_path)
-    store.assemble(["a"], INPUTS.iloc[:1])
+    assemble(store, ["a"], INPUTS.iloc[:1])
     before = store.out.read_bytes()
     with pytest.raises(InvalidInput, match="--csv: cannot write"):
-        store.assemble(["a", "b"], INPUTS, csv=tmp_path / "no-such-folder" / "rows.csv")
+        assemble(store, ["a", "b"], INPUTS, csv=tmp_path / "no-such-folder" / "rows.csv")
     assert store.out.read_bytes() == before
 
 
 def test_parquet_and_csv_hold_the_same_rows(tmp_path: Path) -> None:
     store = answered_store(tmp_path)
-    store.assemble(["a", "b"], INPUTS, csv=tmp_path / "rows.csv")
+    assemble(store, ["a", "b"], INPUTS, csv=tmp_path / "rows.csv")
     parquet, csv = pd.read_parquet(store.out), pd.read_csv(tmp_path / "rows.csv")
     assert parquet["question_id"].tolist() == csv["question_id"].tolist() == ["a", "b"]
     assert parquet["tp"].tolist() == csv["tp"].tolist() == [1, 2]
@@ -114,7 +115,7 @@ def test_an_output_symlink_to_a_regular_file_of_another_name_gets_parquet(tmp_pa
     link.symlink_to(target)
     store = Store(link)
     store.append([{"question_id": "a", "status": "ok"}])
-    store.assemble(["a"], INPUTS.iloc[:1])
+    assemble(store, ["a"], INPUTS.iloc[:1])
     assert link.is_symlink() and pq.read_table(target).column("question_id").to_pylist() == ["a"]
 
 
@@ -160,6 +161,6 @@ def test_a_damaged_part_then_a_re_run_neither_loses_nor_duplicates_rows(tmp_path
     _flip(damaged, _offset_of(damaged, b"answer-a"))
     assert store.answered() == {"b"}
     store.append([{"question_id": "a", "status": "ok", "tp": 1, "message": "answer-a"}])  # the re-run's answer
-    frame = store.assemble(["a", "b"], INPUTS)
+    frame = assemble(store, ["a", "b"], INPUTS).frame()
     assert frame["question_id"].tolist() == ["a", "b"] and frame["tp"].tolist() == [1, 2]
     assert pd.read_parquet(store.out)["question_id"].tolist() == ["a", "b"]

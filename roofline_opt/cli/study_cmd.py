@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from roofline_opt import checks
 
@@ -19,7 +19,7 @@ SHOWN_NEW = 10
 
 def run_study(args: argparse.Namespace) -> int:
     from roofline_opt import files, report
-    from roofline_opt.study import load_study, summary
+    from roofline_opt.study import load_study
     from roofline_opt.study.runner import MAX_WORKERS
     from roofline_opt.study.runner import run_study as run
     from roofline_opt.study.spec import named_files
@@ -58,32 +58,41 @@ def run_study(args: argparse.Namespace) -> int:
         skipped = len(result.unreadable_parts)
         print(f"skipped {skipped} unreadable part files in {parts_dir(out)}: their questions were answered again")
     if result.answered_before:
-        colon = ":" if result.new_labels else ""
-        print(f"{result.answered_before} answered before (in {parts_dir(out)}), {len(result.new_labels)} new{colon}")
+        colon = ":" if result.new else ""
+        print(f"{result.answered_before} answered before (in {parts_dir(out)}), {result.new} new{colon}")
         for text in result.new_labels[:SHOWN_NEW]:
             print(f"  new: {text}")
-        if len(result.new_labels) > SHOWN_NEW:
-            print(f"  ... and {len(result.new_labels) - SHOWN_NEW} more")
+        if result.new > SHOWN_NEW:
+            print(f"  ... and {result.new - SHOWN_NEW} more")
     if result.dropped:
         print(f"{result.dropped} answered questions are no longer in the study file: left out of {out}")
-    counts = Counter(result.frame["status"])
+    counts = result.status_counts
     statuses = ", ".join(f"{counts[s]} {s}" for s in sorted(counts))
-    print(f"answered {result.answered_now} now; {len(result.frame)} rows: {statuses}")
+    print(f"answered {result.answered_now} now; {result.assembled.rows} rows: {statuses}")
     print(f"wrote {out}" + (f" and {args.csv}" if args.csv else ""))
+    if args.html or args.summary_plot or args.summary_md:
+        _write_views(args, study, result.frame)
+    return 0
+
+
+def _write_views(args: argparse.Namespace, study: Any, frame: Any) -> None:
+    """The HTML report and the summary of the output, which they read back whole."""
+    from roofline_opt import files
+    from roofline_opt.study import summary
+
     if args.html:
         from roofline_opt.report import html
 
-        html.write_html(result.frame, args.html, html.study_chart(result.frame), f"study {study.name} ({study.kind})")
+        html.write_html(frame, args.html, html.study_chart(frame), f"study {study.name} ({study.kind})")
         print(f"wrote {args.html}")
     if args.summary_plot or args.summary_md:
-        text = summary.markdown(result.frame, study)
+        text = summary.markdown(frame, study)
         md = args.summary_md or str(Path(args.summary_plot).with_suffix(".md"))
         files.write_text_atomic(md, text + "\n", field="--summary-md")
         if args.summary_plot:
-            summary.plot(result.frame, study, args.summary_plot)
+            summary.plot(frame, study, args.summary_plot)
         print(text)
         print(f"wrote {md}" + (f" and {args.summary_plot}" if args.summary_plot else ""))
-    return 0
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:

@@ -45,15 +45,15 @@ def check_costs_representable(question: Question) -> None:
         k = int(np.argmax(per_usd_hour))
         if per_usd_hour[k] > worst.get(gpu_index, (-np.inf,))[0]:
             worst[gpu_index] = (float(per_usd_hour[k]), float(step_s[k]), int(lay.n_gpus[group][k]))
-    for gpu_index, (per_usd_hour, step_s, n_gpus) in worst.items():
+    for gpu_index, (factor, dearest_step_s, n_gpus) in worst.items():
         gpu = question.gpus[gpu_index]
         with np.errstate(over="ignore"):
-            dearest = per_usd_hour * gpu.usd_per_hour
+            dearest = factor * gpu.usd_per_hour
         if dearest <= MAX_USD_PER_MTOK:
             continue
         raise InvalidInput(
             "usd_per_gpu_hour",
-            f"{gpu.name} at ${gpu.usd_per_hour:g} per GPU-hour with a {step_s:.3g} s step on {n_gpus} GPUs prices "
-            f"output above ${MAX_USD_PER_MTOK:g} per million tokens, beyond the range roofline-opt computes in; a "
-            f"price of at most ${MAX_USD_PER_MTOK / per_usd_hour:.3g} per GPU-hour can be answered",
+            f"{gpu.name} at ${gpu.usd_per_hour:g} per GPU-hour with a {dearest_step_s:.3g} s step on {n_gpus} GPUs "
+            f"prices output above ${MAX_USD_PER_MTOK:g} per million tokens, beyond the range roofline-opt computes "
+            f"in; a price of at most ${MAX_USD_PER_MTOK / factor:.3g} per GPU-hour can be answered",
         )

@@ -15,14 +15,15 @@ import dataclasses
 import functools
 import hashlib
 import inspect
-import itertools
 import json
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
+
+import numpy as np
 
 from roofline_opt import api, catalog, checks
 from roofline_opt.catalog.parse import read_yaml
@@ -35,6 +36,8 @@ ALIASES = {"time_limit": "time_limit_s"}
 NOT_INPUTS = ("q", "progress")
 """API parameters a study does not set: the question object and the progress callback."""
 MAX_QUESTIONS = 1_000_000
+ID_CHARS = 20
+"""Hex digits of a question id."""
 INTEGER_BELOW = 1e9
 """Integral numbers below this are integers (8000.0 is 8000); larger ones (bytes/s, FLOP/s) stay floats."""
 CARD_FLOP_FIELDS = {f"flop_per_s_{bits}bit": bits for bits in WEIGHT_BITS}
@@ -93,13 +96,90 @@ class StudyQuestion:
         return dict(self.inputs)
 
 
+class Questions(Sequence[StudyQuestion]):
+    """A study's questions, made when asked for: a million questions are their inputs' spec (``fixed``, ``axes``,
+    explicit ``rows``) and three compact arrays filled in one pass at load time (ids, a digest of each question's
+    inputs but its target, the target's sort order), not a million objects (docs/how-to/study.md, "Memory").
+
+    The grid is the product of the axes in file order, the last axis varying fastest (``itertools.product``); the
+    explicit questions follow it.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        defaults: Mapping[str, Any],
+        fixed: Mapping[str, Any],
+        axes: Mapping[str, list[Any]],
+        rows: list[dict[str, Any]],
+    ) -> None:
+        self.kind = kind
+        self._defaults = dict(defaults)
+        self._fixed = dict(fixed)
+        self._axes = {k: list(v) for k, v in axes.items()}
+        self._rows = rows
+        self._grid = math.prod(len(v) for v in self._axes.values()) if self._axes else 0
+        self._radix = [len(v) for v in self._axes.values()]
+        n = self._grid + len(rows)
+        self.ids = np.empty(n, dtype=f"S{ID_CHARS}")
+        """Each question's id (ASCII), in study order."""
+        self.group_keys = np.empty(n, dtype="S16")
+        """A digest of each question's inputs but its target: questions with equal keys share tables."""
+        self.target_rank = np.empty(n, dtype=np.int8)
+        self.target_value = np.empty(n, dtype=float)
+        """The order of the targets within a group: numbers ascending, then no target, then text (invalid rows)."""
+        target = api.TARGETS.get(kind)
+        for i in range(n):
+            resolved = self.resolved(i)
+            self.ids[i] = question_id(kind, resolved).encode()
+            self.group_keys[i] = group_digest(resolved, target)
+            self.target_rank[i], self.target_value[i] = target_order(resolved.get(target) if target else None)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> StudyQuestion: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[StudyQuestion]: ...
+
+    def __getitem__(self, index: int | slice) -> StudyQuestion | list[StudyQuestion]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = range(len(self))[index]
+        return StudyQuestion(self.ids[i].decode(), self.kind, tuple(sorted(self.resolved(i).items())))
+
+    def given(self, i: int) -> dict[str, Any]:
+        """The inputs the study file sets for question ``i`` (fixed values, then its grid point or its row)."""
+        if i >= self._grid:
+            return {**self._fixed, **self._rows[i - self._grid]}
+        point: dict[str, Any] = {}
+        for (key, values), size in zip(reversed(self._axes.items()), reversed(self._radix), strict=True):
+            i, digit = divmod(i, size)
+            point[key] = values[digit]
+        return {**self._fixed, **{k: point[k] for k in self._axes}}
+
+    def resolved(self, i: int) -> dict[str, Any]:
+        """Every input of question ``i``: the API's defaults with the study's values over them."""
+        return {**self._defaults, **self.given(i)}
+
+    def values_of(self, key: str) -> list[Any]:
+        """The distinct values input ``key`` takes over the study (None where a question lacks it), from the spec."""
+        values: list[Any] = []
+        if self._grid:
+            values += self._axes[key] if key in self._axes else [self._fixed.get(key, self._defaults.get(key))]
+        values += [row.get(key, self._fixed.get(key, self._defaults.get(key))) for row in self._rows]
+        return list({repr(v): v for v in values}.values())
+
+
 @dataclass(frozen=True)
 class Study:
     """A parsed study: its questions in file order, the keys its file sets, and summary options."""
 
     name: str
     kind: str
-    questions: tuple[StudyQuestion, ...]
+    questions: Questions
     keys: tuple[str, ...]
     summary: Mapping[str, str]
     path: Path
@@ -179,43 +259,47 @@ def load_study(path: str | Path) -> Study:
         raise InvalidInput(f"{path}: axes", "must list at least one axis, or give questions. Got neither instead.")
     if grid_size + len(rows) > MAX_QUESTIONS:
         raise InvalidInput(f"{path}: axes", f"must make at most {MAX_QUESTIONS} questions. Got {grid_size} instead.")
-    grid = [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())] if axes else []
-    given = [{**fixed, **row} for row in [*grid, *rows]]
     required = [k for k, v in defaults.items() if v is inspect.Parameter.empty]
-    keys = tuple(dict.fromkeys(k for q in given for k in q))
-    questions = []
-    pool: dict[tuple[str, Any], tuple[str, Any]] = {}
-    for i, q in enumerate(given):
-        missing = [k for k in required if k not in q]
+    shapes = ([({**fixed, **dict.fromkeys(axes)}, 1)] if grid_size else []) + [
+        ({**fixed, **row}, grid_size + i + 1) for i, row in enumerate(rows)
+    ]
+    for given, number in shapes:
+        missing = [k for k in required if k not in given]
         if missing:
-            raise InvalidInput(f"{path}: question {i + 1}", f"must set {', '.join(missing)}. Got {q!r} instead.")
-        resolved = {k: _canonical(v) for k, v in defaults.items() if v is not inspect.Parameter.empty}
-        resolved.update(q)
-        inputs = tuple(_shared(item, pool) for item in sorted(resolved.items()))
-        questions.append(StudyQuestion(question_id(kind, resolved), kind, inputs))
+            shown = {**fixed, **(rows[number - grid_size - 1] if number > grid_size else _first_point(axes))}
+            raise InvalidInput(f"{path}: question {number}", f"must set {', '.join(missing)}. Got {shown!r} instead.")
+    keys = tuple(dict.fromkeys([*fixed, *(axes if grid_size else ()), *(k for row in rows for k in row)]))
+    resolved_defaults = {k: _canonical(v) for k, v in defaults.items() if v is not inspect.Parameter.empty}
+    questions = Questions(kind, resolved_defaults, fixed, axes, rows)
     summary = {str(k): str(v) for k, v in _mapping(data.get("summary"), f"{path}: summary").items()}
-    return Study(str(data.get("name") or path.stem), kind, tuple(questions), keys, summary, path)
+    return Study(str(data.get("name") or path.stem), kind, questions, keys, summary, path)
 
 
-def _shared(item: tuple[str, Any], pool: dict[tuple[str, Any], tuple[str, Any]]) -> tuple[str, Any]:
-    """One object for every equal (key, value) pair of a study's questions: a million questions share their fixed
-    and default inputs instead of holding a copy each."""
+def _first_point(axes: Mapping[str, list[Any]]) -> dict[str, Any]:
+    return {k: v[0] for k, v in axes.items()}
+
+
+def group_digest(resolved: Mapping[str, Any], target: str | None) -> bytes:
+    text = repr(sorted((k, v) for k, v in resolved.items() if k != target))
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+def target_order(value: Any) -> tuple[int, float]:
+    """Targets ascending, no target after them, values that are not numbers (invalid rows) last."""
+    if value is None:
+        return (1, 0.0)
     try:
-        return pool.setdefault(item, item)
-    except TypeError:  # an unhashable default is kept as it is
-        return item
+        number = float(value)
+    except (TypeError, ValueError):
+        return (2, 0.0)
+    return (2, 0.0) if math.isnan(number) else (0, number)
 
 
 def named_files(study: Study) -> tuple[str, ...]:
     """The files the study's questions name (cards by path, clusters, workloads, fleets): inputs no output may
     replace."""
-    names = {
-        name.strip()
-        for q in study.questions
-        for key, value in q.inputs
-        if key in PATH_KEYS and isinstance(value, str)
-        for name in value.split(",")
-    }
+    values = {v for key in PATH_KEYS for v in study.questions.values_of(key) if isinstance(v, str)}
+    names = {name.strip() for value in values for name in value.split(",")}
     return tuple(sorted(n for n in names if n and os.path.isfile(n)))
 
 
@@ -223,7 +307,7 @@ def question_id(kind: str, resolved: Mapping[str, Any]) -> str:
     """A hash of the kind, the resolved inputs and the content of every card and file they name."""
     cards = {k: _fingerprint(k, str(resolved[k])) for k in PATH_KEYS if resolved.get(k) is not None}
     text = json.dumps({"kind": kind, "inputs": dict(resolved), "cards": cards}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    return hashlib.sha256(text.encode()).hexdigest()[:ID_CHARS]
 
 
 @functools.cache

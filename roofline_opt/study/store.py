@@ -11,10 +11,11 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -78,6 +79,15 @@ def _schema_hash(schema: pa.Schema) -> bytes:
 
 
 def read_part(path: Path) -> pd.DataFrame:
+    """A part file's rows (``read_part_table`` as a frame)."""
+    return _to_pandas(read_part_table(path))
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    return table.to_pandas(types_mapper=NULLABLE.get)
+
+
+def read_part_table(path: Path) -> pa.Table:
     """A part file's rows. Page checksums, the schema's hash and a full validation of the table catch a file changed
     after writing (a flipped byte could otherwise read as another answer or column, or fail later as text that is not
     UTF-8); parts written before the hash was added are read without it."""
@@ -86,7 +96,7 @@ def read_part(path: Path) -> pd.DataFrame:
     stored = (table.schema.metadata or {}).get(SCHEMA_KEY)
     if stored is not None and stored != _schema_hash(table.schema):
         raise ValueError(f"{path}: the columns differ from those written")
-    return table.to_pandas(types_mapper=NULLABLE.get)
+    return table
 
 
 class Store:
@@ -106,27 +116,39 @@ class Store:
             for part in self.parts.iterdir():
                 part.unlink()
 
-    def rows(self) -> pd.DataFrame:
-        """Every row written so far, the latest row of each question only."""
+    def readable_parts(self) -> Iterator[tuple[Path, pa.Table]]:
+        """Each part file that reads back whole, in the order written (a later row of a question supersedes it)."""
         paths = sorted(self.parts.glob("part-*.parquet")) if self.parts.is_dir() else []
-        frames = []
         for path in paths:
             try:
-                frame = read_part(path)
+                table = read_part_table(path)
             except Exception:  # a damaged file fails in many ways (Arrow, thrift, UTF-8 decoding): its rows are lost
-                frame = None
-            if frame is None or not {"question_id", "status"} <= set(frame.columns):
+                table = None
+            if table is None or not {"question_id", "status"} <= set(table.column_names):
                 self.unreadable.add(path)
-            elif len(frame):
-                frames.append(frame)
+            elif table.num_rows:
+                yield path, table
+
+    def rows(self) -> pd.DataFrame:
+        """Every row written so far, the latest row of each question only (all in memory: for small stores)."""
+        frames = [_to_pandas(table) for _, table in self.readable_parts()]
         if not frames:
             return pd.DataFrame(columns=["question_id", "status"])
         return pd.concat(frames, ignore_index=True).drop_duplicates("question_id", keep="last")
 
+    def answered_ids(self) -> np.ndarray:
+        """Ids (ASCII bytes) of the questions a re-run skips, one part in memory at a time."""
+        latest: dict[bytes, bool] = {}
+        for _, table in self.readable_parts():
+            ids = table.column("question_id").to_pylist()
+            statuses = table.column("status").to_pylist()
+            for qid, status in zip(ids, statuses, strict=True):
+                latest[str(qid).encode()] = status not in RETRIED_STATUSES
+        return np.array([qid for qid, done in latest.items() if done], dtype=bytes)
+
     def answered(self) -> set[str]:
         """Ids of the questions a re-run skips."""
-        rows = self.rows()
-        return set(rows.loc[~rows["status"].isin(RETRIED_STATUSES), "question_id"])
+        return {qid.decode() for qid in self.answered_ids()}
 
     def append(self, rows: Sequence[dict[str, Any]]) -> None:
         """Write one chunk of rows as a new part file (whole or absent)."""
@@ -141,23 +163,3 @@ class Store:
         table = part_table(rows)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), SCHEMA_KEY: _schema_hash(table.schema)})
         files.write_output(self.parts / name, lambda f: pq.write_table(table, f, write_page_checksum=True), "--out")
-
-    def assemble(self, ids: Iterable[str], inputs: pd.DataFrame, csv: Path | None = None) -> pd.DataFrame:
-        """The output: one row per id (inputs first, then status and the answer's fields), written atomically."""
-        ids = list(ids)
-        rows = self.rows().set_index("question_id")
-        missing = [i for i in ids if i not in rows.index]
-        frame = inputs.join(rows.reindex(ids), on="question_id") if ids else inputs
-        frame = frame.assign(status=frame["status"].where(frame["status"].notna(), "unanswered"))
-        if missing:
-            frame.loc[frame["question_id"].isin(missing), "message"] = "not answered (the run was interrupted)"
-
-        def write(f: Any) -> None:
-            # The CSV is written once the Parquet file is complete but before it is renamed into place: a CSV that
-            # cannot be written leaves no Parquet output either (one run's outputs appear together or not at all).
-            _arrow_safe(frame).to_parquet(f, index=False)
-            if csv is not None:
-                files.write_csv(csv, frame, field="--csv")
-
-        files.write_output(self.out, write, "--out")
-        return frame
