@@ -28,6 +28,8 @@ from roofline_opt.study.store import NULLABLE, Store, _arrow_safe, read_part_tab
 
 ROWS_PER_GROUP = 50_000
 """Questions per row group of the output: its rows in memory at once while assembling (some 50 MB)."""
+SPILL_ROWS = 4096
+"""Rows a row group's spill keeps in memory before writing them as one batch (a few MB over all row groups)."""
 NOT_ANSWERED = "not answered (the run was interrupted)"
 
 
@@ -96,7 +98,9 @@ def assemble(
         found, rows = _latest_positions(unique, table)
         latest_part[found], latest_row[found] = len(parts), rows
         parts.append(path)
-        schemas.append(table.schema.remove_metadata())
+        schema = table.schema.remove_metadata()
+        if not any(schema.equals(seen) for seen in schemas):  # thousands of parts share a handful of schemas
+            schemas.append(schema)
     schema = _answer_schema(schemas)
     special = _is_device(store.out)
     with _Spill(store.parts, schema, len(keys)) as spill:
@@ -205,6 +209,8 @@ class _Spill:
         self.n = n
         self.groups_n = -(-n // ROWS_PER_GROUP)
         self._writers: dict[int, tuple[Any, Path]] = {}
+        self._buffered: dict[int, list[pa.Table]] = {}
+        self._buffered_rows: dict[int, int] = {}
 
     def __enter__(self) -> _Spill:
         return self
@@ -218,10 +224,22 @@ class _Spill:
         self._writers.clear()
 
     def add(self, table: pa.Table, positions: np.ndarray) -> None:
-        table = table.append_column(_POSITION, pa.array(positions, pa.int64()))
-        group = positions // ROWS_PER_GROUP
-        for g in np.unique(group):
-            self._writer(int(g)).write_table(table.filter(pa.array(group == g)))
+        """Rows with their study positions; kept per row group until SPILL_ROWS of them are written at once."""
+        order = np.argsort(positions, kind="stable")
+        table = table.take(pa.array(order)).append_column(_POSITION, pa.array(positions[order], pa.int64()))
+        group = positions[order] // ROWS_PER_GROUP
+        cuts = np.flatnonzero(np.diff(group)) + 1
+        for start, stop in zip(np.r_[0, cuts], np.r_[cuts, len(group)], strict=True):
+            g = int(group[start])
+            self._buffered.setdefault(g, []).append(table.slice(start, stop - start))
+            self._buffered_rows[g] = self._buffered_rows.get(g, 0) + int(stop - start)
+            if self._buffered_rows[g] >= SPILL_ROWS:
+                self._flush(g)
+
+    def _flush(self, g: int) -> None:
+        if self._buffered.get(g):
+            self._writer(g).write_table(pa.concat_tables(self._buffered.pop(g)))
+        self._buffered_rows[g] = 0
 
     def _writer(self, g: int) -> Any:
         if g not in self._writers:
@@ -234,6 +252,7 @@ class _Spill:
         """(start, stop, rows of questions start..stop-1 that have answers, with their positions) per row group."""
         for g in range(self.groups_n):
             start, stop = g * ROWS_PER_GROUP, min(self.n, (g + 1) * ROWS_PER_GROUP)
+            self._flush(g)
             if g in self._writers:
                 writer, path = self._writers[g]
                 writer.close()  # closing twice is allowed: a second pass (the CSV) reads the files again
