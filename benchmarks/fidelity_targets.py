@@ -11,7 +11,8 @@ For each file (and for all files together when more than one is given) it prints
   and tok/s per user, on all rows and on *modern* rows (see ``is_modern``). Tok/s per user is compared on ``point``
   rows only (the estimate at the measured batch); tok/s per GPU on ``point``, ``throughput ceiling`` (the largest
   batch that fits) and ``frontier`` rows (at the measured speed);
-- layout ordering: over pairs of rows with the same model card, weight precision, accelerator, framework family,
+- layout ordering: over pairs of rows with the same model card, weight precision, accelerator, framework (as written,
+  version included),
   input/output lengths, batch or concurrency text, check and MTP depth but different mapped layouts, the share the
   estimate orders like the measurement (tok/s per GPU; and tok/s per user for ``point`` pairs);
 - a per-framework table: rows, verdicts, bound holds, median bound/measured, and the estimate's median errors.
@@ -104,7 +105,7 @@ def _workload_key(j: Judged) -> tuple | None:
         s.model_card,
         s.weight_bits,
         s.gpu_card,
-        framework_family(r.row.framework),
+        r.row.framework.strip(),
         cells.get("input_len", ""),
         cells.get("output_len", ""),
         cells.get("batch_or_concurrency", ""),
@@ -159,6 +160,39 @@ def layout_pairs(rows: Iterable[Judged]) -> tuple[list[bool], list[bool], list[s
     return per_gpu, per_user, wrong
 
 
+def dominance_pairs(rows: Iterable[Judged]) -> list[bool]:
+    """Point rows of one workload (``_workload_key`` without the concurrency) in different layouts where the
+    measurement has one row ahead on both tok/s per GPU and per user: whether the estimate puts the same row ahead on
+    both (the order a frontier over layouts would draw)."""
+    groups: dict[tuple, list[ValidationRow]] = {}
+    for j in rows:
+        key = _workload_key(j)
+        if key is not None and key[7] == "point":
+            groups.setdefault(key[:6] + key[7:], []).append(j.result)
+    out = []
+    for members in groups.values():
+        for a, b in itertools.combinations(members, 2):
+            if a.row.setup.label == b.row.setup.label:  # type: ignore[union-attr]
+                continue
+            figures = [
+                (
+                    r.row.measured_tok_s_per_gpu,
+                    r.row.measured_tok_s_per_request,
+                    r.estimate.tok_s_per_gpu,
+                    r.estimate.tok_s_per_request,
+                )
+                for r in (a, b)
+            ]
+            if any(v is None for f in figures for v in f):
+                continue
+            (ga, ua, ega, eua), (gb, ub, egb, eub) = figures
+            if ga > gb and ua > ub:
+                out.append(ega > egb and eua > eub)
+            elif gb > ga and ub > ua:
+                out.append(egb > ega and eub > eua)
+    return out
+
+
 def _share(flags: Sequence[bool]) -> str:
     return f"{sum(flags)}/{len(flags)} = {sum(flags) / len(flags):.0%}" if flags else "-"
 
@@ -184,8 +218,16 @@ def report(name: str, rows: list[Judged], since: int, show_wrong: bool) -> None:
         f"median |estimate/measured - 1|, tok/s per user (point rows): all {_median(per_user_errors(rows))}; "
         f"modern {_median(per_user_errors(modern))}"
     )
+    plain = [j for j in modern if j.result.row.setup is not None and not j.result.row.setup.mtp_depth]
+    print(
+        f"the same on modern rows without speculative decoding (MTP): per GPU {_median(per_gpu_errors(plain))}; "
+        f"per user {_median(per_user_errors(plain))}"
+    )
     gpu, user, wrong = layout_pairs(rows)
-    print(f"layout pairs ordered like the measurement: tok/s per GPU {_share(gpu)}; tok/s per user {_share(user)}")
+    print(
+        f"same-workload layout pairs ordered like the measurement: tok/s per GPU {_share(gpu)}; tok/s per user "
+        f"{_share(user)}; pairs one layout dominates (any concurrency) {_share(dominance_pairs(rows))}"
+    )
     if show_wrong:
         for w in wrong:
             print(f"  misordered: {w}")
