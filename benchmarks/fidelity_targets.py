@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/fidelity_targets.py FILE.csv [FILE.csv ...] [--since 2025]
+    python benchmarks/fidelity_targets.py FILE.csv [FILE.csv ...] [--since 2025] [--slices] [--show-misordered]
 
 For each file (and for all files together when more than one is given) it prints:
 
@@ -247,9 +247,33 @@ def report(name: str, rows: list[Judged], since: int, show_wrong: bool) -> None:
         )
 
 
+def by_slice(rows: list[Judged]) -> None:
+    """Where the estimate misses: the modern rows per accelerator, serving and MTP, with the median estimate/measured
+    tok/s per GPU and the median errors."""
+    slices: dict[tuple, list[Judged]] = {}
+    for j in rows:
+        s = j.result.row.setup
+        if s is not None and j.result.check is not None:
+            slices.setdefault((s.gpu_card, s.serving, "MTP" if s.mtp_depth else "no MTP"), []).append(j)
+    print("| accelerator | serving | MTP | rows | median estimate/measured per GPU | error per GPU | per user |")
+    print("|---|---|---|---|---|---|---|")
+    for key, members in sorted(slices.items()):
+        ratios = [
+            j.result.estimate.tok_s_per_gpu / j.result.row.measured_tok_s_per_gpu
+            for j in members
+            if j.result.estimate.tok_s_per_gpu and j.result.row.measured_tok_s_per_gpu
+        ]
+        ratio = f"{np.median(ratios):.2f}" if ratios else "-"
+        print(
+            f"| {key[0]} | {key[1]} | {key[2]} | {len(members)} | {ratio} | {_median(per_gpu_errors(members))} | "
+            f"{_median(per_user_errors(members))} |"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="+", type=Path, help="measured-points CSVs")
+    parser.add_argument("--slices", action="store_true", help="also print the modern rows per accelerator and serving")
     parser.add_argument("--since", type=int, default=2025, help="first year of 'modern' rows (default 2025)")
     parser.add_argument(
         "--show-misordered", action="store_true", help="list the layout pairs ordered unlike the measurement"
@@ -260,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         rows = load(path)
         everything += rows
         report(str(path), rows, args.since, args.show_misordered)
+        if args.slices:
+            by_slice([j for j in rows if is_modern(j, args.since)])
     if len(args.files) > 1:
         report("all files", everything, args.since, False)
 
