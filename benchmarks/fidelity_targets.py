@@ -8,13 +8,15 @@ For each file (and for all files together when more than one is given) it prints
 
 - the share of rows with a verdict on which the bound holds (``validate``'s verdict, default preset at peak);
 - the median absolute error |estimate / measured - 1| of the default preset's realistic estimate, for tok/s per GPU
-  and tok/s per user, on all rows and on *modern* rows (see ``is_modern``). Tok/s per user is compared on ``point``
-  rows only (the estimate at the measured batch); tok/s per GPU on ``point``, ``throughput ceiling`` (the largest
-  batch that fits) and ``frontier`` rows (at the measured speed);
+  and tok/s per user, on all rows and on *modern* rows (see ``is_modern``), over rows stating both input and output
+  lengths (a row without an input length is bounded with empty prompts, which estimates nothing). Tok/s per user is
+  compared on ``point`` rows only (the estimate at the measured batch); tok/s per GPU on ``point``, ``throughput
+  ceiling`` (the largest batch that fits) and ``frontier`` rows (at the measured speed);
 - layout ordering: over pairs of rows with the same model card, weight precision, accelerator, framework (as written,
-  version included),
-  input/output lengths, batch or concurrency text, check and MTP depth but different mapped layouts, the share the
-  estimate orders like the measurement (tok/s per GPU; and tok/s per user for ``point`` pairs);
+  version included), input/output lengths, batch or concurrency text, check and MTP depth but different mapped
+  layouts, the share the estimate orders like the measurement (tok/s per GPU; and tok/s per user for ``point``
+  pairs); and over pairs of ``point`` rows of one workload at any concurrency where one layout beats the other on
+  both figures, the share the estimate puts the same row ahead on both;
 - a per-framework table: rows, verdicts, bound holds, median bound/measured, and the estimate's median errors.
 
 No figure is fitted: the script only reads ``roofline_opt.fidelity.validate`` results.
@@ -72,9 +74,15 @@ def _error(estimate: float | None, measured: float | None) -> float | None:
     return abs(estimate / measured - 1.0)
 
 
+def _whole_requests(rows: Iterable[Judged]) -> Iterable[ValidationRow]:
+    """Rows stating both input and output lengths: a row without an input length is read with empty prompts, a
+    generous bound but no estimate of the row."""
+    return (j.result for j in rows if j.result.row.setup is not None and j.result.row.setup.input_len is not None)
+
+
 def per_gpu_errors(rows: Iterable[Judged]) -> list[float]:
     out = []
-    for r in (j.result for j in rows):
+    for r in _whole_requests(rows):
         if r.check in PER_GPU_CHECKS:
             e = _error(r.estimate.tok_s_per_gpu, r.row.measured_tok_s_per_gpu)
             if e is not None:
@@ -84,7 +92,7 @@ def per_gpu_errors(rows: Iterable[Judged]) -> list[float]:
 
 def per_user_errors(rows: Iterable[Judged]) -> list[float]:
     out = []
-    for r in (j.result for j in rows):
+    for r in _whole_requests(rows):
         if r.check == "point":
             e = _error(r.estimate.tok_s_per_request, r.row.measured_tok_s_per_request)
             if e is not None:
@@ -259,9 +267,9 @@ def by_slice(rows: list[Judged]) -> None:
     print("|---|---|---|---|---|---|---|")
     for key, members in sorted(slices.items()):
         ratios = [
-            j.result.estimate.tok_s_per_gpu / j.result.row.measured_tok_s_per_gpu
-            for j in members
-            if j.result.estimate.tok_s_per_gpu and j.result.row.measured_tok_s_per_gpu
+            r.estimate.tok_s_per_gpu / r.row.measured_tok_s_per_gpu
+            for r in _whole_requests(members)
+            if r.estimate.tok_s_per_gpu and r.row.measured_tok_s_per_gpu
         ]
         ratio = f"{np.median(ratios):.2f}" if ratios else "-"
         print(
