@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 from roofline_opt import catalog, checks, files
 from roofline_opt.catalog.prices import parse_price_overrides, with_prices
 from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize import setups
 from roofline_opt.optimize.offers import (
     default_ep_degrees,
     degrees,
@@ -60,11 +61,18 @@ from roofline_opt.optimize.queries import top_n as _top_n
 from roofline_opt.optimize.results import Answer, Setup, reevaluate
 from roofline_opt.optimize.space import (
     DEFAULT_ACCEPTANCE,
-    DEFAULT_CONTEXT,
     DEFAULT_DRAFT_GAMMA_MAX,
+    DEFAULT_FLEET_MIP_GAP,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_INSTANCES,
+    DEFAULT_MAX_UTILISATION,
+    DEFAULT_METHOD,
+    DEFAULT_MIP_GAP,
+    DEFAULT_POINTS,
     DEFAULT_PP_DEGREES,
+    DEFAULT_PRESET,
+    DEFAULT_TP_MODES,
+    DEFAULT_UTILITY_EXPONENT,
     MAX_BATCH_LIMIT,
     MAX_CHOICES,
     MAX_CONTEXT,
@@ -78,7 +86,7 @@ from roofline_opt.optimize.space import DEFAULT_TP_DEGREES as _TP
 from roofline_opt.optimize.sweep import frontier_answers, is_monotone, preferred_index
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics.evaluator import DEFAULT_KV_BITS, KV_BITS
-from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
+from roofline_opt.physics.specs import PRESETS, GpuSpec, ModelSpec
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a pandas object is built: answering a question needs none
@@ -154,7 +162,7 @@ def question(
     weight_bits=None,
     tp_degrees=_TP,
     pp_degrees=DEFAULT_PP_DEGREES,
-    tp_modes=None,
+    tp_modes=DEFAULT_TP_MODES,
     ep_degrees=None,
     dp_attention: bool | None = None,
     max_batch: int = DEFAULT_MAX_BATCH,
@@ -162,7 +170,7 @@ def question(
     draft: str | ModelSpec | None = None,
     acceptance: float = DEFAULT_ACCEPTANCE,
     gamma_max: int | None = None,
-    preset: str = "default",
+    preset: str = DEFAULT_PRESET,
     max_gpus: int | None = None,
     demand_tok_s: float | None = None,
     cluster: str | None = None,
@@ -178,7 +186,7 @@ def question(
     decode_gpu=None,
     max_instances: int = DEFAULT_MAX_INSTANCES,
     demand_req_s: float | None = None,
-    max_utilisation: float = 1.0,
+    max_utilisation: float = DEFAULT_MAX_UTILISATION,
     usd_per_gpu_hour: str | Mapping[str, float] | None = None,
 ) -> Question:
     """A validated Question (see the module docstring for every parameter)."""
@@ -214,11 +222,7 @@ def question(
         if load is None:
             raise InvalidInput("demand_req_s", "needs whole requests: give --isl and --osl or --workload")
         demand_tok_s = checks.positive_float("demand_req_s", demand_req_s) * load.mean_osl
-    decode_context: float  # I + O / 2 of whole requests need not be whole
-    if context is None:
-        decode_context = DEFAULT_CONTEXT if load is None else load.decode_context
-    else:
-        decode_context = checks.positive_int("context", context, minimum=0, maximum=MAX_CONTEXT)
+    decode_context = setups.decode_context(context, load)
     utilisation = checks.positive_float("max_utilisation", max_utilisation)
     if utilisation > 1.0:
         raise InvalidInput("max_utilisation", f"must be in (0, 1]. Got {max_utilisation!r} instead.")
@@ -358,9 +362,9 @@ def _options(time_limit_s: float | None, mip_gap: float) -> SolverOptions:
 def fastest_answer(
     q: Question,
     max_usd_per_mtok: float | None = None,
-    method: str = "mip",
+    method: str = DEFAULT_METHOD,
     time_limit_s: float | None = None,
-    mip_gap: float = 1e-6,
+    mip_gap: float = DEFAULT_MIP_GAP,
 ) -> Answer:
     """The fastest setup within the budget as an Answer (exact figures, solve report)."""
     return fastest_answers(q, max_usd_per_mtok, method, time_limit_s, mip_gap)[0]
@@ -369,9 +373,9 @@ def fastest_answer(
 def fastest_answers(
     q: Question,
     max_usd_per_mtok: float | None = None,
-    method: str = "mip",
+    method: str = DEFAULT_METHOD,
     time_limit_s: float | None = None,
-    mip_gap: float = 1e-6,
+    mip_gap: float = DEFAULT_MIP_GAP,
     top_n: int = 1,
 ) -> list[Answer]:
     """The ``top_n`` fastest distinct layouts within the budget, each the best once those before it are excluded."""
@@ -383,9 +387,9 @@ def fastest_answers(
 def cheapest_answer(
     q: Question,
     min_tok_s: float | None = None,
-    method: str = "mip",
+    method: str = DEFAULT_METHOD,
     time_limit_s: float | None = None,
-    mip_gap: float = 1e-6,
+    mip_gap: float = DEFAULT_MIP_GAP,
 ) -> Answer:
     """The cheapest setup at or above the speed as an Answer."""
     return cheapest_answers(q, min_tok_s, method, time_limit_s, mip_gap)[0]
@@ -394,9 +398,9 @@ def cheapest_answer(
 def cheapest_answers(
     q: Question,
     min_tok_s: float | None = None,
-    method: str = "mip",
+    method: str = DEFAULT_METHOD,
     time_limit_s: float | None = None,
-    mip_gap: float = 1e-6,
+    mip_gap: float = DEFAULT_MIP_GAP,
     top_n: int = 1,
 ) -> list[Answer]:
     """The ``top_n`` cheapest distinct layouts at the speed, each the best once those before it are excluded."""
@@ -410,9 +414,9 @@ def fastest(
     gpu=None,
     max_usd_per_mtok: float | None = None,
     *,
-    method: str = "mip",
+    method: str = DEFAULT_METHOD,
     time_limit_s: float | None = None,
-    mip_gap: float = 1e-6,
+    mip_gap: float = DEFAULT_MIP_GAP,
     **space,
 ) -> pd.Series:
     """Most tok/s per request for at most ``max_usd_per_mtok`` $/Mtok, as a Series of unit-named fields."""
@@ -424,9 +428,9 @@ def cheapest(
     gpu=None,
     min_tok_s: float | None = None,
     *,
-    method: str = "mip",
+    method: str = DEFAULT_METHOD,
     time_limit_s: float | None = None,
-    mip_gap: float = 1e-6,
+    mip_gap: float = DEFAULT_MIP_GAP,
     **space,
 ) -> pd.Series:
     """Least $/Mtok at ``min_tok_s`` tok/s per request or faster, as a Series of unit-named fields."""
@@ -435,12 +439,12 @@ def cheapest(
 
 def frontier_frame(
     q: Question,
-    points: int = 50,
-    utility_exponent: float = 4.0,
+    points: int = DEFAULT_POINTS,
+    utility_exponent: float = DEFAULT_UTILITY_EXPONENT,
     time_limit_s: float | None = None,
-    mip_gap: float = 1e-6,
+    mip_gap: float = DEFAULT_MIP_GAP,
     progress: Callable[[int, int], None] | None = None,
-    method: str = "mip",
+    method: str = DEFAULT_METHOD,
 ) -> pd.DataFrame:
     """The frontier of a Question as a DataFrame, cheapest first, with a boolean ``preferred`` column."""
     points = checks.positive_int("points", points, minimum=2, maximum=MAX_POINTS)
@@ -456,13 +460,13 @@ def frontier_frame(
 def frontier(
     model,
     gpu=None,
-    points: int = 50,
+    points: int = DEFAULT_POINTS,
     *,
-    utility_exponent: float = 4.0,
+    utility_exponent: float = DEFAULT_UTILITY_EXPONENT,
     time_limit_s: float | None = None,
-    mip_gap: float = 1e-6,
+    mip_gap: float = DEFAULT_MIP_GAP,
     progress: Callable[[int, int], None] | None = None,
-    method: str = "mip",
+    method: str = DEFAULT_METHOD,
     **space,
 ) -> pd.DataFrame:
     """Speed-vs-cost frontier: one row per distinct optimal setup from the cheapest to the fastest."""
@@ -474,7 +478,7 @@ TARGETS = {"fastest": "max_usd_per_mtok", "cheapest": "min_tok_s"}
 """The target parameter of each query kind that can re-solve one prepared model (a sweep along the target)."""
 
 
-def prepared(q: Question, time_limit_s: float | None = None, mip_gap: float = 1e-6) -> Prepared:
+def prepared(q: Question, time_limit_s: float | None = None, mip_gap: float = DEFAULT_MIP_GAP) -> Prepared:
     """A question's tables and persistent models, built once to answer it at many targets with ``target_answer``."""
     return prepare(q, _options(time_limit_s, mip_gap))
 
@@ -497,49 +501,99 @@ def evaluate(
     weight_bits: int | None = None,
     tp_2d: bool = False,
     ep: int = 1,
-    context: int = DEFAULT_CONTEXT,
+    context: int | None = None,
     draft: str | ModelSpec | None = None,
     gamma: int = 0,
     acceptance: float = DEFAULT_ACCEPTANCE,
-    preset: str = "default",
+    preset: str = DEFAULT_PRESET,
     usd_per_gpu_hour: str | Mapping[str, float] | None = None,
 ) -> pd.Series:
     """Every figure of one fully specified setup (``gamma`` draft tokens per step with ``draft``), as the same
     unit-named fields an answer of ``fastest``/``cheapest`` carries; the setup need not fit in memory
-    (``fits_in_memory`` says whether it does)."""
-    tp, pp, batch = (checks.positive_int(f, v) for f, v in (("tp", tp), ("pp", pp), ("batch", batch)))
-    gamma = checks.positive_int("gamma", gamma, minimum=0)
-    if gamma and draft is None:
-        raise InvalidInput("gamma", f"needs a draft model (draft=...). Got {gamma} without one instead.")
+    (``fits_in_memory`` says whether it does). Checked as ``evaluate_setups`` checks a setup."""
+    given: dict[str, object] = {"model": model, "gpu": gpu, "tp": tp, "pp": pp, "batch": batch}
+    given |= {"weight_bits": weight_bits, "tp_2d": tp_2d, "ep": ep, "context": context, "draft": draft}
+    given |= {"gamma_max": gamma, "acceptance": acceptance, "preset": preset}
+    specs = setups.Specs(parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour))
+    row = setups.check(setups.DEFAULTS | given, lambda field: "gamma" if field == "gamma_max" else field, specs)
     q = question(
-        model,
-        gpu,
-        weight_bits=weight_bits,
-        tp_degrees=(tp,),
-        pp_degrees=(pp,),
-        tp_modes=("2d" if tp_2d else "1d",),
-        ep_degrees=(ep,),
+        specs.model(row.model, "model")[0],
+        specs.gpu(row.gpu, "gpu"),
+        weight_bits=row.weight_bits,
+        tp_degrees=(row.tp,),
+        pp_degrees=(row.pp,),
+        tp_modes=("2d" if row.tp_2d else "1d",),
+        ep_degrees=(row.ep,),
         dp_attention=False,
-        max_batch=max(batch, pp),
+        max_batch=max(row.batch, row.pp),
         context=context,
-        draft=draft,
-        acceptance=acceptance,
-        gamma_max=gamma,
-        preset=preset,
-        usd_per_gpu_hour=usd_per_gpu_hour,
+        draft=specs.model(row.draft, "draft")[0] if row.draft else None,
+        acceptance=row.acceptance,
+        gamma_max=row.gamma_max,
+        preset=row.preset,
     )
-    if len(q.gpus) != 1 or len(q.weight_bits) != 1:
-        raise InvalidInput("gpu", "must name one accelerator and one weight precision for evaluate")
-    g, bits = q.gpus[0], q.weight_bits[0]
-    if not g.supports(bits):
-        runs = ", ".join(str(b) for b in WEIGHT_BITS if g.supports(b))
-        raise InvalidInput(
-            "weight_bits", f"must be a precision {g.name} has a FLOP rate for ({runs}). Got {bits} instead."
-        )
-    if ep > 1 and tp % ep:
-        raise InvalidInput("ep", f"must divide tp ({tp}). Got {ep} instead.")
-    setup = Setup(gpu=g.name, weight_bits=bits, tp=tp, tp_2d=bool(tp_2d), pp=pp, ep=ep, batch=batch, gamma=gamma)
+    setup = Setup(
+        gpu=q.gpus[0].name,
+        weight_bits=row.weight_bits,
+        tp=row.tp,
+        tp_2d=row.tp_2d,
+        pp=row.pp,
+        ep=row.ep,
+        batch=row.batch,
+        gamma=row.gamma_max,
+    )
     return answer_series(reevaluate(q, setup, "evaluate"))
+
+
+def evaluate_setups(
+    rows: Sequence[Mapping[str, object]], *, usd_per_gpu_hour: str | Mapping[str, float] | None = None
+) -> pd.DataFrame:
+    """Every figure of each fully specified setup, one row each in input order, from the evaluator.
+
+    Parameters
+    ----------
+    rows : sequence of mappings
+        One mapping per setup: ``model``, ``gpu``, ``tp``, ``pp`` and ``batch``, and any of
+        ``optimize.setups.DEFAULTS`` (absent or None: the default). Values may be numbers or their text.
+    usd_per_gpu_hour : str or mapping, optional
+        Price overrides for the run, ``"h100-sxm=2.5"`` or a mapping name -> $/GPU-hour.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The inputs of each setup (spec names, layout label, $/GPU-hour) and every output of
+        ``physics.evaluator.evaluate`` (decode steps) or ``physics.requests`` (whole requests: ``isl`` and ``osl``).
+
+    Raises
+    ------
+    InvalidInput
+        A field that is not valid, named ``setups[i].FIELD`` (``i`` counts from 0).
+    """
+    import pandas as pd
+
+    specs = setups.Specs(parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour))
+    return pd.DataFrame(setups.evaluate_rows([_checked(i, row, specs) for i, row in enumerate(rows)], specs))
+
+
+def checked_setup(
+    values: Mapping[str, object], *, usd_per_gpu_hour: str | Mapping[str, float] | None = None
+) -> tuple[setups.SetupRow, setups.Specs]:
+    """One setup checked as ``evaluate_setups`` checks each (errors name the field alone), with its specs."""
+    specs = setups.Specs(parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour))
+    return _checked(None, values, specs), specs
+
+
+def _checked(index: int | None, values: Mapping[str, object], specs: setups.Specs) -> setups.SetupRow:
+    where = "" if index is None else f"setups[{index}]."
+    unknown = sorted(set(values) - set(setups.REQUIRED) - set(setups.DEFAULTS))
+    if unknown:
+        known = ", ".join((*setups.REQUIRED, *setups.DEFAULTS))
+        raise InvalidInput(f"{where}{unknown[0]}", f"is not a field of a setup ({known})")
+    missing = [field for field in setups.REQUIRED if values.get(field) is None]
+    if missing:
+        raise InvalidInput(f"{where}{missing[0]}", "is required")
+    full = setups.DEFAULTS | {k: v for k, v in values.items() if v is not None}
+    return setups.check(full, lambda field: where + field, specs)
 
 
 def answer_series(answer: Answer) -> pd.Series:
@@ -559,9 +613,9 @@ def answers_frame(answers: Sequence[Answer]) -> pd.DataFrame:
 def plan(
     fleet,
     *,
-    method: str = "mip",
+    method: str = DEFAULT_METHOD,
     time_limit_s: float | None = None,
-    mip_gap: float = 1e-4,
+    mip_gap: float = DEFAULT_FLEET_MIP_GAP,
     baseline: bool = False,
 ):
     """A fleet plan (``optimize.fleet.FleetPlan``) for a fleet file path or the same structure as a dict;

@@ -16,8 +16,8 @@ import pytest
 from hardening import SMALL_QUERY, assert_one_line, hidden_leftovers, run
 from matplotlib.figure import Figure
 
-from roofline_opt import cli, fidelity, files
-from roofline_opt.cli import EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM, evaluate_cmd
+from roofline_opt import api, cli, fidelity, files
+from roofline_opt.cli import EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM
 
 reproduce_module = importlib.import_module("roofline_opt.fidelity.reproduce")
 
@@ -170,10 +170,10 @@ def test_an_output_folder_onto_a_file_is_refused(tmp_path):
 
 
 def test_a_bug_is_exit_4_on_one_line_asking_to_report_it(capsys, monkeypatch):
-    def broken(setups, specs):
+    def broken(rows, **_):
         return 1 / 0
 
-    monkeypatch.setattr(evaluate_cmd, "evaluate_setups", broken)
+    monkeypatch.setattr(api, "evaluate_setups", broken)
 
     code, _, err = run(capsys, "evaluate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--tp", "1", "--pp", "1",
                        "--batch", "1")  # fmt: skip

@@ -15,8 +15,10 @@ from roofline_opt import checks
 from roofline_opt.cli import launch_cmd, run_files
 from roofline_opt.cli.helpfmt import HTML_HELP
 from roofline_opt.errors import Infeasible, InvalidInput
-from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX, DEFAULT_TP_MODES, MOE_EP_DEGREES
+from roofline_opt.optimize import space
+from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX, MOE_EP_DEGREES
 from roofline_opt.physics.evaluator import DEFAULT_KV_BITS
+from roofline_opt.physics.requests import AGG, DEFAULT_CHUNK_TOKENS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -450,15 +452,16 @@ SHARED_HELP = {
     "--workload": "CSV of request classes (columns isl, osl, weight) served by one deployment, instead of --isl/--osl",
     "--serving": "serving modes offered: agg (chunked prefill in the decode steps), disagg (separate prefill and "
     "decode instances) or agg,disagg",
-    "--chunk-tokens": "prefill tokens per step of aggregated serving, one or a list (default 2048)",
+    "--chunk-tokens": f"prefill tokens per step of aggregated serving, one or a list (default {DEFAULT_CHUNK_TOKENS})",
     "--ttft-ms": "time-to-first-token limit in ms (needs --isl/--osl or --workload)",
     "--tpot-ms": "time-per-output-token limit in ms (the same limit as --min-tok-s 1000/T)",
     "--prefill-gpu": "accelerator(s) offered for prefill instances of disaggregated serving (default: --gpu)",
     "--decode-gpu": "accelerator(s) offered for decode instances of disaggregated serving (default: --gpu)",
     "--max-instances": "largest number of prefill or decode instances in one disaggregated unit",
     "--demand-req-s": "total requests/s to serve (instead of --demand-tok-s)",
-    "--max-utilisation": "fraction of each instance's throughput used, in (0, 1] (default 1.0: busy instances, as "
-    "the paper prices them; e.g. 0.8 leaves headroom for bursts and prices the idle 20%%)",
+    "--max-utilisation": "fraction of each instance's throughput used, in (0, 1] (default "
+    f"{space.DEFAULT_MAX_UTILISATION}: busy instances, as the paper prices them; e.g. 0.8 leaves headroom for bursts "
+    "and prices the idle 20%%)",
     "--usd-per-gpu-hour": "price overrides for this question, e.g. h100-sxm=2.5,h200=3.2 (default: the catalog's "
     "on-demand rental prices, see `roofline-opt gpus`)",
     "--time-limit": "HiGHS time limit per solve, in seconds",
@@ -471,18 +474,19 @@ SHARED_HELP = {
     "--csv": "also write every field to this CSV file (atomically)",
 }
 SHARED_DEFAULTS = {
-    "--tp-degrees": "1,2,4,8,16,32,64",
-    "--pp-degrees": "1,2,4,8",
-    "--tp-modes": ",".join(DEFAULT_TP_MODES),
-    "--max-batch": 4096,
-    "--acceptance": 0.8,
-    "--preset": "default",
-    "--mip-gap": 1e-6,
-    "--method": "mip",
-    "--serving": "agg",
-    "--max-instances": 4,
-    "--max-utilisation": 1.0,
+    "--tp-degrees": ",".join(map(str, space.DEFAULT_TP_DEGREES)),
+    "--pp-degrees": ",".join(map(str, space.DEFAULT_PP_DEGREES)),
+    "--tp-modes": ",".join(space.DEFAULT_TP_MODES),
+    "--max-batch": space.DEFAULT_MAX_BATCH,
+    "--acceptance": space.DEFAULT_ACCEPTANCE,
+    "--preset": space.DEFAULT_PRESET,
+    "--mip-gap": space.DEFAULT_MIP_GAP,
+    "--method": space.DEFAULT_METHOD,
+    "--serving": AGG,
+    "--max-instances": space.DEFAULT_MAX_INSTANCES,
+    "--max-utilisation": space.DEFAULT_MAX_UTILISATION,
 }
+"""The API's defaults (``api.question`` and the query functions), shown by --help and written by --save-dir."""
 METAVARS = {
     "--time-limit": "SECONDS",
     "--csv": "OUT",
@@ -599,13 +603,14 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         epilog="example:\n  roofline-opt frontier --model llama-3-70b --gpu h100-sxm --points 12 --plot frontier.png "
         "--observed examples/observed.csv",
     )
-    p.add_argument("--points", default=50, help="budgets swept (repeated setups are kept once)")
+    p.add_argument("--points", default=space.DEFAULT_POINTS, help="budgets swept (repeated setups are kept once)")
     p.add_argument(
         "--utility-exponent",
         dest="utility_exponent",
-        default=4.0,
+        default=space.DEFAULT_UTILITY_EXPONENT,
         metavar="A",
-        help="the preferred point maximises speed^A / price (default 4, as in the paper)",
+        help=f"the preferred point maximises speed^A / price (default {space.DEFAULT_UTILITY_EXPONENT:g}, as in the "
+        "paper)",
     )
     p.add_argument("--plot", metavar="FILE.png", help="draw the frontier here (axes: --plot-axes)")
     p.add_argument(

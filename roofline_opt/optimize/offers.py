@@ -32,16 +32,19 @@ def default_dp_attention(model: ModelSpec, ep_degrees: tuple[int, ...], preset: 
     return bool(model.is_moe and groups and modern_defaults(preset))
 
 
-def weight_bits_offered(weight_bits, suffix_bits: int | None, native_bits: int | None = None) -> tuple[int, ...]:
+def weight_bits_offered(
+    weight_bits, suffix_bits: int | None, native_bits: int | None = None, field: str = "weight_bits"
+) -> tuple[int, ...]:
     """Checked weight precisions; not given: the name's suffix, else the card's native precision, else 16."""
     if weight_bits is None:
         return (suffix_bits or native_bits or 16,)
-    raw = checks.parse_int_list("weight_bits", weight_bits) if isinstance(weight_bits, str) else weight_bits
+    raw = checks.parse_int_list(field, weight_bits) if isinstance(weight_bits, str) else weight_bits
     values = (raw,) if isinstance(raw, int) else tuple(raw)
-    bits = tuple(checks.choice("weight_bits", b, WEIGHT_BITS) for b in values)
+    bits = tuple(checks.choice(field, b, WEIGHT_BITS) for b in values)
     if suffix_bits is not None and bits != (suffix_bits,):
-        msg = f"must agree with the model name's {suffix_bits}-bit suffix (or drop the suffix). Got {values} instead."
-        raise InvalidInput("weight_bits", msg)
+        got = ", ".join(map(str, values))
+        msg = f"must agree with the model name's {suffix_bits}-bit suffix (or drop the suffix). Got {got} instead."
+        raise InvalidInput(field, msg)
     return bits
 
 
