@@ -169,7 +169,7 @@ def naive(study, n: int = 200) -> float:
         v = q.values
         space = {k: v[k] for k in execute.question_parameters() if k in v}
         try:
-            api.fastest_answer(api.question(**space), v["max_usd_per_mtok"])
+            api.fastest_answer(api.question(**space), max_usd_per_mtok=v["max_usd_per_mtok"])
         except Exception:  # infeasible budgets are answers too
             pass
     return (time.perf_counter() - start) / len(questions)

@@ -135,8 +135,8 @@ def _question(dp_attention: bool):
 
 
 def test_the_optimiser_chooses_dp_attention_when_it_is_cheaper() -> None:
-    with_dp = api.cheapest_answer(_question(True), 20.0)
-    without = api.cheapest_answer(_question(False), 20.0)
+    with_dp = api.cheapest_answer(_question(True), min_tok_s=20.0)
+    without = api.cheapest_answer(_question(False), min_tok_s=20.0)
     assert with_dp.setup.dp_attention
     assert with_dp.setup.ep == with_dp.setup.tp
     assert with_dp.usd_per_mtok < without.usd_per_mtok

@@ -141,7 +141,9 @@ def test_a_card_with_an_extreme_price_gets_the_same_setup_with_scaled_costs(pric
 
     ordinary = api.fastest("llama-3-8b", h100, **space)
     answer = api.fastest("llama-3-8b", extreme, **space)
-    budget = api.fastest("llama-3-8b", extreme, ordinary["usd_per_mtok"] * price / h100.usd_per_hour * 1.5, **space)
+    budget = api.fastest(
+        "llama-3-8b", extreme, max_usd_per_mtok=ordinary["usd_per_mtok"] * price / h100.usd_per_hour * 1.5, **space
+    )
 
     assert answer["solver_status"] == "optimal"
     assert (answer["tp"], answer["pp"], answer["batch"]) == (ordinary["tp"], ordinary["pp"], ordinary["batch"])

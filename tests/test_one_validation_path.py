@@ -83,7 +83,7 @@ def test_the_command_line_names_the_flag_and_its_fields_in_the_message(capsys: p
         api.evaluate_setups([SETUP | {"model": "deepseek-v3", "two_batch_overlap": True}])
     code, _, err = run(capsys, *argv)
 
-    assert exc.value.field == "setups[0].two_batch_overlap" and "give dp_attention too" in exc.value.message
+    assert exc.value.field == "setups[0].two_batch_overlap" and "give `dp_attention` too" in exc.value.message
     assert code == EXIT_BAD_INPUT
     assert err.startswith("roofline-opt: error: --two-batch-overlap: ") and "give --dp-attention too" in err
 

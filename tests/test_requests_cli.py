@@ -163,7 +163,7 @@ def test_evaluate_prices_a_disaggregated_unit(capsys: pytest.CaptureFixture[str]
 def test_python_api_answers_whole_requests_as_a_series() -> None:
     from roofline_opt import api
 
-    answer = api.cheapest("llama-3-8b", "h100-sxm", None, isl=1000, osl=200, serving="agg,disagg", kv_bits=(16, 8),
+    answer = api.cheapest("llama-3-8b", "h100-sxm", isl=1000, osl=200, serving=("agg", "disagg"), kv_bits=(16, 8),
                           ttft_ms=200, tp_degrees=(1, 2, 4), pp_degrees=(1,), max_batch=128)  # fmt: skip
     assert set(REQUEST_FIELDS) <= set(answer.index)
     assert answer["ttft_s"] <= 0.2 and answer["kv_bits"] in (16, 8)

@@ -22,29 +22,29 @@ QUESTIONS = {
         ttft_ms=400,
     ),
     "llama70b-two-gpus-agg-disagg-kv": dict(
-        model="llama-3-70b", gpu="h100-sxm,h200", isl=4000, osl=1000, serving="agg,disagg", kv_bits=(16, 8),
+        model="llama-3-70b", gpu=("h100-sxm", "h200"), isl=4000, osl=1000, serving=("agg", "disagg"), kv_bits=(16, 8),
         ttft_ms=2000,
     ),
     "mixtral8x7b-h200-moe-agg-disagg": dict(
-        model="mixtral-8x7b", gpu="h200", isl=1000, osl=500, serving="agg,disagg", chunk_tokens=(1024, 4096),
+        model="mixtral-8x7b", gpu="h200", isl=1000, osl=500, serving=("agg", "disagg"), chunk_tokens=(1024, 4096),
     ),
     "llama70b-prefill-h200-decode-h100": dict(
         model="llama-3-70b", gpu="h100-sxm", prefill_gpu="h200", decode_gpu="h100-sxm", isl=8000, osl=500,
         serving="disagg", kv_bits=8, ttft_ms=1500,
     ),
     "llama8b-workload-mix": dict(
-        model="llama-3-8b", gpu="h100-sxm", workload=((200, 800, 3.0), (3000, 300, 1.0)), serving="agg,disagg",
+        model="llama-3-8b", gpu="h100-sxm", workload=((200, 800, 3.0), (3000, 300, 1.0)), serving=("agg", "disagg"),
         chunk_tokens=(256, 1024), ttft_ms=300,
     ),
     "llama8b-demand-req-gpu-limit": dict(
-        model="llama-3-8b", gpu="h100-sxm", isl=1000, osl=200, serving="agg,disagg", demand_req_s=40, max_gpus=24,
+        model="llama-3-8b", gpu="h100-sxm", isl=1000, osl=200, serving=("agg", "disagg"), demand_req_s=40, max_gpus=24,
     ),
     "llama70b-int8-kv8-utilisation": dict(
-        model="llama-3-70b-int8", gpu="h100-sxm", isl=2000, osl=2000, serving="agg,disagg", kv_bits=(8,),
+        model="llama-3-70b-int8", gpu="h100-sxm", isl=2000, osl=2000, serving=("agg", "disagg"), kv_bits=(8,),
         max_utilisation=0.8,
     ),
     "deepseek-v3-dp-attention-agg-disagg": dict(
-        model="deepseek-v3", gpu="h200", weight_bits=8, isl=1000, osl=1000, serving="agg,disagg",
+        model="deepseek-v3", gpu="h200", weight_bits=8, isl=1000, osl=1000, serving=("agg", "disagg"),
         tp_degrees=(8,), ep_degrees=(1, 8, 16, 32), dp_attention=True, kv_bits=(16, 8),
     ),
     "mixtral8x22b-paper-agg-kv": dict(

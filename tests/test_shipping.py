@@ -128,8 +128,8 @@ def test_an_owned_hardware_card_derives_its_hourly_price(tmp_path: Path) -> None
 
 
 def test_price_overrides_change_the_question_and_the_cost() -> None:
-    base = api.fastest("llama-3-8b", "h100-sxm", None, **SMALL)
-    dearer = api.fastest("llama-3-8b", "h100-sxm", None, usd_per_gpu_hour="h100-sxm=5.38", **SMALL)
+    base = api.fastest("llama-3-8b", "h100-sxm", **SMALL)
+    dearer = api.fastest("llama-3-8b", "h100-sxm", usd_per_gpu_hour="h100-sxm=5.38", **SMALL)
     assert dearer["usd_per_gpu_hour"] == 5.38
     assert dearer["usd_per_mtok"] == pytest.approx(base["usd_per_mtok"] * 5.38 / base["usd_per_gpu_hour"])
     with pytest.raises(InvalidInput, match="usd_per_gpu_hour"):
@@ -140,7 +140,7 @@ def test_price_overrides_change_the_question_and_the_cost() -> None:
 
 
 def test_answers_carry_the_planner_fields_consistently() -> None:
-    rec = api.cheapest("llama-3-70b", "h100-sxm", 40.0, demand_tok_s=20000, **SMALL)
+    rec = api.cheapest("llama-3-70b", "h100-sxm", min_tok_s=40.0, demand_tok_s=20000, **SMALL)
     assert (rec["model"], rec["context"], rec["preset"], rec["weight_bits"]) == ("llama-3-70b", 8000, "paper", 16)
     assert rec["layout"] == f"tp{rec['tp']}{'(2d)' if rec['tp_2d'] else ''}pp{rec['pp']}ep{rec['ep']}"
     assert rec["total_gpus"] == rec["n_gpus"] * rec["replicas"] > rec["n_gpus"]
@@ -151,8 +151,8 @@ def test_answers_carry_the_planner_fields_consistently() -> None:
 
 
 def test_frames_of_several_questions_concatenate_with_typed_columns() -> None:
-    a = api.frontier("llama-3-8b", "h100-sxm", 4, **SMALL)
-    b = api.frontier("llama-3-8b", "h100-sxm", 4, **{**SMALL, "context": 1000})
+    a = api.frontier("llama-3-8b", "h100-sxm", points=4, **SMALL)
+    b = api.frontier("llama-3-8b", "h100-sxm", points=4, **{**SMALL, "context": 1000})
     both = pd.concat([a, b], ignore_index=True)
     assert set(both["context"]) == {8000, 1000}
     assert both["batch"].dtype.kind == "i" and both["usd_per_mtok"].dtype.kind == "f"
@@ -162,7 +162,7 @@ def test_frames_of_several_questions_concatenate_with_typed_columns() -> None:
 
 def test_evaluate_of_an_answer_gives_the_answers_figures() -> None:
     """One default context: re-evaluating a query's setup with defaults reproduces its figures."""
-    rec = api.fastest("llama-3-70b", "h100-sxm", 3.0, tp_modes="1d")
+    rec = api.fastest("llama-3-70b", "h100-sxm", max_usd_per_mtok=3.0, tp_modes="1d")
     again = api.evaluate("llama-3-70b", "h100-sxm", rec["tp"], rec["pp"], rec["batch"])
     for field in ("tok_s_per_request", "usd_per_mtok", "tok_s_per_gpu", "mfu_fraction", "layout", "context"):
         assert again[field] == rec[field], field
@@ -198,7 +198,7 @@ def _best_per_layout(question, kind: str, target: float) -> list[tuple[tuple, fl
 
 @pytest.mark.parametrize(("kind", "target"), [("fastest", 2.0), ("cheapest", 60.0)])
 def test_top_n_lists_the_best_distinct_layouts_as_enumeration_does(kind: str, target: float) -> None:
-    q = api.question("llama-3-70b", "h100-sxm,a100-80gb", **SMALL)
+    q = api.question("llama-3-70b", ("h100-sxm", "a100-80gb"), **SMALL)
     oracle = _best_per_layout(q, kind, target)
     answers = top_n(q, kind, target, 5)
     figure = (lambda a: -a.tok_s_per_request) if kind == "fastest" else (lambda a: a.usd_per_mtok)

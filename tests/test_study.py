@@ -426,7 +426,7 @@ def test_a_worker_prepares_a_sweep_once_and_answers_as_a_fresh_question(
     rows = execute.answer_batch("fastest", [(q.id, q.values) for q in task])
     assert len(prepared) == 1 and [r["status"] for r in rows] == ["ok"] * 4
     for q, row in zip(task, rows, strict=True):
-        fresh = api.fastest_answer(prepared[0], q.values["max_usd_per_mtok"]).to_record()
+        fresh = api.fastest_answer(prepared[0], max_usd_per_mtok=q.values["max_usd_per_mtok"]).to_record()
         assert {k: row[k] for k in COMPARED} == {k: fresh[k] for k in COMPARED}
 
 

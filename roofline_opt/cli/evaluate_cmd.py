@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roofline_opt.cli import names
 from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize import setups
 
@@ -70,32 +71,25 @@ REQUEST_TABLE_COLUMNS = (
 # ----------------------------------------------------------------------------------------------- flags and rows
 
 
-def flag(field: str) -> str:
-    return "--" + field.replace("_", "-")
-
-
 FIELDS = (*setups.REQUIRED, *setups.DEFAULTS)
 """The fields of a setup: each a flag of the same name and a column of --from-csv FILE."""
 _API_FIELD = re.compile(r"setups\[(\d+)\]\.(\w+)(.*)", re.DOTALL)
-_FIELD_WORDS = re.compile(r"\b(" + "|".join(f for f in FIELDS if "_" in f or f in ("isl", "osl")) + r")\b")
-"""Fields a message may name besides its own (words that are no English word), said as flags on the command line."""
 
 
 @contextmanager
 def flag_names(rows_from: Path | None = None) -> Iterator[None]:
     """Re-raise InvalidInput about ``setups[i].FIELD`` under its flag, or its line and column of the CSV file."""
     try:
-        yield
+        with names.flag_names(("usd_per_gpu_hour",)):
+            yield
     except InvalidInput as exc:
-        if exc.field.startswith("usd_per_gpu_hour"):
-            raise InvalidInput("--usd-per-gpu-hour" + exc.field[len("usd_per_gpu_hour") :], exc.message) from exc
         match = _API_FIELD.fullmatch(exc.field)
         if match is None:
             raise
         index, field, rest = match.groups()
         if rows_from is not None:  # the file's columns are named as the API's fields
             raise InvalidInput(f"{rows_from} line {int(index) + 2}: {field}{rest}", exc.message) from exc
-        raise InvalidInput(flag(field) + rest, _FIELD_WORDS.sub(lambda m: flag(m.group()), exc.message)) from exc
+        raise InvalidInput(names.flag(field) + rest, names.flag_message(exc.message)) from exc
 
 
 def _flag_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -107,7 +101,7 @@ def setup_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The single setup the flags describe."""
     for field in setups.REQUIRED:
         if getattr(args, field) is None:
-            raise InvalidInput(flag(field), "is required (or give --from-csv FILE)")
+            raise InvalidInput(names.flag(field), "is required (or give --from-csv FILE)")
     return {field: getattr(args, field) for field in setups.REQUIRED} | _flag_values(args)
 
 
@@ -115,7 +109,7 @@ def setups_from_csv(args: argparse.Namespace, path: Path) -> list[dict[str, Any]
     """One setup per CSV row; blank or absent optional cells take the flags' values."""
     from roofline_opt import files
 
-    given = [flag(c) for c in setups.REQUIRED if getattr(args, c) is not None]
+    given = [names.flag(c) for c in setups.REQUIRED if getattr(args, c) is not None]
     if given:
         raise InvalidInput("--from-csv", f"takes {', '.join(setups.REQUIRED)} from the file: drop {', '.join(given)}")
     frame = files.read_csv_cells(path, "--from-csv", setups.REQUIRED, "setup")

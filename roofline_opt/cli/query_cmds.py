@@ -6,14 +6,14 @@ Flags map 1:1 onto ``api.question`` and the query functions, which validate them
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from roofline_opt import checks
 from roofline_opt.cli import launch_cmd, run_files
 from roofline_opt.cli.helpfmt import HTML_HELP
+from roofline_opt.cli.names import flag_names
 from roofline_opt.errors import Infeasible, InvalidInput
 from roofline_opt.optimize import space
 from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX, MOE_EP_DEGREES
@@ -69,27 +69,11 @@ MAX_LABEL_CHARS = 60
 # ----------------------------------------------------------------------------------------------- flags
 
 
-def _flag(field: str) -> str:
-    return "--" + field.replace("_", "-")
-
-
-@contextmanager
-def _flag_names(fields: tuple[str, ...]) -> Iterator[None]:
-    """Re-raise InvalidInput about an API parameter under the name of the flag that gave it."""
-    try:
-        yield
-    except InvalidInput as exc:
-        head, sep, rest = exc.field.partition(": ")  # "usd_per_gpu_hour: h100-sxm" names the flag and an item
-        if head not in fields:
-            raise
-        raise InvalidInput(_flag(head) + sep + rest, exc.message) from exc
-
-
 API_FIELDS = (
     "model",
     "gpu",
     *SPACE_FIELDS,
-    "time_limit",
+    "time_limit_s",
     "mip_gap",
     "max_usd_per_mtok",
     "min_tok_s",
@@ -98,7 +82,7 @@ API_FIELDS = (
     "method",
     "top_n",
 )
-"""API parameter names whose errors are reported under their flag (``time_limit`` is ``--time-limit``)."""
+"""API parameter names whose errors are reported under their flag (``time_limit_s`` is ``--time-limit``)."""
 
 
 def _question(args: argparse.Namespace) -> Question:
@@ -106,7 +90,8 @@ def _question(args: argparse.Namespace) -> Question:
 
     if args.model is None:
         raise InvalidInput("--model", "is required (on the command line or in the --question file)")
-    return api.question(args.model, args.gpu, **{name: getattr(args, name) for name in SPACE_FIELDS})
+    space = api.split_lists({"gpu": args.gpu} | {name: getattr(args, name) for name in SPACE_FIELDS})
+    return api.question(args.model, **space)
 
 
 # ----------------------------------------------------------------------------------------------- formatting
@@ -254,13 +239,14 @@ def _headline(kind: str, question: Question, limit: str, n: int) -> str:
 def _run_query(args: argparse.Namespace, kind: str, target: Any, limit: str) -> int:
     from roofline_opt import api, report
 
-    with _flag_names(API_FIELDS):
+    with flag_names(API_FIELDS):
         question = _question(args)
         _check_outputs(args)
         n = checks.positive_int("top_n", args.top_n)
         query = api.fastest_answers if kind == "fastest" else api.cheapest_answers
         try:
-            answers = query(question, target, args.method, args.time_limit, args.mip_gap, n)
+            options = {"method": args.method, "time_limit_s": args.time_limit, "mip_gap": args.mip_gap, "top_n": n}
+            answers = query(question, **{api.TARGETS[kind]: target}, **options)
         except Infeasible as exc:
             from roofline_opt.optimize.hints import with_hints
 
@@ -294,14 +280,20 @@ def run_cheapest(args: argparse.Namespace) -> int:
 def run_frontier(args: argparse.Namespace) -> int:
     from roofline_opt import api, catalog, report
 
-    with _flag_names(API_FIELDS):
+    with flag_names(API_FIELDS):
         question = _question(args)
         observed = read_observed(Path(catalog.data_file(args.observed))) if args.observed else None
         _check_outputs(args)
         axes = checks.choice("--plot-axes", args.plot_axes, report.PLOT_AXES)
         with report.ProgressBar() as progress:
             frame = api.frontier_frame(
-                question, args.points, args.utility_exponent, args.time_limit, args.mip_gap, progress, args.method
+                question,
+                points=args.points,
+                utility_exponent=args.utility_exponent,
+                time_limit_s=args.time_limit,
+                mip_gap=args.mip_gap,
+                progress=progress,
+                method=args.method,
             )
     records = cast("list[dict[str, Any]]", frame.to_dict("records"))  # its columns are field names
     label = describe(next(r for r in records if r["preferred"]), sep="\n")

@@ -253,7 +253,7 @@ def check(values: Mapping[str, Any], label: Callable[[str], str], specs: Specs) 
         _check_expert_parallel(label("ep"), model, ep, tp)
     two_batch_overlap = _bool(label("two_batch_overlap"), values["two_batch_overlap"])
     if two_batch_overlap and not dp_attention:
-        msg = "overlaps data-parallel attention's all-to-all: give dp_attention too. Got it without."
+        msg = "overlaps data-parallel attention's all-to-all: give `dp_attention` too. Got it without."
         raise InvalidInput(label("two_batch_overlap"), msg)
     draft_text = "" if _blank(values["draft"]) else specs.name(label("draft"), values["draft"])
     draft_bits = evaluator.DRAFT_WEIGHT_BITS
@@ -297,13 +297,13 @@ def _request_fields(values, label, specs: Specs, gpu_text: str, bits: int, has_d
     serving = checks.choice(label("serving"), values["serving"], rq.SERVING_MODES)
     if _blank(isl) and _blank(osl):
         if serving != rq.AGG:
-            raise InvalidInput(label("serving"), "disagg needs whole requests: give isl and osl")
+            raise InvalidInput(label("serving"), "disagg needs whole requests: give `isl` and `osl`")
         return out
     if _blank(isl) or _blank(osl):
         missing = "isl" if _blank(isl) else "osl"
-        raise InvalidInput(label(missing), "is required with the other request length (isl and osl go together)")
+        raise InvalidInput(label(missing), "is required with the other request length (`isl` and `osl` go together)")
     if has_draft:
-        raise InvalidInput(label("draft"), "cannot be combined with whole requests (isl/osl) yet. Drop one.")
+        raise InvalidInput(label("draft"), "cannot be combined with whole requests (`isl`/`osl`) yet. Drop one.")
     out.update(
         isl=checks.positive_int(label("isl"), isl, minimum=0 if serving == rq.AGG else 1, maximum=MAX_CONTEXT),
         osl=checks.positive_int(label("osl"), osl, maximum=MAX_CONTEXT),
