@@ -71,8 +71,10 @@ def choices_series(repeat: int) -> None:
         enum = timed(lambda q=q: enumerated_frontier(q), max(1, repeat if gamma <= 5 else 1))
         sizes.append(choices)
         cpus.append(mip[1])
-        print(f"| {gamma} | {choices:,} | {mip[0]:.3f} | {mip[1]:.3f} | {enum[0]:.3f} | {enum[1]:.3f} | "
-              f"{enum[1] / mip[1]:.1f} |")  # fmt: skip
+        print(
+            f"| {gamma} | {choices:,} | {mip[0]:.3f} | {mip[1]:.3f} | {enum[0]:.3f} | {enum[1]:.3f} | "
+            f"{enum[1] / mip[1]:.1f} |"
+        )
     print(f"\nfitted growth of the MIP frontier's CPU time: choices^{slope(sizes, cpus):.2f}\n")
 
 
