@@ -170,7 +170,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     d = setups.DEFAULTS
     p.add_argument(
         "--model",
-        help=f"catalog name or alias (a -int8/-int4 suffix sets the weight bits), YAML card or config.json {need}",
+        help=f"{helpfmt.MODEL_HELP} {need}",
     )
     p.add_argument(
         "--weight-bits",
@@ -217,14 +217,14 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         dest="gamma_max",
         help=f"longest draft tried; the best of 0..gamma-max is reported (default {d['gamma_max']})",
     )
-    p.add_argument("--preset", help=f"physics: paper or default (default {d['preset']})")
+    p.add_argument("--preset", help=f"{helpfmt.PRESET_HELP} (default {d['preset']})")
     p.add_argument(
         "--usd-per-gpu-hour",
         dest="usd_per_gpu_hour",
         metavar="NAME=PRICE,...",
-        help="price overrides, e.g. h100-sxm=2.5 (default: the catalog's rental prices)",
+        help=helpfmt.PRICES_HELP,
     )
-    p.add_argument("--question", metavar="FILE.yaml", help="YAML file holding any of these flags (flag: value)")
+    p.add_argument("--question", metavar="FILE.yaml", help=helpfmt.QUESTION_HELP)
     p.add_argument("--kv-bits", dest="kv_bits", help=f"KV-cache precision: 16, 8 or 4 (default {d['kv_bits']})")
     p.add_argument("--isl", help="input tokens per request: price whole requests (with --osl)")
     p.add_argument("--osl", help="output tokens per request (with --isl)")

@@ -292,6 +292,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "within a budget).",
         epilog=FLEET_FILE_HELP,
     )
+    from roofline_opt.cli import helpfmt
     from roofline_opt.optimize import space
 
     p.add_argument("fleet", metavar="FLEET.yaml", help="fleet file (YAML)")
@@ -301,9 +302,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         metavar="{mip,enumerate}",
         help="HiGHS MIP or brute force (small fleets only: <= 3 models, <= 64 GPUs, one period)",
     )
-    p.add_argument("--time-limit", dest="time_limit", metavar="SECONDS", help="HiGHS time limit per solve")
+    p.add_argument("--time-limit", dest="time_limit", metavar="SECONDS", help=helpfmt.TIME_LIMIT_HELP)
     gap = space.DEFAULT_FLEET_MIP_GAP
-    p.add_argument("--mip-gap", dest="mip_gap", default=gap, help=f"HiGHS relative MIP gap (default {gap:g})")
+    p.add_argument("--mip-gap", dest="mip_gap", default=gap, help=f"{helpfmt.MIP_GAP_HELP} (default {gap:g})")
     p.add_argument(
         "--compare",
         action="store_true",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from roofline_opt import checks
-from roofline_opt.cli import launch_cmd, run_files
+from roofline_opt.cli import helpfmt, launch_cmd, run_files
 from roofline_opt.cli.helpfmt import HTML_HELP
 from roofline_opt.cli.names import flag_names
 from roofline_opt.errors import Infeasible, InvalidInput
@@ -407,8 +407,7 @@ def _observed_values(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 SHARED_HELP = {
-    "--model": "catalog name or alias (HuggingFace id such as meta-llama/Llama-3.1-70B-Instruct; a -int8/-int4 "
-    "suffix sets the weight bits), YAML card or config.json (required, here or in --question)",
+    "--model": f"{helpfmt.MODEL_HELP} (required, here or in --question)",
     "--gpu": "accelerator(s): one name, or several comma-separated for the solver to choose among "
     "(h100-sxm,h200,a100-80gb); required unless --cluster",
     "--cluster": "cluster file (GraphML, node-link JSON or YAML) or catalog cluster name (hgx-h100): accelerators "
@@ -434,7 +433,7 @@ SHARED_HELP = {
     "--acceptance": "draft token acceptance probability in (0, 1)",
     "--gamma-max": "longest draft the solver may choose, 0..G (0: no speculative decoding; default: "
     f"{DEFAULT_DRAFT_GAMMA_MAX} with --draft, else 0)",
-    "--preset": "physics of the reference notebook (paper) or the realistic one (default)",
+    "--preset": helpfmt.PRESET_HELP,
     "--max-gpus": "GPUs available in all, over every replica (default: unlimited)",
     "--demand-tok-s": "total tokens/s to serve: replicas meet it and an instance may not out-serve it",
     "--kv-bits": "KV-cache precision(s) offered: 16, 8, 4 or a list like 16,8 (default "
@@ -454,12 +453,11 @@ SHARED_HELP = {
     "--max-utilisation": "fraction of each instance's throughput used, in (0, 1] (default "
     f"{space.DEFAULT_MAX_UTILISATION}: busy instances, as the paper prices them; e.g. 0.8 leaves headroom for bursts "
     "and prices the idle 20%%)",
-    "--usd-per-gpu-hour": "price overrides for this question, e.g. h100-sxm=2.5,h200=3.2 (default: the catalog's "
-    "on-demand rental prices, see `roofline-opt gpus`)",
-    "--time-limit": "HiGHS time limit per solve, in seconds",
-    "--mip-gap": "HiGHS relative MIP gap",
+    "--usd-per-gpu-hour": helpfmt.PRICES_HELP,
+    "--time-limit": helpfmt.TIME_LIMIT_HELP,
+    "--mip-gap": helpfmt.MIP_GAP_HELP,
     "--method": "HiGHS MIP or brute-force enumeration over the same space",
-    "--question": "YAML file holding any of these flags (flag: value); flags given here override it",
+    "--question": helpfmt.QUESTION_HELP,
     "--save-dir": "write question.yaml (every flag resolved: repeat the run with --question DIR/question.yaml), "
     "answer.csv, answer.json and plot.png into this folder",
     "--json": "print JSON with every field instead of the summary",
