@@ -56,7 +56,7 @@ SPACE_FIELDS = (
     "max_utilisation",
     "usd_per_gpu_hour",
 )
-"""Flags passed unchanged to api.question as keyword arguments of the same name."""
+"""Flags passed to api.question as keyword arguments of the same name (list flags split by api.split_lists)."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
 """Required columns of --observed FILE (``label`` is optional)."""
 MAX_OBSERVED_POINTS = 1000
