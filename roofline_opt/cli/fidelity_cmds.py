@@ -186,21 +186,12 @@ def run_reproduce(args: argparse.Namespace) -> int:
 
 
 def run_sensitivity(args: argparse.Namespace) -> int:
-    from roofline_opt import api, catalog, fidelity, files, report
-    from roofline_opt.optimize.space import MAX_CONTEXT, MAX_GAMMA
+    from roofline_opt import api, fidelity, files, report
+    from roofline_opt.cli.names import flag_names
 
-    for flag, name in (("--model", args.model), ("--draft", args.draft)):
-        if name is not None:
-            catalog.resolve_model(name, flag)
-    q = api.question(
-        args.model,
-        [catalog.load_gpu(name, "--gpu") for name in checks.parse_name_list("--gpu", args.gpu)],
-        context=checks.positive_int("--context", args.context, minimum=0, maximum=MAX_CONTEXT),
-        draft=args.draft,
-        acceptance=checks.probability("--acceptance", args.acceptance),
-        gamma_max=checks.positive_int("--gamma-max", args.gamma_max, minimum=0, maximum=MAX_GAMMA),
-        preset=_preset(args.preset),
-    )
+    fields = ("model", "gpu", "context", "draft", "acceptance", "gamma_max", "preset")
+    with flag_names(fields):  # the API checks the question, its errors said as flags
+        q = api.question(**api.split_lists({field: getattr(args, field) for field in fields}))
     out = files.check_folder(args.out) if args.out else None
     if args.csv:
         files.check_destination(args.csv, "--csv", inputs=(args.model, args.draft, args.gpu))
