@@ -155,3 +155,11 @@ def test_plan_flag_defaults_are_the_apis() -> None:
 
     assert actions["mip_gap"] == parameters["mip_gap"].default
     assert actions["method"] == parameters["method"].default
+
+
+def test_simulate_checks_its_setup_in_the_api_and_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", *FLAGS[1:], "--isl", "100", "--osl", "10", "--rate-req-s", "1", "--serving", "disagg"]
+    code, _, err = run(capsys, *argv, "--prefill-tp", "0")
+
+    assert code == EXIT_BAD_INPUT
+    assert err.startswith("roofline-opt: error: --prefill-tp: must be a positive integer")

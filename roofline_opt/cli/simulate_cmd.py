@@ -49,7 +49,6 @@ EXAMPLE = (
 def _setup(args: argparse.Namespace, isl: Any, osl: Any):
     """The simulated setup, checked by the API as ``evaluate`` checks one (errors name the flags)."""
     from roofline_opt import api
-    from roofline_opt.cli import evaluate_cmd as ec
     from roofline_opt.cli import names
     from roofline_opt.optimize import setups
 
@@ -57,7 +56,7 @@ def _setup(args: argparse.Namespace, isl: Any, osl: Any):
         if getattr(args, field) is None:
             raise InvalidInput(names.flag(field), "is required")
     values = {f: getattr(args, f, None) for f in (*setups.REQUIRED, *setups.DEFAULTS)} | {"isl": isl, "osl": osl}
-    with ec.flag_names():
+    with names.flag_names((*values, "usd_per_gpu_hour")):
         return api.checked_setup(values, usd_per_gpu_hour=args.usd_per_gpu_hour)
 
 
