@@ -36,7 +36,7 @@ def draw_space(rng: np.random.Generator) -> dict:
     gpus = list(rng.choice(GPUS, size=int(rng.integers(1, 3)), replace=False))
     space = dict(
         model=str(rng.choice(MODELS)),
-        gpu=",".join(gpus),
+        gpu=tuple(gpus),
         weight_bits=sorted({int(b) for b in rng.choice((16, 8, 4), size=int(rng.integers(1, 4)))}),
         tp_degrees=sorted({int(d) for d in rng.choice((1, 2, 4, 8, 16), size=int(rng.integers(1, 4)))}),
         pp_degrees=sorted({int(d) for d in rng.choice((1, 2), size=int(rng.integers(1, 3)))}),
@@ -62,7 +62,7 @@ def draw_requests(rng: np.random.Generator) -> dict:
         max_batch=int(rng.choice((8, 16, 32))),
         isl=int(rng.choice((500, 2000))),
         osl=int(rng.choice((100, 500))),
-        serving="agg,disagg",
+        serving=("agg", "disagg"),
         max_instances=2,
     )
 

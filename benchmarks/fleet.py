@@ -36,10 +36,44 @@ BASE = [
     {"name": "big", "model": "llama-3.1-405b", "weight_bits": [8], "demand_tok_s": 30_000, "tpot_ms": 60},
     {"name": "qwen", "model": "qwen2.5-72b", "demand_tok_s": 60_000, "tpot_ms": 30},
 ]
-TWENTY_MODELS = ("llama-3-70b", "llama-3.1-8b", "mixtral-8x7b", "qwen2.5-72b", "llama-2-13b", "llama-3.3-70b",
-                 "mistral-large-2", "llama-2-7b", "gpt-j-6b", "llama-3-8b")  # fmt: skip
-DAY = [0.35, 0.3, 0.25, 0.25, 0.3, 0.4, 0.55, 0.7, 0.85, 0.95, 1.0, 1.0, 0.95, 0.95, 1.0, 0.95, 0.9, 0.85, 0.8,
-       0.75, 0.7, 0.6, 0.5, 0.4]  # fmt: skip
+TWENTY_MODELS = (
+    "llama-3-70b",
+    "llama-3.1-8b",
+    "mixtral-8x7b",
+    "qwen2.5-72b",
+    "llama-2-13b",
+    "llama-3.3-70b",
+    "mistral-large-2",
+    "llama-2-7b",
+    "gpt-j-6b",
+    "llama-3-8b",
+)
+DAY = [
+    0.35,
+    0.3,
+    0.25,
+    0.25,
+    0.3,
+    0.4,
+    0.55,
+    0.7,
+    0.85,
+    0.95,
+    1.0,
+    1.0,
+    0.95,
+    0.95,
+    1.0,
+    0.95,
+    0.9,
+    0.85,
+    0.8,
+    0.75,
+    0.7,
+    0.6,
+    0.5,
+    0.4,
+]
 
 
 def five() -> dict:
@@ -50,8 +84,15 @@ def twenty() -> dict:
     models = []
     for i in range(20):
         name = TWENTY_MODELS[i % len(TWENTY_MODELS)]
-        models.append({"name": f"m{i:02d}-{name}", "model": name, "demand_tok_s": 8_000 + 3_000 * i,
-                       "tpot_ms": 25 + 5 * (i % 4), "context": 2000 + 1000 * (i % 5)})  # fmt: skip
+        models.append(
+            {
+                "name": f"m{i:02d}-{name}",
+                "model": name,
+                "demand_tok_s": 8_000 + 3_000 * i,
+                "tpot_ms": 25 + 5 * (i % 4),
+                "context": 2000 + 1000 * (i % 5),
+            }
+        )
     return {"cluster": POD, "models": models}
 
 
@@ -60,8 +101,12 @@ def profile() -> dict:
     for m, peak in zip(BASE[:3], (150, 120_000, 40_000), strict=True):
         shifted = DAY[m["name"] == "code" and 3 :] + DAY[: m["name"] == "code" and 3]
         unit = "req_s" if "demand_req_s" in m else "tok_s"
-        models.append({**{k: v for k, v in m.items() if not k.startswith("demand_")},
-                       "demand_profile": {unit: [round(peak * f, 1) for f in shifted]}})  # fmt: skip
+        models.append(
+            {
+                **{k: v for k, v in m.items() if not k.startswith("demand_")},
+                "demand_profile": {unit: [round(peak * f, 1) for f in shifted]},
+            }
+        )
     prices = {"h100-sxm": {"reserved": 1.4, "on_demand": 2.8}}
     return {"cluster": POD, "models": models, "prices": prices}
 
@@ -82,11 +127,13 @@ def run(case: str, time_limit: float | None, exact_placement: bool = False) -> N
     plan = fl.results.build_plan(spec, cands, replicas, placement, split, solve)
     done = time.perf_counter()
     print(f"== {case}: {len(spec.models)} models, {spec.periods} period(s), {len(cands)} candidates")
-    print(f"graph figures + questions {parsed - start:.2f} s, candidates {built - parsed:.2f} s, "
-          f"MIP build + solve {solved - built:.2f} s (HiGHS {solve['solve_seconds']:.2f} s"
-          + (f" + cost phase {solve['cost_phase']['solve_seconds']:.2f} s" if "cost_phase" in solve else "")
-          + f"), re-evaluation {done - solved:.2f} s; status {solve['status']}, gap {solve['mip_gap']}; "
-          f"placement model: {solve['placement_model']}")  # fmt: skip
+    print(
+        f"graph figures + questions {parsed - start:.2f} s, candidates {built - parsed:.2f} s, "
+        f"MIP build + solve {solved - built:.2f} s (HiGHS {solve['solve_seconds']:.2f} s"
+        + (f" + cost phase {solve['cost_phase']['solve_seconds']:.2f} s" if "cost_phase" in solve else "")
+        + f"), re-evaluation {done - solved:.2f} s; status {solve['status']}, gap {solve['mip_gap']}; "
+        f"placement model: {solve['placement_model']}"
+    )
     print(plan_text(plan, case))
     print()
 
@@ -95,8 +142,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=[*CASES, "all"], default="all")
     parser.add_argument("--time-limit", type=float, default=None)
-    parser.add_argument("--exact-placement", action="store_true",
-                        help="solve the per-domain placement model directly (no class relaxation)")  # fmt: skip
+    parser.add_argument(
+        "--exact-placement",
+        action="store_true",
+        help="solve the per-domain placement model directly (no class relaxation)",
+    )
     args = parser.parse_args()
     print(f"load average (1, 5, 15 min): {', '.join(f'{x:.2f}' for x in os.getloadavg())}; cpus {os.cpu_count()}")
     for case in CASES if args.case == "all" else [args.case]:

@@ -49,21 +49,23 @@ def _enumerated_frontier(q, points: int) -> int:
 
 def _request_rows(r: int) -> list[tuple[str, float]]:
     """Whole-request benchmarks (see the module docstring)."""
-    space = dict(isl=4000, osl=1000, serving="agg,disagg", kv_bits="16,8", ttft_ms=2000)
-    q = api.question("llama-3-70b", "h100-sxm,h200", **space)
-    api.cheapest_answer(q, 30.0)
+    space = dict(isl=4000, osl=1000, serving=("agg", "disagg"), kv_bits=(16, 8), ttft_ms=2000)
+    q = api.question("llama-3-70b", ("h100-sxm", "h200"), **space)
+    api.cheapest_answer(q, min_tok_s=30.0)
     fresh = iter(range(1, 1000))
 
     def new_question():
-        return api.cheapest_answer(api.question("llama-3-70b", "h100-sxm,h200", max_batch=4096 - next(fresh), **space))
+        return api.cheapest_answer(
+            api.question("llama-3-70b", ("h100-sxm", "h200"), max_batch=4096 - next(fresh), **space)
+        )
 
     half = max(1, r // 2)
     return [
         *_wall_and_cpu(
-            "requests: warm cheapest, agg,disagg, H100+H200, KV 16/8", lambda: api.cheapest_answer(q, 30.0), r
+            "requests: warm cheapest, agg,disagg, H100+H200, KV 16/8", lambda: api.cheapest_answer(q, min_tok_s=30.0), r
         ),
         *_wall_and_cpu("requests: same, tables built (new question)", new_question, half),
-        *_wall_and_cpu("requests: 50-point frontier (MIP)", lambda: api.frontier_frame(q, 50), half),
+        *_wall_and_cpu("requests: 50-point frontier (MIP)", lambda: api.frontier_frame(q, points=50), half),
         *_wall_and_cpu("requests: 50-point frontier, enumeration", lambda: _enumerated_frontier(q, 50), 1),
     ]
 
@@ -72,7 +74,7 @@ def _large_question():
     """The large space: Mixtral 8x22B, 4 accelerator types x 3 precisions x gamma <= 8 x TP/PP/EP."""
     return api.question(
         "mixtral-8x22b",
-        "h100-sxm,h200,b200,mi300x",
+        ("h100-sxm", "h200", "b200", "mi300x"),
         weight_bits=(16, 8, 4),
         ep_degrees=(1, 2, 4, 8),
         draft="llama-3-8b",
@@ -84,12 +86,17 @@ def _large_rows(r: int) -> list[tuple[str, float]]:
     """The large space alone (``--large``): a query and a frontier with their tables built (the question's cache
     emptied first) and with them cached, wall and CPU, then the process's peak memory in MB."""
     large = _large_question()
-    api.fastest_answer(api.question("llama-3-70b", "h100-sxm", preset="paper"), 2.0)  # imports and HiGHS loaded
+    api.fastest_answer(
+        api.question("llama-3-70b", "h100-sxm", preset="paper"), max_usd_per_mtok=2.0
+    )  # imports and HiGHS loaded
 
     def cold(run: Callable[[], object]) -> Callable[[], object]:
         return lambda: (queries._cached_tables.cache_clear(), run())
 
-    query, frontier = (lambda: api.fastest_answer(large, 5.0)), (lambda: api.frontier_frame(large, 50))
+    query, frontier = (
+        (lambda: api.fastest_answer(large, max_usd_per_mtok=5.0)),
+        (lambda: api.frontier_frame(large, points=50)),
+    )
     rows = [
         *_wall_and_cpu("large space: one fastest query, tables built", cold(query), r),
         *_wall_and_cpu("large space: one fastest query, tables cached", query, r),
@@ -118,24 +125,27 @@ def main() -> None:
     llama = api.question("llama-3-70b", "h100-sxm", preset="paper")
     spec = api.question("llama-3-70b", "h100-sxm", preset="paper", draft="llama-3-8b", gamma_max=20)
     large = _large_question()
-    api.fastest_answer(llama, 2.0)
+    api.fastest_answer(llama, max_usd_per_mtok=2.0)
     rows = [
         (
             "warm single query: fastest, Llama 3 70B, H100, $2/Mtok",
-            _median_s(lambda: api.fastest_answer(llama, 2.0), r),
+            _median_s(lambda: api.fastest_answer(llama, max_usd_per_mtok=2.0), r),
         ),
         (
             "warm single query: cheapest, Llama 3 70B, H100, 50 tok/s",
-            _median_s(lambda: api.cheapest_answer(llama, 50.0), r),
+            _median_s(lambda: api.cheapest_answer(llama, min_tok_s=50.0), r),
         ),
-        ("50-point frontier, Llama 3 70B, H100 (MIP)", _median_s(lambda: api.frontier_frame(llama, 50), r)),
+        ("50-point frontier, Llama 3 70B, H100 (MIP)", _median_s(lambda: api.frontier_frame(llama, points=50), r)),
         ("50-point frontier, same, enumeration", _median_s(lambda: _enumerated_frontier(llama, 50), r)),
-        ("50-point frontier, + spec. decoding gamma<=20 (MIP)", _median_s(lambda: api.frontier_frame(spec, 50), r)),
+        (
+            "50-point frontier, + spec. decoding gamma<=20 (MIP)",
+            _median_s(lambda: api.frontier_frame(spec, points=50), r),
+        ),
         ("50-point frontier, + spec. decoding, enumeration", _median_s(lambda: _enumerated_frontier(spec, 50), r)),
-        ("large space, one fastest query (MIP)", _median_s(lambda: api.fastest_answer(large, 5.0), r)),
+        ("large space, one fastest query (MIP)", _median_s(lambda: api.fastest_answer(large, max_usd_per_mtok=5.0), r)),
         (
             "large space, one fastest query (enumeration)",
-            _median_s(lambda: api.fastest_answer(large, 5.0, method="enumerate"), max(1, r // 2)),
+            _median_s(lambda: api.fastest_answer(large, max_usd_per_mtok=5.0, method="enumerate"), max(1, r // 2)),
         ),
     ]
     mip, enum = rows[-2][1], rows[-1][1]

@@ -65,14 +65,16 @@ def choices_series(repeat: int) -> None:
         q = api.question(
             "llama-3-70b", "h100-sxm", preset="paper", draft="llama-3-8b" if gamma else None, gamma_max=gamma
         )
-        api.frontier_frame(q, 50)  # warm: tables cached for the question
+        api.frontier_frame(q, points=50)  # warm: tables cached for the question
         choices = len(build_tables(q))  # every (layout, interval) choice: the space's size, though tables are lazy
-        mip = timed(lambda q=q: api.frontier_frame(q, 50), repeat)
+        mip = timed(lambda q=q: api.frontier_frame(q, points=50), repeat)
         enum = timed(lambda q=q: enumerated_frontier(q), max(1, repeat if gamma <= 5 else 1))
         sizes.append(choices)
         cpus.append(mip[1])
-        print(f"| {gamma} | {choices:,} | {mip[0]:.3f} | {mip[1]:.3f} | {enum[0]:.3f} | {enum[1]:.3f} | "
-              f"{enum[1] / mip[1]:.1f} |")  # fmt: skip
+        print(
+            f"| {gamma} | {choices:,} | {mip[0]:.3f} | {mip[1]:.3f} | {enum[0]:.3f} | {enum[1]:.3f} | "
+            f"{enum[1] / mip[1]:.1f} |"
+        )
     print(f"\nfitted growth of the MIP frontier's CPU time: choices^{slope(sizes, cpus):.2f}\n")
 
 

@@ -85,19 +85,25 @@ def main() -> None:
     load_after = os.getloadavg()
 
     print(f"start-up, medians of {args.repeat} rounds (one warm-up round not counted); {os.cpu_count()} CPUs")
-    print(f"load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; "
-          f"after: {', '.join(f'{x:.2f}' for x in load_after)}")  # fmt: skip
+    print(
+        f"load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; "
+        f"after: {', '.join(f'{x:.2f}' for x in load_after)}"
+    )
     bytecode = "kept (--keep-env)" if args.keep_env else "removed"
-    print(f"PYTHONDONTWRITEBYTECODE in the environment: {os.environ.get('PYTHONDONTWRITEBYTECODE', 'unset')}, "
-          f"for the children: {bytecode}; tool: {' '.join(tool())}\n")  # fmt: skip
+    print(
+        f"PYTHONDONTWRITEBYTECODE in the environment: {os.environ.get('PYTHONDONTWRITEBYTECODE', 'unset')}, "
+        f"for the children: {bytecode}; tool: {' '.join(tool())}\n"
+    )
     print("| command | median wall s | min wall s | median CPU s | target wall s |")
     print("|---|---:|---:|---:|---:|")
     for label, (_, target) in COMMANDS.items():
         walls = [w for w, _ in times[label]]
         cpus = [c for _, c in times[label]]
         goal = "floor" if target is None else f"<= {target}"
-        print(f"| `{label}` | {statistics.median(walls):.3f} | {min(walls):.3f} | {statistics.median(cpus):.3f} | "
-              f"{goal} |")  # fmt: skip
+        print(
+            f"| `{label}` | {statistics.median(walls):.3f} | {min(walls):.3f} | {statistics.median(cpus):.3f} | "
+            f"{goal} |"
+        )
 
 
 if __name__ == "__main__":

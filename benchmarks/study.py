@@ -169,7 +169,7 @@ def naive(study, n: int = 200) -> float:
         v = q.values
         space = {k: v[k] for k in execute.question_parameters() if k in v}
         try:
-            api.fastest_answer(api.question(**space), v["max_usd_per_mtok"])
+            api.fastest_answer(api.question(**space), max_usd_per_mtok=v["max_usd_per_mtok"])
         except Exception:  # infeasible budgets are answers too
             pass
     return (time.perf_counter() - start) / len(questions)
@@ -373,14 +373,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--questions", type=int, default=2000)
-    parser.add_argument("--fresh", type=int, default=0, metavar="N", help="instead: N fresh processes, each running "
-                        "the loop and the 1-worker study, in alternating order")  # fmt: skip
-    parser.add_argument("--interleaved", action="store_true", help="instead: the tasks answered here and on one "
-                        "worker alternately")  # fmt: skip
-    parser.add_argument("--control", type=int, default=0, metavar="N", help="instead: N pairs of fresh processes "
-                        "answering the same loop, the machine's noise")  # fmt: skip
-    parser.add_argument("--thread-cpu", type=int, default=0, metavar="N", help="instead: N pairs of a fresh plain "
-                        "process and a fresh worker answering every question, their thread's CPU")  # fmt: skip
+    parser.add_argument(
+        "--fresh",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: N fresh processes, each running the loop and the 1-worker study, in alternating order",
+    )
+    parser.add_argument(
+        "--interleaved", action="store_true", help="instead: the tasks answered here and on one worker alternately"
+    )
+    parser.add_argument(
+        "--control",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: N pairs of fresh processes answering the same loop, the machine's noise",
+    )
+    parser.add_argument(
+        "--thread-cpu",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: N pairs of a fresh plain "
+        "process and a fresh worker answering every question, their thread's CPU",
+    )
     parser.add_argument("--pair", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--usage-alone", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--loop-alone", action="store_true", help=argparse.SUPPRESS)

@@ -126,6 +126,20 @@ def _split(field: str, text: Any) -> list[str]:
     return items
 
 
+def items(field: str, value: Any) -> tuple[Any, ...]:
+    """The values of a parameter that takes one value or several: a list or tuple as a tuple, anything else as one
+    item. Comma-separated text (``"1,2,4"``) is the notation of the command line and of files, which split it before
+    calling the API (``api.split_lists``); here it is refused rather than read as one odd name."""
+    if isinstance(value, str):
+        if "," in value:
+            msg = f"must be one value or a list of values (not comma-separated text). Got {shown(value)} instead."
+            raise InvalidInput(field, msg)
+        return (value,)
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return (value,)
+
+
 def parse_int_list(field: str, text: Any) -> tuple[int, ...]:
     """Text like ``"1,2,4"`` as ``(1, 2, 4)``; every item must be a positive integer."""
     return tuple(positive_int(field, item) for item in _split(field, text))

@@ -28,7 +28,16 @@ class RooflineError(Exception):
 
 
 class InvalidInput(RooflineError, ValueError):
-    """A field of the user's input is not valid: the message names the field and what would be."""
+    """A field of the user's input is not valid: the message names the field and what would be.
+
+    Parameters
+    ----------
+    field : str
+        The API parameter (``tp_degrees``), flag (``--tp-degrees``) or file field (``path line 3: tp``) at fault,
+        cut to half of ``MAX_MESSAGE_CHARS``.
+    message : str
+        What is wrong and what would be valid, on one line (cut to ``MAX_MESSAGE_CHARS``).
+    """
 
     def __init__(self, field: str, message: str) -> None:
         self.field = one_line(field, MAX_MESSAGE_CHARS // 2)
@@ -37,7 +46,17 @@ class InvalidInput(RooflineError, ValueError):
 
 
 class Infeasible(RooflineError):
-    """A well-formed question that no setup in the search space answers."""
+    """A well-formed question that no setup in the search space answers.
+
+    Parameters
+    ----------
+    message : str
+        The question's failure in words.
+    reason : str
+        Why, as a short key (``"topology"``, ``"engine"``, ...).
+    nearest : str, optional
+        The nearest achievable figures, appended to the message.
+    """
 
     def __init__(self, message: str, reason: str, nearest: str | None = None) -> None:
         self.reason = reason
@@ -46,4 +65,5 @@ class Infeasible(RooflineError):
 
 
 class SolverFailure(RooflineError):
-    """HiGHS stopped without a usable solution (error, or time limit with no incumbent)."""
+    """HiGHS stopped without a usable solution (error, or time limit with no incumbent); the message gives HiGHS's
+    status."""

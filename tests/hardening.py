@@ -8,8 +8,20 @@ from roofline_opt.cli import main
 
 EVALUATE = ["evaluate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--tp", "1", "--pp", "1", "--batch", "1"]
 """A cheap, valid evaluate command (milliseconds)."""
-SMALL_QUERY = ["--model", "llama-3-8b", "--gpu", "h100-sxm", "--tp-degrees", "1,2", "--pp-degrees", "1", "--max-batch",
-               "64", "--context", "1000"]  # fmt: skip
+SMALL_QUERY = [
+    "--model",
+    "llama-3-8b",
+    "--gpu",
+    "h100-sxm",
+    "--tp-degrees",
+    "1,2",
+    "--pp-degrees",
+    "1",
+    "--max-batch",
+    "64",
+    "--context",
+    "1000",
+]
 """Flags of a fastest/cheapest/frontier question small enough to solve in a fraction of a second."""
 
 

@@ -73,7 +73,7 @@ CASES = {
     "weight bits against the name suffix": (
         with_flag("--weight-bits", "16", model="llama-3-70b-int8"),
         "--weight-bits",
-        "must match the precision suffix",
+        "must agree with the model name's 8-bit suffix",
     ),
     "weight bits 3": (with_flag("--weight-bits", "3"), "--weight-bits", "must be one of 16, 8, 4"),
     "two-batch overlap without dp attention": (

@@ -20,10 +20,32 @@ SMALL = ["--preset", "paper", "--tp-degrees", "1,2,4,8", "--pp-degrees", "1,2", 
 """A small search space: each solve takes milliseconds."""
 BASE = ["--model", "llama-3-70b", "--gpu", "h100-sxm", *SMALL]
 JSON_FIELDS = (
-    "gpu", "n_gpus", "tp", "tp_2d", "pp", "ep", "replicas", "batch", "gamma", "weight_bits", "tok_s_per_request",
-    "usd_per_mtok", "time_per_token_s", "throughput_tok_s", "mfu_fraction", "bottleneck", "solver_status", "mip_gap",
-    "layout", "total_gpus", "tok_s_per_gpu", "usd_per_hour", "model", "context", "preset",
-)  # fmt: skip
+    "gpu",
+    "n_gpus",
+    "tp",
+    "tp_2d",
+    "pp",
+    "ep",
+    "replicas",
+    "batch",
+    "gamma",
+    "weight_bits",
+    "tok_s_per_request",
+    "usd_per_mtok",
+    "time_per_token_s",
+    "throughput_tok_s",
+    "mfu_fraction",
+    "bottleneck",
+    "solver_status",
+    "mip_gap",
+    "layout",
+    "total_gpus",
+    "tok_s_per_gpu",
+    "usd_per_hour",
+    "model",
+    "context",
+    "preset",
+)
 SETUP_FIELDS = ("gpu", "n_gpus", "tp", "tp_2d", "pp", "ep", "replicas", "batch", "gamma", "weight_bits")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -134,9 +156,21 @@ def test_summary_shows_setup_figures_with_units_and_solver_status(capsys: pytest
     lines = out.splitlines()
     assert lines[0].startswith("fastest setup of llama-3-70b within $3/Mtok (decode only: usd_per_mtok_decode_only")
     assert lines[0].endswith("; decode context 8000 tokens, paper preset")
-    columns = ("gpu", "weight_bits", "layout", "total_gpus", "replicas", "batch", "tok_s_per_request",
-               "tok_s_per_gpu", "time_per_token_ms", "usd_per_mtok_decode_only", "usd_per_hour", "mfu_fraction",
-               "bottleneck")  # fmt: skip
+    columns = (
+        "gpu",
+        "weight_bits",
+        "layout",
+        "total_gpus",
+        "replicas",
+        "batch",
+        "tok_s_per_request",
+        "tok_s_per_gpu",
+        "time_per_token_ms",
+        "usd_per_mtok_decode_only",
+        "usd_per_hour",
+        "mfu_fraction",
+        "bottleneck",
+    )
     for column in columns:
         assert column in lines[1]
     assert "h100-sxm" in lines[3]
@@ -161,8 +195,9 @@ def test_frontier_files_are_monotone_with_one_preferred_point(
     observed.write_text("tok_s_per_request,usd_per_mtok,label\n40,3.5,provider A\n70,6,\n")
     csv, png = tmp_path / "frontier.csv", tmp_path / "frontier.png"
 
-    records = run_json(capsys, "frontier", *BASE, "--points", "12", "--csv", str(csv), "--plot", str(png),
-                       "--observed", str(observed))  # fmt: skip
+    records = run_json(
+        capsys, "frontier", *BASE, "--points", "12", "--csv", str(csv), "--plot", str(png), "--observed", str(observed)
+    )
 
     frame = pd.read_csv(csv)
     assert len(frame) == len(records) >= 3

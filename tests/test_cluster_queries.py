@@ -17,7 +17,7 @@ def _write(graph: nx.Graph, tmp_path, name: str) -> str:
 
 
 def _fastest(path: str, model: str = "llama-3-70b", budget: float | None = None, **extra) -> api.Answer:
-    return api.fastest_answer(api.question(model, cluster=path, **{**SPACE, **extra}), budget)
+    return api.fastest_answer(api.question(model, cluster=path, **{**SPACE, **extra}), max_usd_per_mtok=budget)
 
 
 @pytest.mark.parametrize("budget", [None, 3.0, 1.5])

@@ -295,7 +295,7 @@ def test_the_recipe_folder_holds_every_engine_and_names_the_one_that_cannot(base
 
 def test_2d_tensor_parallelism_is_offered_on_request_only():
     assert api.question("llama-3-70b", "h100-sxm").tp_modes == (False,)
-    assert api.question("llama-3-70b", "h100-sxm", tp_modes="1d,2d").tp_modes == (False, True)
+    assert api.question("llama-3-70b", "h100-sxm", tp_modes=("1d", "2d")).tp_modes == (False, True)
 
 
 def test_an_instance_spanning_nodes_runs_over_the_ray_cluster_of_its_leader(base):

@@ -114,9 +114,17 @@ def test_mtp_draft_keeps_the_targets_expert_parallel_layout_and_speeds_up_batch_
     assert float(layout.for_draft(catalog.load_model("llama-3-8b")).ep) == 1.0
     plain = ev.evaluate(DEEPSEEK, H200, DEFAULT, 8, layout, 1.0)
     drafted = ev.evaluate(
-        DEEPSEEK, H200, DEFAULT, 8, layout, 1.0, draft=mtp_module(DEEPSEEK), acceptance=0.9, gamma_max=3,
+        DEEPSEEK,
+        H200,
+        DEFAULT,
+        8,
+        layout,
+        1.0,
+        draft=mtp_module(DEEPSEEK),
+        acceptance=0.9,
+        gamma_max=3,
         draft_weight_bits=8,
-    )  # fmt: skip
+    )
     assert float(drafted["best_gamma"]) > 0
     assert float(drafted["tok_s_per_request"]) > float(plain["tok_s_per_request"])
 
@@ -135,8 +143,8 @@ def _question(dp_attention: bool):
 
 
 def test_the_optimiser_chooses_dp_attention_when_it_is_cheaper() -> None:
-    with_dp = api.cheapest_answer(_question(True), 20.0)
-    without = api.cheapest_answer(_question(False), 20.0)
+    with_dp = api.cheapest_answer(_question(True), min_tok_s=20.0)
+    without = api.cheapest_answer(_question(False), min_tok_s=20.0)
     assert with_dp.setup.dp_attention
     assert with_dp.setup.ep == with_dp.setup.tp
     assert with_dp.usd_per_mtok < without.usd_per_mtok

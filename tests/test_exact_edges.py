@@ -74,7 +74,7 @@ def assert_methods_agree(q: Question, kind: str, target: float | None) -> None:
             0.3283103018607268,
             dict(
                 model="mistral-7b",
-                gpu="a100-80gb,b200",
+                gpu=("a100-80gb", "b200"),
                 weight_bits=[16, 8, 4],
                 tp_degrees=[1, 8],
                 pp_degrees=[1],
@@ -188,7 +188,7 @@ def test_the_cheapest_answer_is_the_fastest_of_the_equally_cheap_setups():
 
 DISAGG_TIE = dict(
     model="llama-3-8b",
-    gpu="h100-sxm,h200",
+    gpu=("h100-sxm", "h200"),
     weight_bits=[16],
     tp_degrees=[1, 2],
     pp_degrees=[1],

@@ -59,9 +59,23 @@ def test_validate_maps_a_row_and_predicts_with_the_evaluator() -> None:
     decode = evaluator.step(model, gpu, peak, 16, layout, 1.0).step_time_s
     expected = 2048 / float(prefill + 2048 * decode)  # a static batch's whole request: its per_request spans it
     assert row.row.setup == MeasuredSetup(
-        "llama-2-7b", 16, 16, "a100-80gb", 1, 1, 1, 1, 1, 1152, total_gpus=1, input_len=128, output_len=2048,
-        speed_basis="request", static_batch=True, framework="LMDeploy v0.1.0a1 (TurboMind)",
-    )  # fmt: skip
+        "llama-2-7b",
+        16,
+        16,
+        "a100-80gb",
+        1,
+        1,
+        1,
+        1,
+        1,
+        1152,
+        total_gpus=1,
+        input_len=128,
+        output_len=2048,
+        speed_basis="request",
+        static_batch=True,
+        framework="LMDeploy v0.1.0a1 (TurboMind)",
+    )
     assert row.predicted_tok_s_per_request == pytest.approx(expected)
     assert row.ratio_tok_s_per_request == pytest.approx(expected / 98.92)
     assert row.bound_holds is True

@@ -88,13 +88,18 @@ def test_a_profile_on_a_graph_places_every_period_validly() -> None:
     from roofline_opt.optimize.fleet.placement import PlacedInstance, placement_problems
 
     model = {"name": "code", "model": "llama-3-8b", "tpot_ms": 20, **SPACE, "demand_profile": {"tok_s": PROFILE[:3]}}
-    spec = parse_fleet({"cluster": {"nodes": 2, "node_type": "hgx-h100"}, "prices": PRICES, "models": [model]},
-                       api.question)  # fmt: skip
+    spec = parse_fleet(
+        {"cluster": {"nodes": 2, "node_type": "hgx-h100"}, "prices": PRICES, "models": [model]}, api.question
+    )
     plan = plan_fleet(spec, "mip", OPTIONS)
     assert len(plan.placement) == 3
     for period, instances in enumerate(plan.placement):
-        placed = [PlacedInstance(i["instance"], i["model"], 0, i["gpu"], i["tp"], i["pp"],
-                                 tuple(tuple(s) for s in i["stages"])) for i in instances]  # fmt: skip
+        placed = [
+            PlacedInstance(
+                i["instance"], i["model"], 0, i["gpu"], i["tp"], i["pp"], tuple(tuple(s) for s in i["stages"])
+            )
+            for i in instances
+        ]
         assert placement_problems(spec.pool.cluster, placed) == []
         gpus = sum(i["tp"] * i["pp"] for i in instances)
         assert gpus == plan.cluster["gpus_used_per_period"][period]["h100-sxm"]

@@ -19,9 +19,9 @@ import pandas as pd
 import pytest
 from hardening import EVALUATE, SMALL_QUERY, assert_one_line, hidden_leftovers, run
 
-from roofline_opt import cli, files
+from roofline_opt import api, cli, files
 from roofline_opt.catalog import REPO_ROOT
-from roofline_opt.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, evaluate_cmd
+from roofline_opt.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT
 
 CARD = REPO_ROOT / "instances" / "gpus" / "h100-sxm.yaml"
 CLUSTER = REPO_ROOT / "instances" / "clusters" / "pod-4x-hgx-h100.yaml"
@@ -320,13 +320,13 @@ def test_a_burst_of_signals_during_a_run_is_one_line_and_its_exit_code(
 ):
     senders = []
 
-    def slow(setups, specs):
+    def slow(rows, **_):
         senders.append(burst(signum))
         senders[0].start()
         time.sleep(5)  # the first signal interrupts this sleep
         pytest.fail("not interrupted")
 
-    monkeypatch.setattr(evaluate_cmd, "evaluate_setups", slow)
+    monkeypatch.setattr(api, "evaluate_setups", slow)
     monkeypatch.setattr(cli, "_received", [])
     out = tmp_path / "out.csv"
 
@@ -338,7 +338,7 @@ def test_a_burst_of_signals_during_a_run_is_one_line_and_its_exit_code(
 
 
 def test_a_signal_a_library_swallowed_still_stops_every_output(tmp_path, capsys, monkeypatch):
-    def swallowed(setups, specs):
+    def swallowed(rows, **_):
         try:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)
@@ -346,7 +346,7 @@ def test_a_signal_a_library_swallowed_still_stops_every_output(tmp_path, capsys,
             pass  # a library catching broadly
         return pd.DataFrame({"model": ["x"]})
 
-    monkeypatch.setattr(evaluate_cmd, "evaluate_setups", swallowed)
+    monkeypatch.setattr(api, "evaluate_setups", swallowed)
     out = tmp_path / "out.csv"
 
     code, _, err = run(capsys, *EVALUATE, "--csv", str(out))

@@ -239,11 +239,11 @@ def test_an_edited_cluster_file_is_not_answered_from_the_previous_graphs_tables(
     cluster = tmp_path / "c.yaml"
     space = {"cluster": str(cluster), "demand_tok_s": 10_000, "tp_degrees": (8,), "pp_degrees": (1,)}
     cluster.write_text("name: c\nnodes: 4\nnode_type: hgx-h100\n")
-    four = api.cheapest("llama-3-70b", None, None, **space)
+    four = api.cheapest("llama-3-70b", None, **space)
     cluster.write_text("name: c\nnodes: 1\nnode_type: hgx-h100\n")
 
     with pytest.raises(Infeasible, match="there are 8"):
-        api.cheapest("llama-3-70b", None, None, **space)
+        api.cheapest("llama-3-70b", None, **space)
     assert four["total_gpus"] > 8  # the demand needs more than one server: only the 4-server answer has them
 
 

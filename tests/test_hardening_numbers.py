@@ -16,9 +16,17 @@ from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.space import MAX_GAMMA, MAX_POINTS
 
 MEASURED_HEADER = "model,precision,gpu,layout,batch_or_concurrency,input_len,output_len,tok_s_per_request,tok_s_per_gpu"
-GOOD_ROW = {"model": "Llama-3-8B", "precision": "BF16", "gpu": "H100 SXM", "layout": "TP1",
-            "batch_or_concurrency": "batch 8", "input_len": "1000", "output_len": "1000", "tok_s_per_request": "50",
-            "tok_s_per_gpu": "400"}  # fmt: skip
+GOOD_ROW = {
+    "model": "Llama-3-8B",
+    "precision": "BF16",
+    "gpu": "H100 SXM",
+    "layout": "TP1",
+    "batch_or_concurrency": "batch 8",
+    "input_len": "1000",
+    "output_len": "1000",
+    "tok_s_per_request": "50",
+    "tok_s_per_gpu": "400",
+}
 
 
 def with_flag(argv: list[str], flag: str, value: str) -> list[str]:
@@ -141,7 +149,9 @@ def test_a_card_with_an_extreme_price_gets_the_same_setup_with_scaled_costs(pric
 
     ordinary = api.fastest("llama-3-8b", h100, **space)
     answer = api.fastest("llama-3-8b", extreme, **space)
-    budget = api.fastest("llama-3-8b", extreme, ordinary["usd_per_mtok"] * price / h100.usd_per_hour * 1.5, **space)
+    budget = api.fastest(
+        "llama-3-8b", extreme, max_usd_per_mtok=ordinary["usd_per_mtok"] * price / h100.usd_per_hour * 1.5, **space
+    )
 
     assert answer["solver_status"] == "optimal"
     assert (answer["tp"], answer["pp"], answer["batch"]) == (ordinary["tp"], ordinary["pp"], ordinary["batch"])

@@ -343,8 +343,9 @@ def test_a_cluster_file_with_more_gpus_than_the_cap_is_refused_before_analysis(t
 
 
 def test_an_inline_cluster_spec_is_parsed_with_the_same_bounds(tmp_path, capsys):
-    code, _, err = run(capsys, "cluster", "build", "{nodes: 2, nodes: 3, node_type: hgx-h100}", "--out",
-                       str(tmp_path / "c.json"))  # fmt: skip
+    code, _, err = run(
+        capsys, "cluster", "build", "{nodes: 2, nodes: 3, node_type: hgx-h100}", "--out", str(tmp_path / "c.json")
+    )
 
     assert_one_line(err, code, EXIT_BAD_INPUT, "SPEC: nodes", "twice")
     assert list(tmp_path.iterdir()) == []

@@ -16,8 +16,8 @@ import pytest
 from hardening import SMALL_QUERY, assert_one_line, hidden_leftovers, run
 from matplotlib.figure import Figure
 
-from roofline_opt import cli, fidelity, files
-from roofline_opt.cli import EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM, evaluate_cmd
+from roofline_opt import api, cli, fidelity, files
+from roofline_opt.cli import EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM
 
 reproduce_module = importlib.import_module("roofline_opt.fidelity.reproduce")
 
@@ -85,8 +85,9 @@ def test_reproduce_interrupted_after_one_case_leaves_no_folder(tmp_path, capsys,
     monkeypatch.setattr(reproduce_module, "compare_case", second_case_interrupted)
     out = tmp_path / "reproduce"
 
-    code, _, err = run(capsys, "reproduce", "--out", str(out), "--only", "llama-3-8b,llama-3-70b", "--points", "2",
-                       "--context", "0")  # fmt: skip
+    code, _, err = run(
+        capsys, "reproduce", "--out", str(out), "--only", "llama-3-8b,llama-3-70b", "--points", "2", "--context", "0"
+    )
 
     assert_one_line(err, code, EXIT_SIGINT, "interrupted")
     assert calls == ["llama-3-8b", "llama-3-70b"]
@@ -170,13 +171,14 @@ def test_an_output_folder_onto_a_file_is_refused(tmp_path):
 
 
 def test_a_bug_is_exit_4_on_one_line_asking_to_report_it(capsys, monkeypatch):
-    def broken(setups, specs):
+    def broken(rows, **_):
         return 1 / 0
 
-    monkeypatch.setattr(evaluate_cmd, "evaluate_setups", broken)
+    monkeypatch.setattr(api, "evaluate_setups", broken)
 
-    code, _, err = run(capsys, "evaluate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--tp", "1", "--pp", "1",
-                       "--batch", "1")  # fmt: skip
+    code, _, err = run(
+        capsys, "evaluate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--tp", "1", "--pp", "1", "--batch", "1"
+    )
 
     assert_one_line(err, code, EXIT_INTERNAL, "internal error", "ZeroDivisionError", "please report it")
 
@@ -194,8 +196,21 @@ def _solving(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc to see when the command runs")
 def test_sigterm_to_a_running_frontier_exits_143_on_one_line_and_writes_nothing(tmp_path):
-    argv = ["frontier", "--model", "llama-3-70b", "--gpu", "h100-sxm,h200,b200", "--weight-bits", "16,8,4",
-            "--points", "1000", "--plot", "f.png", "--csv", "f.csv"]  # fmt: skip
+    argv = [
+        "frontier",
+        "--model",
+        "llama-3-70b",
+        "--gpu",
+        "h100-sxm,h200,b200",
+        "--weight-bits",
+        "16,8,4",
+        "--points",
+        "1000",
+        "--plot",
+        "f.png",
+        "--csv",
+        "f.csv",
+    ]
     proc = subprocess.Popen(
         [sys.executable, "-m", "roofline_opt", *argv], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )

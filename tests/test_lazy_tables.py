@@ -21,9 +21,16 @@ BOUND_RTOL = 1e-9
 def _moe_spec():
     """MoE target, EP, two accelerators and precisions, speculative decoding: every kind of term in the chords."""
     return api.question(
-        "mixtral-8x22b", "h100-sxm,mi300x", weight_bits=(16, 8), ep_degrees=(1, 2, 4, 8), tp_degrees=(2, 4, 8),
-        pp_degrees=(1, 2), draft="llama-3-8b", gamma_max=2, max_batch=256,
-    )  # fmt: skip
+        "mixtral-8x22b",
+        ("h100-sxm", "mi300x"),
+        weight_bits=(16, 8),
+        ep_degrees=(1, 2, 4, 8),
+        tp_degrees=(2, 4, 8),
+        pp_degrees=(1, 2),
+        draft="llama-3-8b",
+        gamma_max=2,
+        max_batch=256,
+    )
 
 
 def _dense_spec():
@@ -93,8 +100,14 @@ def test_lazily_refined_tables_give_the_answers_of_tables_cut_in_full_and_of_the
 
 
 def test_a_query_refines_few_of_many_layouts():
-    q = api.question("mixtral-8x22b", "h100-sxm,h200,b200", weight_bits=(16, 8), ep_degrees=(1, 2, 4, 8),
-                     draft="llama-3-8b", gamma_max=4)  # fmt: skip
+    q = api.question(
+        "mixtral-8x22b",
+        ("h100-sxm", "h200", "b200"),
+        weight_bits=(16, 8),
+        ep_degrees=(1, 2, 4, 8),
+        draft="llama-3-8b",
+        gamma_max=4,
+    )
     prep = prepare(q)
     layouts = len(prep.tables)
     solve_fastest(prep, 2.0)

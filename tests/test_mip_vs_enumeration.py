@@ -21,7 +21,9 @@ QUESTIONS = {
         model="llama-3-70b", gpu="h100-sxm", preset="paper", context=1000, draft="llama-3-8b", gamma_max=6
     ),
     "mistral-large-precisions": dict(model="mistral-large-2", gpu="h100-sxm", weight_bits=(16, 8, 4), context=8000),
-    "llama70b-three-gpus": dict(model="llama-3-70b", gpu="h100-sxm,h200,a100-80gb", preset="paper", context=8000),
+    "llama70b-three-gpus": dict(
+        model="llama-3-70b", gpu=("h100-sxm", "h200", "a100-80gb"), preset="paper", context=8000
+    ),
     "llama405b-int8-v100": dict(model="llama-3.1-405b-int8", gpu="v100", preset="paper", context=1000),
     "llama8b-demand-gpu-limit": dict(
         model="llama-3-8b", gpu="h100-sxm", preset="paper", context=1000, demand_tok_s=1e4, max_gpus=64
@@ -30,7 +32,7 @@ QUESTIONS = {
     "deepseek-v3-h200-fp8": dict(model="deepseek-v3", gpu="h200", weight_bits=8, context=8000, ep_degrees=(1, 8)),
     "deepseek-v3-dp-attention": dict(
         model="deepseek-v3",
-        gpu="h200,h100-sxm",
+        gpu=("h200", "h100-sxm"),
         weight_bits=8,
         context=2000,
         tp_degrees=(8, 16),

@@ -14,9 +14,20 @@ from roofline_opt.cli import EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_OK, main
 SMALL = ["--tp-degrees", "1,2,4,8", "--pp-degrees", "1,2", "--tp-modes", "1d", "--max-batch", "256"]
 LLAMA = ["--model", "llama-3-70b", "--gpu", "h100-sxm", *SMALL, "--isl", "4000", "--osl", "1000"]
 REQUEST_FIELDS = (
-    "serving", "ttft_s", "tpot_s", "requests_per_s", "usd_per_request", "usd_per_mtok", "usd_per_mtok_blended",
-    "tok_s_per_gpu", "kv_bits", "chunk_tokens", "decode_layout", "decode_gpu", "decode_instances",
-)  # fmt: skip
+    "serving",
+    "ttft_s",
+    "tpot_s",
+    "requests_per_s",
+    "usd_per_request",
+    "usd_per_mtok",
+    "usd_per_mtok_blended",
+    "tok_s_per_gpu",
+    "kv_bits",
+    "chunk_tokens",
+    "decode_layout",
+    "decode_gpu",
+    "decode_instances",
+)
 PREFILL_FIELDS = ("prefill_layout", "prefill_gpu", "prefill_instances")
 
 
@@ -50,8 +61,9 @@ def test_tpot_limit_is_the_speed_target(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_table_and_csv_show_the_request_columns(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out_csv = tmp_path / "answer.csv"
-    code, out, err = run(capsys, "fastest", *LLAMA, "--serving", "agg,disagg", "--max-usd-per-mtok", "3",
-                         "--csv", str(out_csv))  # fmt: skip
+    code, out, err = run(
+        capsys, "fastest", *LLAMA, "--serving", "agg,disagg", "--max-usd-per-mtok", "3", "--csv", str(out_csv)
+    )
     assert code == EXIT_OK, err
     assert "ttft_ms" in out and "tpot_ms" in out and "usd_per_request" in out and "for whole requests of 4000 in" in out
     frame = pd.read_csv(out_csv)
@@ -151,8 +163,24 @@ def test_evaluate_without_a_prompt_equals_the_decode_step(capsys: pytest.Capture
 
 
 def test_evaluate_prices_a_disaggregated_unit(capsys: pytest.CaptureFixture[str]) -> None:
-    flags = ["--isl", "4000", "--osl", "1000", "--serving", "disagg", "--prefill-gpu", "h200", "--prefill-tp", "4",
-             "--prefill-batch", "2", "--prefill-instances", "2", "--decode-instances", "3"]  # fmt: skip
+    flags = [
+        "--isl",
+        "4000",
+        "--osl",
+        "1000",
+        "--serving",
+        "disagg",
+        "--prefill-gpu",
+        "h200",
+        "--prefill-tp",
+        "4",
+        "--prefill-batch",
+        "2",
+        "--prefill-instances",
+        "2",
+        "--decode-instances",
+        "3",
+    ]
     (row,) = run_json(capsys, *EVALUATE, *flags)
     assert row["prefill_gpu"] == "h200" and row["prefill_instances"] == 2 and row["decode_instances"] == 3
     served = min(2 * row["prefill_requests_per_s"], 3 * row["decode_requests_per_s"])
@@ -163,7 +191,17 @@ def test_evaluate_prices_a_disaggregated_unit(capsys: pytest.CaptureFixture[str]
 def test_python_api_answers_whole_requests_as_a_series() -> None:
     from roofline_opt import api
 
-    answer = api.cheapest("llama-3-8b", "h100-sxm", None, isl=1000, osl=200, serving="agg,disagg", kv_bits=(16, 8),
-                          ttft_ms=200, tp_degrees=(1, 2, 4), pp_degrees=(1,), max_batch=128)  # fmt: skip
+    answer = api.cheapest(
+        "llama-3-8b",
+        "h100-sxm",
+        isl=1000,
+        osl=200,
+        serving=("agg", "disagg"),
+        kv_bits=(16, 8),
+        ttft_ms=200,
+        tp_degrees=(1, 2, 4),
+        pp_degrees=(1,),
+        max_batch=128,
+    )
     assert set(REQUEST_FIELDS) <= set(answer.index)
     assert answer["ttft_s"] <= 0.2 and answer["kv_bits"] in (16, 8)

@@ -21,8 +21,9 @@ BATCHES = np.array([[1.0], [7.0], [64.0], [900.0]])
 
 
 def _layouts(context: float, kv_bits: int = 16) -> ev.Layout:
-    return ev.Layout.of(np.array([1, 8, 8, 16]), np.array([False, False, True, False]), np.array([1, 1, 2, 4]),
-                        context, kv_bits=kv_bits)  # fmt: skip
+    return ev.Layout.of(
+        np.array([1, 8, 8, 16]), np.array([False, False, True, False]), np.array([1, 1, 2, 4]), context, kv_bits=kv_bits
+    )
 
 
 @pytest.mark.parametrize("model", [LLAMA70, MIXTRAL], ids=["dense", "moe"])
@@ -32,8 +33,17 @@ def test_no_prompt_aggregated_figures_are_the_decode_only_figures_exactly(model,
     layout = _layouts(6000.0)
     old = ev.evaluate(model, H100, preset, 16, layout, BATCHES)
     new = rq.aggregated_figures(model, H100, preset, 16, layout, BATCHES, rq.Workload.single(0, 12000), 2048)
-    for key in ("step_time_s", "memory_s", "compute_s", "network_s", "usd_per_mtok", "throughput_tok_s",
-                "kv_cache_bytes_per_device", "activations_bytes_per_device", "fits_in_memory"):  # fmt: skip
+    for key in (
+        "step_time_s",
+        "memory_s",
+        "compute_s",
+        "network_s",
+        "usd_per_mtok",
+        "throughput_tok_s",
+        "kv_cache_bytes_per_device",
+        "activations_bytes_per_device",
+        "fits_in_memory",
+    ):
         assert np.array_equal(np.broadcast_to(old[key], new[key].shape), new[key]), key
     assert np.array_equal(new["tpot_s"], old["time_per_token_s"])
 

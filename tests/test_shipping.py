@@ -114,8 +114,14 @@ def test_gb200_is_not_cheaper_per_hour_than_b200_on_the_same_basis() -> None:
 
 
 def test_an_owned_hardware_card_derives_its_hourly_price(tmp_path: Path) -> None:
-    owned = {"purchase_usd": 30000, "amortisation_years": 4, "power_kw": 1.2, "pue": 1.3, "usd_per_kwh": 0.1,
-             "availability": 0.9}  # fmt: skip
+    owned = {
+        "purchase_usd": 30000,
+        "amortisation_years": 4,
+        "power_kw": 1.2,
+        "pue": 1.3,
+        "usd_per_kwh": 0.1,
+        "availability": 0.9,
+    }
     card = yaml.safe_load((catalog.REPO_ROOT / "instances" / "gpus" / "h100-sxm.yaml").read_text())
     for key in ("usd_per_hour", "price_basis", "price_date", "price_source"):
         card.pop(key)
@@ -128,8 +134,8 @@ def test_an_owned_hardware_card_derives_its_hourly_price(tmp_path: Path) -> None
 
 
 def test_price_overrides_change_the_question_and_the_cost() -> None:
-    base = api.fastest("llama-3-8b", "h100-sxm", None, **SMALL)
-    dearer = api.fastest("llama-3-8b", "h100-sxm", None, usd_per_gpu_hour="h100-sxm=5.38", **SMALL)
+    base = api.fastest("llama-3-8b", "h100-sxm", **SMALL)
+    dearer = api.fastest("llama-3-8b", "h100-sxm", usd_per_gpu_hour="h100-sxm=5.38", **SMALL)
     assert dearer["usd_per_gpu_hour"] == 5.38
     assert dearer["usd_per_mtok"] == pytest.approx(base["usd_per_mtok"] * 5.38 / base["usd_per_gpu_hour"])
     with pytest.raises(InvalidInput, match="usd_per_gpu_hour"):
@@ -140,7 +146,7 @@ def test_price_overrides_change_the_question_and_the_cost() -> None:
 
 
 def test_answers_carry_the_planner_fields_consistently() -> None:
-    rec = api.cheapest("llama-3-70b", "h100-sxm", 40.0, demand_tok_s=20000, **SMALL)
+    rec = api.cheapest("llama-3-70b", "h100-sxm", min_tok_s=40.0, demand_tok_s=20000, **SMALL)
     assert (rec["model"], rec["context"], rec["preset"], rec["weight_bits"]) == ("llama-3-70b", 8000, "paper", 16)
     assert rec["layout"] == f"tp{rec['tp']}{'(2d)' if rec['tp_2d'] else ''}pp{rec['pp']}ep{rec['ep']}"
     assert rec["total_gpus"] == rec["n_gpus"] * rec["replicas"] > rec["n_gpus"]
@@ -151,8 +157,8 @@ def test_answers_carry_the_planner_fields_consistently() -> None:
 
 
 def test_frames_of_several_questions_concatenate_with_typed_columns() -> None:
-    a = api.frontier("llama-3-8b", "h100-sxm", 4, **SMALL)
-    b = api.frontier("llama-3-8b", "h100-sxm", 4, **{**SMALL, "context": 1000})
+    a = api.frontier("llama-3-8b", "h100-sxm", points=4, **SMALL)
+    b = api.frontier("llama-3-8b", "h100-sxm", points=4, **{**SMALL, "context": 1000})
     both = pd.concat([a, b], ignore_index=True)
     assert set(both["context"]) == {8000, 1000}
     assert both["batch"].dtype.kind == "i" and both["usd_per_mtok"].dtype.kind == "f"
@@ -162,15 +168,28 @@ def test_frames_of_several_questions_concatenate_with_typed_columns() -> None:
 
 def test_evaluate_of_an_answer_gives_the_answers_figures() -> None:
     """One default context: re-evaluating a query's setup with defaults reproduces its figures."""
-    rec = api.fastest("llama-3-70b", "h100-sxm", 3.0, tp_modes="1d")
+    rec = api.fastest("llama-3-70b", "h100-sxm", max_usd_per_mtok=3.0, tp_modes="1d")
     again = api.evaluate("llama-3-70b", "h100-sxm", rec["tp"], rec["pp"], rec["batch"])
     for field in ("tok_s_per_request", "usd_per_mtok", "tok_s_per_gpu", "mfu_fraction", "layout", "context"):
         assert again[field] == rec[field], field
 
 
 def test_the_cli_evaluate_default_context_is_the_queries(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "evaluate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--tp", "1", "--pp", "1",
-                       "--batch", "8", "--json")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "evaluate",
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        "h100-sxm",
+        "--tp",
+        "1",
+        "--pp",
+        "1",
+        "--batch",
+        "8",
+        "--json",
+    )
     assert code == EXIT_OK
     row = json.loads(out)[0]
     expected = api.evaluate("llama-3-8b", "h100-sxm", 1, 1, 8)
@@ -190,15 +209,21 @@ def _best_per_layout(question, kind: str, target: float) -> list[tuple[tuple, fl
     # a layout's 1-D and 2-D tensor-parallel twins are one alternative (top_n lists the better of the two)
     keyed: dict[tuple, float] = {}
     for j, v in best.items():
-        key = (question.gpus[lay.gpu_index[j]].name, int(lay.weight_bits[j]), int(lay.tp[j]), int(lay.pp[j]),
-               int(lay.ep[j]), int(lay.gamma[j]))  # fmt: skip
+        key = (
+            question.gpus[lay.gpu_index[j]].name,
+            int(lay.weight_bits[j]),
+            int(lay.tp[j]),
+            int(lay.pp[j]),
+            int(lay.ep[j]),
+            int(lay.gamma[j]),
+        )
         keyed[key] = min(keyed.get(key, math.inf), v)
     return sorted(keyed.items(), key=lambda kv: kv[1])
 
 
 @pytest.mark.parametrize(("kind", "target"), [("fastest", 2.0), ("cheapest", 60.0)])
 def test_top_n_lists_the_best_distinct_layouts_as_enumeration_does(kind: str, target: float) -> None:
-    q = api.question("llama-3-70b", "h100-sxm,a100-80gb", **SMALL)
+    q = api.question("llama-3-70b", ("h100-sxm", "a100-80gb"), **SMALL)
     oracle = _best_per_layout(q, kind, target)
     answers = top_n(q, kind, target, 5)
     figure = (lambda a: -a.tok_s_per_request) if kind == "fastest" else (lambda a: a.usd_per_mtok)
@@ -251,8 +276,19 @@ def test_version_and_a_user_help_with_one_example_per_command(capsys: pytest.Cap
     with pytest.raises(SystemExit):
         main(["--help"])
     text = capsys.readouterr().out
-    for command in ("evaluate", "fastest", "cheapest", "frontier", "models", "gpus", "cluster", "validate",
-                    "calibrate", "reproduce", "sensitivity"):  # fmt: skip
+    for command in (
+        "evaluate",
+        "fastest",
+        "cheapest",
+        "frontier",
+        "models",
+        "gpus",
+        "cluster",
+        "validate",
+        "calibrate",
+        "reproduce",
+        "sensitivity",
+    ):
         assert f"roofline-opt {command}" in text, command
 
 
@@ -277,8 +313,18 @@ def test_every_flag_help_states_its_default_or_that_it_is_required() -> None:
 
 def test_a_question_file_and_a_run_folder_repeat_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     question = tmp_path / "q.yaml"
-    question.write_text(yaml.safe_dump({"model": "llama-3-8b", "gpu": "h100-sxm", "tp-degrees": [1, 2, 4],
-                                        "pp_degrees": 1, "max-usd-per-mtok": 0.5, "top-n": 2}))  # fmt: skip
+    question.write_text(
+        yaml.safe_dump(
+            {
+                "model": "llama-3-8b",
+                "gpu": "h100-sxm",
+                "tp-degrees": [1, 2, 4],
+                "pp_degrees": 1,
+                "max-usd-per-mtok": 0.5,
+                "top-n": 2,
+            }
+        )
+    )
     code, out, err = run(capsys, "fastest", "--question", str(question), "--save-dir", str(tmp_path / "run"), "--json")
     assert code == EXIT_OK, err
     first = json.loads(out)
@@ -308,8 +354,18 @@ def test_an_unknown_key_in_a_question_file_names_it(tmp_path: Path, capsys: pyte
 
 
 def test_a_cluster_answer_shows_its_placement_in_the_table(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "fastest", "--model", "llama-3-70b", "--cluster", "pod-4x-hgx-h100",
-                       "--demand-tok-s", "3000", "--max-usd-per-mtok", "5")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "fastest",
+        "--model",
+        "llama-3-70b",
+        "--cluster",
+        "pod-4x-hgx-h100",
+        "--demand-tok-s",
+        "3000",
+        "--max-usd-per-mtok",
+        "5",
+    )
     assert code == EXIT_OK
     header, row = out.splitlines()[1], out.splitlines()[3]
     assert "placement" in header and "r0: [" in row
@@ -328,8 +384,19 @@ def test_cluster_draw_says_what_it_wrote(tmp_path: Path, capsys: pytest.CaptureF
 def test_a_demand_beyond_the_gpus_says_how_many_it_needs_and_how_many_there_are(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, _, err = run(capsys, "cheapest", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--demand-tok-s", "1e6",
-                       "--max-gpus", "64", *SMALL_CLI)  # fmt: skip
+    code, _, err = run(
+        capsys,
+        "cheapest",
+        "--model",
+        "llama-3-70b",
+        "--gpu",
+        "h100-sxm",
+        "--demand-tok-s",
+        "1e6",
+        "--max-gpus",
+        "64",
+        *SMALL_CLI,
+    )
     assert code == 1
     needed = int(err.split("needs at least ")[1].split(" GPUs")[0])
     assert needed > 64 and "and there are 64)" in err
@@ -414,9 +481,23 @@ def test_log_dollar_axes_label_ticks_distinctly_in_dollars_over_any_range(low: f
 def test_a_frontier_plot_and_its_gpu_axes_view_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for axes in ("cost", "gpu"):
         png = tmp_path / f"{axes}.png"
-        code, _, err = run(capsys, "frontier", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--points", "4",
-                           "--plot", str(png), "--plot-axes", axes, "--observed", "examples/observed.csv",
-                           *SMALL_CLI)  # fmt: skip
+        code, _, err = run(
+            capsys,
+            "frontier",
+            "--model",
+            "llama-3-8b",
+            "--gpu",
+            "h100-sxm",
+            "--points",
+            "4",
+            "--plot",
+            str(png),
+            "--plot-axes",
+            axes,
+            "--observed",
+            "examples/observed.csv",
+            *SMALL_CLI,
+        )
         assert code == EXIT_OK, err
         assert png.read_bytes()[:4] == b"\x89PNG"
 

@@ -35,7 +35,7 @@ from roofline_opt.physics.specs import ModelSpec
 
 LARGE = dict(
     model="llama-3-70b",
-    gpu="h100-sxm,h200,b200",
+    gpu=("h100-sxm", "h200", "b200"),
     weight_bits=(16, 8, 4),
     draft="llama-3-8b",
     gamma_max=8,
@@ -367,10 +367,9 @@ import json, os, threading
 from roofline_opt import api
 
 def speeds(first_context):
-    return [
-        api.fastest_answer(api.question(model="llama-3-8b", gpu="h100-sxm", context=c), 5.0).tok_s_per_request
-        for c in range(first_context, first_context + 6)
-    ]
+    contexts = range(first_context, first_context + 6)
+    questions = [api.question(model="llama-3-8b", gpu="h100-sxm", context=c) for c in contexts]
+    return [api.fastest_answer(q, max_usd_per_mtok=5.0).tok_s_per_request for q in questions]
 
 threaded = {}
 

@@ -32,10 +32,27 @@ pytest.importorskip("distributed")
 SMALL = {"preset": "paper", "tp_degrees": [1, 2, 4, 8], "pp_degrees": [1, 2], "max_batch": 256}
 SMALL_FLAGS = ["--preset", "paper", "--tp-degrees", "1,2,4,8", "--pp-degrees", "1,2", "--max-batch", "256"]
 COMPARED = (
-    "gpu", "weight_bits", "tp", "tp_2d", "pp", "ep", "batch", "gamma", "replicas", "n_gpus", "total_gpus",
-    "tok_s_per_request", "usd_per_mtok", "time_per_token_s", "throughput_tok_s", "mfu_fraction", "bottleneck",
-    "fits_in_memory", "method", "solver_status",
-)  # fmt: skip
+    "gpu",
+    "weight_bits",
+    "tp",
+    "tp_2d",
+    "pp",
+    "ep",
+    "batch",
+    "gamma",
+    "replicas",
+    "n_gpus",
+    "total_gpus",
+    "tok_s_per_request",
+    "usd_per_mtok",
+    "time_per_token_s",
+    "throughput_tok_s",
+    "mfu_fraction",
+    "bottleneck",
+    "fits_in_memory",
+    "method",
+    "solver_status",
+)
 """Answer fields compared with the single commands (solve times and gaps of a warm re-solve may differ)."""
 
 
@@ -62,7 +79,7 @@ def scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 "--no-dashboard",
             ],
             **common,
-        )  # fmt: skip
+        )
     ]
     try:
         deadline = time.monotonic() + 60
@@ -84,7 +101,7 @@ def scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                         "--no-dashboard",
                     ],
                     **common,
-                )  # fmt: skip
+                )
             )
         with Client(address, timeout="60s") as client:
             client.wait_for_workers(2, timeout=60)
@@ -130,8 +147,9 @@ def test_fastest_rows_equal_the_single_commands_row_for_row(
         "axes": {"model": ["llama-3-70b", "llama-3-8b"], "gpu": ["h100-sxm"], "max_usd_per_mtok": [0.5, 2, 3, 5]},
         "questions": [{"model": "llama-3-70b", "gpu": "a100-80gb,h100-sxm"}],
     }
-    result = run_study(load_study(write_study(tmp_path, "fastest", study)), tmp_path / "out.parquet",
-                       scheduler=scheduler)  # fmt: skip
+    result = run_study(
+        load_study(write_study(tmp_path, "fastest", study)), tmp_path / "out.parquet", scheduler=scheduler
+    )
     frame = result.frame
     assert len(frame) == 9 and result.answered_now == 9
     assert (frame["status"] == "infeasible").sum() == 1  # $0.5/Mtok is below Llama 3 70B's cheapest setup
@@ -153,8 +171,9 @@ def test_cheapest_rows_with_a_hypothetical_part_equal_the_single_commands_with_i
         "fixed": {**SMALL, "model": "llama-3-70b", "gpu": "h100-sxm"},
         "axes": {"hbm_bytes_per_s": [3.3e12, 6.6e12], "min_tok_s": [20, 60, 150]},
     }
-    frame = run_study(load_study(write_study(tmp_path, "hbm", study)), tmp_path / "hbm.parquet",
-                      scheduler=scheduler).frame  # fmt: skip
+    frame = run_study(
+        load_study(write_study(tmp_path, "hbm", study)), tmp_path / "hbm.parquet", scheduler=scheduler
+    ).frame
     assert list(frame["status"]) == ["ok", "ok", "infeasible", "ok", "ok", "ok"]
     base, doubled = frame["usd_per_mtok"][:2].to_numpy(), frame["usd_per_mtok"][3:5].to_numpy()
     assert (doubled < base).all()  # twice the bandwidth: memory-bound decoding gets cheaper at every speed
@@ -173,8 +192,9 @@ def test_whole_request_rows_equal_the_single_commands(
         "fixed": {**SMALL, "model": "llama-3-70b", "gpu": "h100-sxm", "osl": 250, "serving": ["agg", "disagg"]},
         "axes": {"isl": [1000, 4000], "tpot_ms": [30, 60]},
     }
-    frame = run_study(load_study(write_study(tmp_path, "requests", study)), tmp_path / "r.parquet",
-                      scheduler=scheduler).frame  # fmt: skip
+    frame = run_study(
+        load_study(write_study(tmp_path, "requests", study)), tmp_path / "r.parquet", scheduler=scheduler
+    ).frame
     assert list(frame["status"]) == ["ok"] * 4
     for _, row in frame.iterrows():
         lengths = ["--isl", str(row["in_isl"]), "--osl", "250", "--tpot-ms", str(row["in_tpot_ms"])]
@@ -187,10 +207,12 @@ def test_frontier_row_is_the_preferred_point_of_the_single_command(
     scheduler: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     study = {"kind": "frontier", "fixed": {**SMALL, "gpu": "h100-sxm", "points": 8}, "axes": {"model": ["llama-3-8b"]}}
-    row = run_study(load_study(write_study(tmp_path, "frontier", study)), tmp_path / "f.parquet",
-                    scheduler=scheduler).frame.iloc[0]  # fmt: skip
-    code, points, _ = single(capsys, "frontier", "--model", "llama-3-8b", "--gpu", "h100-sxm", *SMALL_FLAGS,
-                             "--points", "8")  # fmt: skip
+    row = run_study(
+        load_study(write_study(tmp_path, "frontier", study)), tmp_path / "f.parquet", scheduler=scheduler
+    ).frame.iloc[0]
+    code, points, _ = single(
+        capsys, "frontier", "--model", "llama-3-8b", "--gpu", "h100-sxm", *SMALL_FLAGS, "--points", "8"
+    )
     preferred = next(p for p in points if p["preferred"])
     assert_row_equals(row, code, preferred, "")
     assert row["frontier_points"] == len(points)
@@ -210,8 +232,9 @@ def test_failing_questions_are_rows_with_their_reason_and_the_study_goes_on(sche
             {"model": "llama-3-8b", "min_tok_s": 100},
         ],
     }
-    frame = run_study(load_study(write_study(tmp_path, "fail", study)), tmp_path / "fail.parquet",
-                      scheduler=scheduler).frame  # fmt: skip
+    frame = run_study(
+        load_study(write_study(tmp_path, "fail", study)), tmp_path / "fail.parquet", scheduler=scheduler
+    ).frame
     assert list(frame["status"]) == ["ok", "invalid", "infeasible", "infeasible", "invalid", "ok"]
     assert list(frame["reason"][1:5]) == ["model", "memory", "target", "min_tok_s"]
     assert "no-such-model" in frame["message"][1] and "fastest setup reaches" in frame["message"][3]
@@ -231,16 +254,30 @@ def budget_study(folder: Path, budgets: list[float]) -> Path:
     study = {
         "kind": "fastest",
         "fixed": {**SMALL, "gpu": "h100-sxm,a100-80gb"},
-        "axes": {"model": ["llama-3-8b", "llama-3-70b"], "context": [0, 4000, 8000, 12000],
-                 "max_usd_per_mtok": budgets},
-    }  # fmt: skip
+        "axes": {
+            "model": ["llama-3-8b", "llama-3-70b"],
+            "context": [0, 4000, 8000, 12000],
+            "max_usd_per_mtok": budgets,
+        },
+    }
     return write_study(folder, "budgets", study)
 
 
 def test_a_killed_run_resumes_where_it_stopped_and_matches_an_uninterrupted_one(scheduler: str, tmp_path: Path) -> None:
     path, out = budget_study(tmp_path, [1, 3]), tmp_path / "killed.parquet"
-    command = [sys.executable, "-m", "roofline_opt", "study", str(path), "--out", str(out), "--scheduler", scheduler,
-               "--chunk-rows", "3"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "roofline_opt",
+        "study",
+        str(path),
+        "--out",
+        str(out),
+        "--scheduler",
+        scheduler,
+        "--chunk-rows",
+        "3",
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         while not list(parts_dir(out).glob("part-*.parquet")) and proc.poll() is None:
@@ -319,11 +356,14 @@ def test_questions_differing_only_in_their_target_share_a_task(tmp_path: Path) -
 
 
 def test_the_id_is_the_resolved_question_not_its_spelling(tmp_path: Path) -> None:
-    spelled = {"kind": "cheapest", "questions": [
-        {"model": "llama-3-8b", "gpu": "h100-sxm", "min_tok_s": 50},
-        {"model": "llama-3-8b", "gpu": "h100-sxm", "min-tok-s": "5e1", "max_batch": 4096.0, "preset": "default"},
-        {"model": "llama-3-8b", "gpu": "h100-sxm", "min_tok_s": 50, "context": 4000},
-    ]}  # fmt: skip
+    spelled = {
+        "kind": "cheapest",
+        "questions": [
+            {"model": "llama-3-8b", "gpu": "h100-sxm", "min_tok_s": 50},
+            {"model": "llama-3-8b", "gpu": "h100-sxm", "min-tok-s": "5e1", "max_batch": 4096.0, "preset": "default"},
+            {"model": "llama-3-8b", "gpu": "h100-sxm", "min_tok_s": 50, "context": 4000},
+        ],
+    }
     ids = [q.id for q in load_study(write_study(tmp_path, "ids", spelled)).questions]
     assert ids[0] == ids[1] != ids[2]
 
@@ -427,7 +467,7 @@ def test_a_worker_prepares_a_sweep_once_and_answers_as_a_fresh_question(
     rows = execute.answer_batch("fastest", [(q.id, q.values) for q in task])
     assert len(prepared) == 1 and [r["status"] for r in rows] == ["ok"] * 4
     for q, row in zip(task, rows, strict=True):
-        fresh = api.fastest_answer(prepared[0], q.values["max_usd_per_mtok"]).to_record()
+        fresh = api.fastest_answer(prepared[0], max_usd_per_mtok=q.values["max_usd_per_mtok"]).to_record()
         assert {k: row[k] for k in COMPARED} == {k: fresh[k] for k in COMPARED}
 
 
@@ -436,8 +476,9 @@ def test_plan_rows_equal_the_single_fleet_plans(scheduler: str, tmp_path: Path) 
 
     fleets = [str(catalog.REPO_ROOT / "instances/fleets/chat-and-code.yaml"), str(tmp_path / "missing.yaml")]
     study = {"kind": "plan", "axes": {"fleet": fleets}}
-    frame = run_study(load_study(write_study(tmp_path, "plan", study)), tmp_path / "plan.parquet",
-                      scheduler=scheduler).frame  # fmt: skip
+    frame = run_study(
+        load_study(write_study(tmp_path, "plan", study)), tmp_path / "plan.parquet", scheduler=scheduler
+    ).frame
     assert list(frame["status"]) == ["ok", "invalid"] and "missing.yaml" in frame["message"][1]
     plan = api.plan(fleets[0])
     assert frame["usd_per_hour"][0] == plan.cluster["usd_per_hour"]

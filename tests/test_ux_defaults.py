@@ -87,7 +87,7 @@ def test_an_infeasible_answer_names_the_options_that_make_it_feasible_and_their_
     cheapest = api.cheapest_answers(q)[0].usd_per_mtok
     budget = cheapest * 0.7
     with pytest.raises(Infeasible) as caught:
-        api.fastest_answers(q, budget)
+        api.fastest_answers(q, max_usd_per_mtok=budget)
     from roofline_opt.optimize.hints import with_hints
 
     message = str(with_hints(caught.value, q, "fastest", budget, api.solver_options(None, 1e-6)))
@@ -95,7 +95,7 @@ def test_an_infeasible_answer_names_the_options_that_make_it_feasible_and_their_
     reached = 0
     for flags, wider in wider_questions(q):
         try:
-            answer = api.fastest_answers(wider, budget)[0]
+            answer = api.fastest_answers(wider, max_usd_per_mtok=budget)[0]
         except Infeasible:
             assert f"with {flags}:" not in message
             continue
@@ -271,15 +271,15 @@ def test_a_profile_plan_names_its_columns_as_json_does_and_explains_the_row_pric
 
 def test_top_n_never_lists_a_1d_and_a_2d_twin_of_one_layout():
     q = api.question("llama-3-70b", "h100-sxm", tp_degrees=(8,), pp_degrees=(1, 2), max_batch=512)
-    answers = api.cheapest_answers(q, 30, top_n=3)
+    answers = api.cheapest_answers(q, min_tok_s=30, top_n=3)
     keys = [(a.setup.gpu, a.setup.weight_bits, a.setup.tp, a.setup.pp, a.setup.ep) for a in answers]
     assert len(keys) == len(set(keys))
 
 
 def test_top_n_by_enumeration_excludes_the_same_twins():
     q = api.question("llama-3-70b", "h100-sxm", tp_degrees=(8,), pp_degrees=(1, 2), max_batch=256)
-    mip = [a.setup.layout for a in api.cheapest_answers(q, 30, top_n=3)]
-    assert mip == [a.setup.layout for a in api.cheapest_answers(q, 30, method="enumerate", top_n=3)]
+    mip = [a.setup.layout for a in api.cheapest_answers(q, min_tok_s=30, top_n=3)]
+    assert mip == [a.setup.layout for a in api.cheapest_answers(q, min_tok_s=30, method="enumerate", top_n=3)]
 
 
 def _drawn(monkeypatch, draw):

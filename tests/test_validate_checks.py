@@ -35,10 +35,20 @@ COLUMNS = (
 def _row(**cells: str) -> dict[str, str]:
     """A well-stated row of decode-only figures (whole requests: tests/test_validate_whole_requests.py)."""
     base = dict(
-        model="Llama-3.3-70B", precision="FP8, BF16 KV", gpu="H100 SXM 80GB", n_gpus="2", layout="TP2",
-        batch_or_concurrency="batch 8", input_len="1000", output_len="1000", tpot_ms="", tok_s_per_request="20",
-        tok_s_per_gpu="80", framework="vLLM", notes="decode-only figures",
-    )  # fmt: skip
+        model="Llama-3.3-70B",
+        precision="FP8, BF16 KV",
+        gpu="H100 SXM 80GB",
+        n_gpus="2",
+        layout="TP2",
+        batch_or_concurrency="batch 8",
+        input_len="1000",
+        output_len="1000",
+        tpot_ms="",
+        tok_s_per_request="20",
+        tok_s_per_gpu="80",
+        framework="vLLM",
+        notes="decode-only figures",
+    )
     return base | cells
 
 
@@ -82,8 +92,9 @@ def test_replicas_are_instances_of_one_layout(layout: str) -> None:
     ],
 )
 def test_layout_and_batch_spellings(layout: str, batch: str, label: str, per_instance: int) -> None:
-    cells = _row(model="Mixtral-8x7B", precision="FP16", gpu="H100", n_gpus="8", layout=layout,
-                 batch_or_concurrency=batch)  # fmt: skip
+    cells = _row(
+        model="Mixtral-8x7B", precision="FP16", gpu="H100", n_gpus="8", layout=layout, batch_or_concurrency=batch
+    )
     row = fidelity.map_row(cells)
     assert row.reasons == ()
     assert (row.setup.label, row.setup.batch) == (label, per_instance)
@@ -102,9 +113,15 @@ def test_a_maximum_batch_is_a_cap_not_a_batch(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "bits"),
-    [("FP8 (weights+KV)", (8, 8)), ("FP8, kv_cache_dtype=fp8", (8, 8)), ("W8A8", (8, 16)), ("bfloat16", (16, 16)),
-     ("INT4-AWQ", (4, 16)), ("NVFP4 weights, FP8 KV", (4, 8))],
-)  # fmt: skip
+    [
+        ("FP8 (weights+KV)", (8, 8)),
+        ("FP8, kv_cache_dtype=fp8", (8, 8)),
+        ("W8A8", (8, 16)),
+        ("bfloat16", (16, 16)),
+        ("INT4-AWQ", (4, 16)),
+        ("NVFP4 weights, FP8 KV", (4, 8)),
+    ],
+)
 def test_precision_spellings(text: str, bits: tuple[int, int]) -> None:
     s = fidelity.map_row(_row(precision=text, gpu="B200")).setup
     assert (s.weight_bits, s.kv_bits) == bits
@@ -118,10 +135,17 @@ def test_an_unstated_kv_cache_is_16_bit_for_the_estimate_and_8_bit_for_the_bound
 
 @pytest.mark.parametrize(
     ("framework", "gpu", "bound_kv_bits"),
-    [("TensorRT-LLM v0.6.1", "H100 SXM 80GB", 8), ("TensorRT-LLM 1.0", "B200", 4), ("SGLang 0.4", "H200", 8),
-     ("SGLang 0.5", "B200", 4), ("vLLM 0.8", "B200", 8), ("LMDeploy 0.6", "A100 SXM 80GB", 4),
-     ("vLLM 0.8", "V100", 16), ("NVIDIA NIM 1.8", "H100 SXM 80GB", 4)],
-)  # fmt: skip
+    [
+        ("TensorRT-LLM v0.6.1", "H100 SXM 80GB", 8),
+        ("TensorRT-LLM 1.0", "B200", 4),
+        ("SGLang 0.4", "H200", 8),
+        ("SGLang 0.5", "B200", 4),
+        ("vLLM 0.8", "B200", 8),
+        ("LMDeploy 0.6", "A100 SXM 80GB", 4),
+        ("vLLM 0.8", "V100", 16),
+        ("NVIDIA NIM 1.8", "H100 SXM 80GB", 4),
+    ],
+)
 def test_an_unstated_kv_cache_takes_the_engines_lowest_precision_on_that_gpu_for_the_bound(
     framework: str, gpu: str, bound_kv_bits: int
 ) -> None:
@@ -192,22 +216,37 @@ def test_attention_dp_in_the_notes_of_a_dense_model_changes_nothing() -> None:
 
 def test_disaggregated_rows_are_predicted_on_their_decode_side_over_all_gpus() -> None:
     row = fidelity.map_row(
-        _row(model="DeepSeek-R1-0528", precision="NVFP4", gpu="GB200 NVL72", n_gpus="36",
-             layout="prefill 4 GPU TP4 + decode 32 GPU EP32", batch_or_concurrency="concurrency 180")
-    )  # fmt: skip
+        _row(
+            model="DeepSeek-R1-0528",
+            precision="NVFP4",
+            gpu="GB200 NVL72",
+            n_gpus="36",
+            layout="prefill 4 GPU TP4 + decode 32 GPU EP32",
+            batch_or_concurrency="concurrency 180",
+        )
+    )
     s = row.setup
     assert (s.serving, s.dp_attention, s.tp, s.instances, s.batch, s.gpus_in_all) == (
-        "disaggregated", True, 32, 1, 180, 36
-    )  # fmt: skip
+        "disaggregated",
+        True,
+        32,
+        1,
+        180,
+        36,
+    )
 
 
 def test_a_data_parallel_attention_prediction_is_the_evaluators(tmp_path: Path) -> None:
     cells = _row(model="DeepSeek-R1", gpu="H200", n_gpus="8", layout="DEP8", batch_or_concurrency="concurrency 1024")
     (row,) = _validate(tmp_path, cells)
     figures = evaluator.evaluate(
-        catalog.load_model("deepseek-v3"), catalog.load_gpu("h200"), PEAK, 8,
-        evaluator.Layout.of(8, False, 1, 1500, 1, 8, dp_attention=True), 1024.0,
-    )  # fmt: skip
+        catalog.load_model("deepseek-v3"),
+        catalog.load_gpu("h200"),
+        PEAK,
+        8,
+        evaluator.Layout.of(8, False, 1, 1500, 1, 8, dp_attention=True),
+        1024.0,
+    )
     assert row.predicted_tok_s_per_request == pytest.approx(float(figures["tok_s_per_request"]))
     assert row.predicted_tok_s_per_gpu == pytest.approx(float(figures["throughput_tok_s"]) / 8)
 
@@ -217,9 +256,13 @@ def test_a_stated_two_batch_overlap_hides_the_all_to_all_behind_compute(tmp_path
     plain, overlapped = _validate(tmp_path, cells, cells | {"layout": "DEP16, two-batch overlap"})
     assert (plain.row.setup.a2a_overlap, overlapped.row.setup.a2a_overlap) == (False, True)
     figures = evaluator.evaluate(
-        catalog.load_model("deepseek-v3"), catalog.load_gpu("h100-sxm"), PEAK, 8,
-        evaluator.Layout.of(16, False, 1, 1500, 1, 16, dp_attention=True, a2a_overlap=True), 512.0,
-    )  # fmt: skip
+        catalog.load_model("deepseek-v3"),
+        catalog.load_gpu("h100-sxm"),
+        PEAK,
+        8,
+        evaluator.Layout.of(16, False, 1, 1500, 1, 16, dp_attention=True, a2a_overlap=True),
+        512.0,
+    )
     assert overlapped.predicted_tok_s_per_request == pytest.approx(float(figures["tok_s_per_request"]))
     assert overlapped.predicted_tok_s_per_request > plain.predicted_tok_s_per_request
 
@@ -306,8 +349,9 @@ def test_a_missing_input_length_takes_empty_prompts_and_says_so() -> None:
 
 
 def test_fp4_weights_and_fp8_kv_are_read_from_the_row() -> None:
-    s = fidelity.map_row(_row(model="DeepSeek-R1-0528", precision="NVFP4 weights, FP8 KV", gpu="B200 180GB",
-                              layout="DEP8", n_gpus="8")).setup  # fmt: skip
+    s = fidelity.map_row(
+        _row(model="DeepSeek-R1-0528", precision="NVFP4 weights, FP8 KV", gpu="B200 180GB", layout="DEP8", n_gpus="8")
+    ).setup
     assert (s.weight_bits, s.kv_bits, s.gpu_card) == (4, 8, "b200")
 
 
@@ -319,8 +363,15 @@ def test_mi355x_and_gh200_cards_carry_their_own_figures() -> None:
 
 
 def test_an_mtp_row_gets_a_verdict_from_the_mtp_draft(tmp_path: Path) -> None:
-    base = _row(model="DeepSeek-R1", gpu="H200", n_gpus="8", layout="TP8, MoE EP4", batch_or_concurrency="batch 1",
-                tok_s_per_request="150", tok_s_per_gpu="18")  # fmt: skip
+    base = _row(
+        model="DeepSeek-R1",
+        gpu="H200",
+        n_gpus="8",
+        layout="TP8, MoE EP4",
+        batch_or_concurrency="batch 1",
+        tok_s_per_request="150",
+        tok_s_per_gpu="18",
+    )
     plain, mtp, stated = _validate(
         tmp_path, base, base | {"notes": "MTP-3 enabled"}, base | {"notes": "MTP-2 enabled; acceptance rate 0.6"}
     )
@@ -357,9 +408,17 @@ def test_model_aliases_resolve_to_the_architectures_card(name: str, card: str) -
 
 @pytest.mark.parametrize(
     ("name", "card"),
-    [("H100-SXM-80GB", "h100-sxm"), ("B200-180GB", "b200"), ("GH200 144GB", "gh200"), ("GB200 NVL72", "gb200"),
-     ("MI355X", "mi355x"), ("L40S 48GB", "l40s"), ("H100 PCIe", None), ("H100 NVL", None)],
-)  # fmt: skip
+    [
+        ("H100-SXM-80GB", "h100-sxm"),
+        ("B200-180GB", "b200"),
+        ("GH200 144GB", "gh200"),
+        ("GB200 NVL72", "gb200"),
+        ("MI355X", "mi355x"),
+        ("L40S 48GB", "l40s"),
+        ("H100 PCIe", None),
+        ("H100 NVL", None),
+    ],
+)
 def test_accelerator_aliases(name: str, card: str | None) -> None:
     assert gpu_card_name(name) == card
 

@@ -40,16 +40,27 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("wheel")
     src = _source_copy(root)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", ".", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(root / "dist")],
-                   cwd=src, check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*pip, "wheel", ".", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(root / "dist")],
+        cwd=src,
+        check=True,
+        capture_output=True,
+    )
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     wheel = next((root / "dist").glob("roofline_opt-*.whl"))
-    subprocess.run([*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)], check=True,
-                   capture_output=True)  # fmt: skip
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    subprocess.run(
+        [*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     (Path(site) / "roofline_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return venv / "bin"
 
@@ -70,18 +81,54 @@ def test_the_installed_package_is_the_wheel_with_its_catalog(installed: Path, tm
     [
         ["models", "--json"],
         ["gpus", "--json"],
-        ["evaluate", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "examples/owned-h100.yaml", "--tp", "8",
-         "--pp", "1", "--batch", "16", "--json"],
-        ["fastest", "--model", "llama-3-70b", "--cluster", "instances/clusters/hgx-h100.yaml", "--max-usd-per-mtok",
-         "3", "--json"],
+        [
+            "evaluate",
+            "--model",
+            "meta-llama/Llama-3.1-70B-Instruct",
+            "--gpu",
+            "examples/owned-h100.yaml",
+            "--tp",
+            "8",
+            "--pp",
+            "1",
+            "--batch",
+            "16",
+            "--json",
+        ],
+        [
+            "fastest",
+            "--model",
+            "llama-3-70b",
+            "--cluster",
+            "instances/clusters/hgx-h100.yaml",
+            "--max-usd-per-mtok",
+            "3",
+            "--json",
+        ],
         ["cheapest", "--model", "llama-3-8b", "--cluster", "pod-4x-hgx-h100", "--min-tok-s", "100", "--json"],
-        ["frontier", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--points", "3", "--tp-degrees", "1,2,4",
-         "--pp-degrees", "1", "--observed", "examples/observed.csv", "--plot", "f.png", "--json"],
+        [
+            "frontier",
+            "--model",
+            "llama-3-8b",
+            "--gpu",
+            "h100-sxm",
+            "--points",
+            "3",
+            "--tp-degrees",
+            "1,2,4",
+            "--pp-degrees",
+            "1",
+            "--observed",
+            "examples/observed.csv",
+            "--plot",
+            "f.png",
+            "--json",
+        ],
         ["fastest", "--question", "examples/question.yaml", "--tp-degrees", "8", "--pp-degrees", "1,2"],
         ["reproduce", "--only", "llama-3-8b", "--points", "3", "--context", "0", "--out", "rep"],
     ],
     ids=lambda argv: argv[0],
-)  # fmt: skip
+)
 def test_every_command_answers_from_an_empty_folder(installed: Path, tmp_path: Path, argv: list[str]) -> None:
     done = _cli(installed, tmp_path, *argv)
     assert done.returncode == 0, done.stderr
@@ -95,5 +142,10 @@ def test_the_sdist_carries_the_catalogs(tmp_path: Path) -> None:
     name = subprocess.run([sys.executable, "-c", build], cwd=src, check=True, capture_output=True, text=True)
     with tarfile.open(src / "dist" / name.stdout.strip().splitlines()[-1]) as sdist:
         members = {Path(*Path(m).parts[1:]).as_posix() for m in sdist.getnames()}
-    assert {"models/llama-3-70b.yaml", "instances/gpus/h100-sxm.yaml", "instances/clusters/hgx-h100.yaml",
-            "examples/observed.csv", "setup.py"} <= members  # fmt: skip
+    assert {
+        "models/llama-3-70b.yaml",
+        "instances/gpus/h100-sxm.yaml",
+        "instances/clusters/hgx-h100.yaml",
+        "examples/observed.csv",
+        "setup.py",
+    } <= members

@@ -186,21 +186,12 @@ def run_reproduce(args: argparse.Namespace) -> int:
 
 
 def run_sensitivity(args: argparse.Namespace) -> int:
-    from roofline_opt import api, catalog, fidelity, files, report
-    from roofline_opt.optimize.space import MAX_CONTEXT, MAX_GAMMA
+    from roofline_opt import api, fidelity, files, report
+    from roofline_opt.cli.names import flag_names
 
-    for flag, name in (("--model", args.model), ("--draft", args.draft)):
-        if name is not None:
-            catalog.resolve_model(name, flag)
-    q = api.question(
-        args.model,
-        [catalog.load_gpu(name, "--gpu") for name in checks.parse_name_list("--gpu", args.gpu)],
-        context=checks.positive_int("--context", args.context, minimum=0, maximum=MAX_CONTEXT),
-        draft=args.draft,
-        acceptance=checks.probability("--acceptance", args.acceptance),
-        gamma_max=checks.positive_int("--gamma-max", args.gamma_max, minimum=0, maximum=MAX_GAMMA),
-        preset=_preset(args.preset),
-    )
+    fields = ("model", "gpu", "context", "draft", "acceptance", "gamma_max", "preset")
+    with flag_names(fields):  # the API checks the question, its errors said as flags
+        q = api.question(**api.split_lists({field: getattr(args, field) for field in fields}))
     out = files.check_folder(args.out) if args.out else None
     if args.csv:
         files.check_destination(args.csv, "--csv", inputs=(args.model, args.draft, args.gpu))
@@ -310,12 +301,22 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", required=True, help="catalog name (a -int8/-int4 suffix sets the weight bits) or card")
     p.add_argument("--gpu", required=True, help="catalog name or YAML card (comma-separated: the solver chooses)")
-    p.add_argument("--preset", default="default", help="baseline physics: default (the default) or paper")
-    p.add_argument("--context", default=8000, help="tokens already in the KV cache (default 8000)")
+    from roofline_opt.optimize import space
+
+    p.add_argument("--preset", default=space.DEFAULT_PRESET, help="baseline physics: default (the default) or paper")
+    p.add_argument(
+        "--context",
+        default=space.DEFAULT_CONTEXT,
+        help=f"tokens already in the KV cache (default {space.DEFAULT_CONTEXT})",
+    )
     p.add_argument("--points", default="20", help="budget points per frontier (default 20)")
     p.add_argument("--draft", help="draft model for speculative decoding (adds the acceptance variants)")
     p.add_argument("--gamma-max", dest="gamma_max", default=0, help="longest draft tried (default 0)")
-    p.add_argument("--acceptance", default=0.8, help="baseline draft acceptance in (0, 1) (default 0.8)")
+    p.add_argument(
+        "--acceptance",
+        default=space.DEFAULT_ACCEPTANCE,
+        help=f"baseline draft acceptance in (0, 1) (default {space.DEFAULT_ACCEPTANCE})",
+    )
     p.add_argument("--json", action="store_true", help="print the table as a JSON list")
     p.add_argument("--csv", metavar="OUT", help="also write the table to this CSV file")
     p.add_argument("--out", metavar="DIR", help="write sensitivity.png and sensitivity.csv to this folder")

@@ -11,6 +11,19 @@ HTML_HELP = (
     "below (needs the extra html: pip install 'roofline-opt[html]')"
 )
 """Help of --html, the same on every command that writes a report."""
+MODEL_HELP = (
+    "catalog name or alias (HuggingFace id such as meta-llama/Llama-3.1-70B-Instruct; a -int8/-int4 suffix sets the "
+    "weight bits), YAML card or config.json"
+)
+PRICES_HELP = (
+    "price overrides for this question, e.g. h100-sxm=2.5,h200=3.2 (default: the catalog's on-demand rental prices, "
+    "see `roofline-opt gpus`)"
+)
+QUESTION_HELP = "YAML file holding any of these flags (flag: value); flags given here override it"
+PRESET_HELP = "physics of the reference notebook (paper) or the realistic one (default)"
+TIME_LIMIT_HELP = "HiGHS time limit per solve, in seconds"
+MIP_GAP_HELP = "HiGHS relative MIP gap"
+"""Help of flags several commands share, with the same meaning on each."""
 EXAMPLES = {
     "models": ("roofline-opt models", "roofline-opt models --json"),
     "gpus": ("roofline-opt gpus", "roofline-opt gpus --json"),

@@ -64,7 +64,7 @@ examples:
   roofline-opt plan instances/fleets/chat-and-code.yaml --compare --html plan.html
 """
 
-FLAG_FIELDS = ("time_limit", "mip_gap", "method")
+FLAG_FIELDS = ("time_limit_s", "mip_gap", "method")
 """Errors about these API parameters are reported under their flag."""
 OPTIONAL = ("kv_bits", "chunk_tokens", "ttft_ms")
 """Row columns shown only when some row has a value (whole requests)."""
@@ -258,13 +258,11 @@ def run_plan(args: argparse.Namespace) -> int:
     spec = fl.load_fleet_file(catalog.data_file(args.fleet), api.question)
     if args.plot and not spec.pool.has_graph:
         raise InvalidInput("--plot", "needs a fleet on a cluster graph (cluster:), not GPU counts")
-    try:
+    from roofline_opt.cli.names import flag_names
+
+    with flag_names(FLAG_FIELDS):
         options = api.solver_options(args.time_limit, args.mip_gap)
         plan = fl.plan_fleet(spec, args.method, options)
-    except InvalidInput as exc:
-        if exc.field not in FLAG_FIELDS:
-            raise
-        raise InvalidInput("--" + exc.field.replace("_", "-"), exc.message) from exc
     if args.compare and not spec.has_profile:
         from roofline_opt.optimize.fleet.baseline import per_model_baseline
 
@@ -294,15 +292,19 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "within a budget).",
         epilog=FLEET_FILE_HELP,
     )
+    from roofline_opt.cli import helpfmt
+    from roofline_opt.optimize import space
+
     p.add_argument("fleet", metavar="FLEET.yaml", help="fleet file (YAML)")
     p.add_argument(
         "--method",
-        default="mip",
+        default=space.DEFAULT_METHOD,
         metavar="{mip,enumerate}",
         help="HiGHS MIP or brute force (small fleets only: <= 3 models, <= 64 GPUs, one period)",
     )
-    p.add_argument("--time-limit", dest="time_limit", metavar="SECONDS", help="HiGHS time limit per solve")
-    p.add_argument("--mip-gap", dest="mip_gap", default=1e-4, help="HiGHS relative MIP gap (default 1e-4)")
+    p.add_argument("--time-limit", dest="time_limit", metavar="SECONDS", help=helpfmt.TIME_LIMIT_HELP)
+    gap = space.DEFAULT_FLEET_MIP_GAP
+    p.add_argument("--mip-gap", dest="mip_gap", default=gap, help=f"{helpfmt.MIP_GAP_HELP} (default {gap:g})")
     p.add_argument(
         "--compare",
         action="store_true",

@@ -6,17 +6,19 @@ Flags map 1:1 onto ``api.question`` and the query functions, which validate them
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from roofline_opt import checks
-from roofline_opt.cli import launch_cmd, run_files
+from roofline_opt.cli import helpfmt, launch_cmd, run_files
 from roofline_opt.cli.helpfmt import HTML_HELP
+from roofline_opt.cli.names import flag_names
 from roofline_opt.errors import Infeasible, InvalidInput
-from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX, DEFAULT_TP_MODES, MOE_EP_DEGREES
+from roofline_opt.optimize import space
+from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX, MOE_EP_DEGREES
 from roofline_opt.physics.evaluator import DEFAULT_KV_BITS
+from roofline_opt.physics.requests import AGG, DEFAULT_CHUNK_TOKENS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,7 +56,7 @@ SPACE_FIELDS = (
     "max_utilisation",
     "usd_per_gpu_hour",
 )
-"""Flags passed unchanged to api.question as keyword arguments of the same name."""
+"""Flags passed to api.question as keyword arguments of the same name (list flags split by api.split_lists)."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
 """Required columns of --observed FILE (``label`` is optional)."""
 MAX_OBSERVED_POINTS = 1000
@@ -67,27 +69,11 @@ MAX_LABEL_CHARS = 60
 # ----------------------------------------------------------------------------------------------- flags
 
 
-def _flag(field: str) -> str:
-    return "--" + field.replace("_", "-")
-
-
-@contextmanager
-def _flag_names(fields: tuple[str, ...]) -> Iterator[None]:
-    """Re-raise InvalidInput about an API parameter under the name of the flag that gave it."""
-    try:
-        yield
-    except InvalidInput as exc:
-        head, sep, rest = exc.field.partition(": ")  # "usd_per_gpu_hour: h100-sxm" names the flag and an item
-        if head not in fields:
-            raise
-        raise InvalidInput(_flag(head) + sep + rest, exc.message) from exc
-
-
 API_FIELDS = (
     "model",
     "gpu",
     *SPACE_FIELDS,
-    "time_limit",
+    "time_limit_s",
     "mip_gap",
     "max_usd_per_mtok",
     "min_tok_s",
@@ -96,7 +82,7 @@ API_FIELDS = (
     "method",
     "top_n",
 )
-"""API parameter names whose errors are reported under their flag (``time_limit`` is ``--time-limit``)."""
+"""API parameter names whose errors are reported under their flag (``time_limit_s`` is ``--time-limit``)."""
 
 
 def _question(args: argparse.Namespace) -> Question:
@@ -104,7 +90,8 @@ def _question(args: argparse.Namespace) -> Question:
 
     if args.model is None:
         raise InvalidInput("--model", "is required (on the command line or in the --question file)")
-    return api.question(args.model, args.gpu, **{name: getattr(args, name) for name in SPACE_FIELDS})
+    space = api.split_lists({"gpu": args.gpu} | {name: getattr(args, name) for name in SPACE_FIELDS})
+    return api.question(args.model, **space)
 
 
 # ----------------------------------------------------------------------------------------------- formatting
@@ -252,13 +239,14 @@ def _headline(kind: str, question: Question, limit: str, n: int) -> str:
 def _run_query(args: argparse.Namespace, kind: str, target: Any, limit: str) -> int:
     from roofline_opt import api, report
 
-    with _flag_names(API_FIELDS):
+    with flag_names(API_FIELDS):
         question = _question(args)
         _check_outputs(args)
         n = checks.positive_int("top_n", args.top_n)
         query = api.fastest_answers if kind == "fastest" else api.cheapest_answers
         try:
-            answers = query(question, target, args.method, args.time_limit, args.mip_gap, n)
+            options = {"method": args.method, "time_limit_s": args.time_limit, "mip_gap": args.mip_gap, "top_n": n}
+            answers = query(question, **{api.TARGETS[kind]: target}, **options)
         except Infeasible as exc:
             from roofline_opt.optimize.hints import with_hints
 
@@ -292,14 +280,20 @@ def run_cheapest(args: argparse.Namespace) -> int:
 def run_frontier(args: argparse.Namespace) -> int:
     from roofline_opt import api, catalog, report
 
-    with _flag_names(API_FIELDS):
+    with flag_names(API_FIELDS):
         question = _question(args)
         observed = read_observed(Path(catalog.data_file(args.observed))) if args.observed else None
         _check_outputs(args)
         axes = checks.choice("--plot-axes", args.plot_axes, report.PLOT_AXES)
         with report.ProgressBar() as progress:
             frame = api.frontier_frame(
-                question, args.points, args.utility_exponent, args.time_limit, args.mip_gap, progress, args.method
+                question,
+                points=args.points,
+                utility_exponent=args.utility_exponent,
+                time_limit_s=args.time_limit,
+                mip_gap=args.mip_gap,
+                progress=progress,
+                method=args.method,
             )
     records = cast("list[dict[str, Any]]", frame.to_dict("records"))  # its columns are field names
     label = describe(next(r for r in records if r["preferred"]), sep="\n")
@@ -413,8 +407,7 @@ def _observed_values(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 SHARED_HELP = {
-    "--model": "catalog name or alias (HuggingFace id such as meta-llama/Llama-3.1-70B-Instruct; a -int8/-int4 "
-    "suffix sets the weight bits), YAML card or config.json (required, here or in --question)",
+    "--model": f"{helpfmt.MODEL_HELP} (required, here or in --question)",
     "--gpu": "accelerator(s): one name, or several comma-separated for the solver to choose among "
     "(h100-sxm,h200,a100-80gb); required unless --cluster",
     "--cluster": "cluster file (GraphML, node-link JSON or YAML) or catalog cluster name (hgx-h100): accelerators "
@@ -440,7 +433,7 @@ SHARED_HELP = {
     "--acceptance": "draft token acceptance probability in (0, 1)",
     "--gamma-max": "longest draft the solver may choose, 0..G (0: no speculative decoding; default: "
     f"{DEFAULT_DRAFT_GAMMA_MAX} with --draft, else 0)",
-    "--preset": "physics of the reference notebook (paper) or the realistic one (default)",
+    "--preset": helpfmt.PRESET_HELP,
     "--max-gpus": "GPUs available in all, over every replica (default: unlimited)",
     "--demand-tok-s": "total tokens/s to serve: replicas meet it and an instance may not out-serve it",
     "--kv-bits": "KV-cache precision(s) offered: 16, 8, 4 or a list like 16,8 (default "
@@ -450,39 +443,40 @@ SHARED_HELP = {
     "--workload": "CSV of request classes (columns isl, osl, weight) served by one deployment, instead of --isl/--osl",
     "--serving": "serving modes offered: agg (chunked prefill in the decode steps), disagg (separate prefill and "
     "decode instances) or agg,disagg",
-    "--chunk-tokens": "prefill tokens per step of aggregated serving, one or a list (default 2048)",
+    "--chunk-tokens": f"prefill tokens per step of aggregated serving, one or a list (default {DEFAULT_CHUNK_TOKENS})",
     "--ttft-ms": "time-to-first-token limit in ms (needs --isl/--osl or --workload)",
     "--tpot-ms": "time-per-output-token limit in ms (the same limit as --min-tok-s 1000/T)",
     "--prefill-gpu": "accelerator(s) offered for prefill instances of disaggregated serving (default: --gpu)",
     "--decode-gpu": "accelerator(s) offered for decode instances of disaggregated serving (default: --gpu)",
     "--max-instances": "largest number of prefill or decode instances in one disaggregated unit",
     "--demand-req-s": "total requests/s to serve (instead of --demand-tok-s)",
-    "--max-utilisation": "fraction of each instance's throughput used, in (0, 1] (default 1.0: busy instances, as "
-    "the paper prices them; e.g. 0.8 leaves headroom for bursts and prices the idle 20%%)",
-    "--usd-per-gpu-hour": "price overrides for this question, e.g. h100-sxm=2.5,h200=3.2 (default: the catalog's "
-    "on-demand rental prices, see `roofline-opt gpus`)",
-    "--time-limit": "HiGHS time limit per solve, in seconds",
-    "--mip-gap": "HiGHS relative MIP gap",
+    "--max-utilisation": "fraction of each instance's throughput used, in (0, 1] (default "
+    f"{space.DEFAULT_MAX_UTILISATION}: busy instances, as the paper prices them; e.g. 0.8 leaves headroom for bursts "
+    "and prices the idle 20%%)",
+    "--usd-per-gpu-hour": helpfmt.PRICES_HELP,
+    "--time-limit": helpfmt.TIME_LIMIT_HELP,
+    "--mip-gap": helpfmt.MIP_GAP_HELP,
     "--method": "HiGHS MIP or brute-force enumeration over the same space",
-    "--question": "YAML file holding any of these flags (flag: value); flags given here override it",
+    "--question": helpfmt.QUESTION_HELP,
     "--save-dir": "write question.yaml (every flag resolved: repeat the run with --question DIR/question.yaml), "
     "answer.csv, answer.json and plot.png into this folder",
     "--json": "print JSON with every field instead of the summary",
     "--csv": "also write every field to this CSV file (atomically)",
 }
 SHARED_DEFAULTS = {
-    "--tp-degrees": "1,2,4,8,16,32,64",
-    "--pp-degrees": "1,2,4,8",
-    "--tp-modes": ",".join(DEFAULT_TP_MODES),
-    "--max-batch": 4096,
-    "--acceptance": 0.8,
-    "--preset": "default",
-    "--mip-gap": 1e-6,
-    "--method": "mip",
-    "--serving": "agg",
-    "--max-instances": 4,
-    "--max-utilisation": 1.0,
+    "--tp-degrees": ",".join(map(str, space.DEFAULT_TP_DEGREES)),
+    "--pp-degrees": ",".join(map(str, space.DEFAULT_PP_DEGREES)),
+    "--tp-modes": ",".join(space.DEFAULT_TP_MODES),
+    "--max-batch": space.DEFAULT_MAX_BATCH,
+    "--acceptance": space.DEFAULT_ACCEPTANCE,
+    "--preset": space.DEFAULT_PRESET,
+    "--mip-gap": space.DEFAULT_MIP_GAP,
+    "--method": space.DEFAULT_METHOD,
+    "--serving": AGG,
+    "--max-instances": space.DEFAULT_MAX_INSTANCES,
+    "--max-utilisation": space.DEFAULT_MAX_UTILISATION,
 }
+"""The API's defaults (``api.question`` and the query functions), shown by --help and written by --save-dir."""
 METAVARS = {
     "--time-limit": "SECONDS",
     "--csv": "OUT",
@@ -599,13 +593,14 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         epilog="example:\n  roofline-opt frontier --model llama-3-70b --gpu h100-sxm --points 12 --plot frontier.png "
         "--observed examples/observed.csv",
     )
-    p.add_argument("--points", default=50, help="budgets swept (repeated setups are kept once)")
+    p.add_argument("--points", default=space.DEFAULT_POINTS, help="budgets swept (repeated setups are kept once)")
     p.add_argument(
         "--utility-exponent",
         dest="utility_exponent",
-        default=4.0,
+        default=space.DEFAULT_UTILITY_EXPONENT,
         metavar="A",
-        help="the preferred point maximises speed^A / price (default 4, as in the paper)",
+        help=f"the preferred point maximises speed^A / price (default {space.DEFAULT_UTILITY_EXPONENT:g}, as in the "
+        "paper)",
     )
     p.add_argument("--plot", metavar="FILE.png", help="draw the frontier here (axes: --plot-axes)")
     p.add_argument(

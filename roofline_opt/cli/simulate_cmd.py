@@ -47,21 +47,17 @@ EXAMPLE = (
 
 
 def _setup(args: argparse.Namespace, isl: Any, osl: Any):
-    from roofline_opt.cli import evaluate_cmd as ec
+    """The simulated setup, checked by the API as ``evaluate`` checks one (errors name the flags)."""
+    from roofline_opt import api
+    from roofline_opt.cli import names
+    from roofline_opt.optimize import setups
 
-    for column in ec.REQUIRED_COLUMNS:
-        if getattr(args, column) is None:
-            raise InvalidInput(ec._flag(column), "is required")
-    values = {c: getattr(args, c, default) for c, default in ec.OPTIONAL_DEFAULTS.items()}
-    values.update({c: getattr(args, c) for c in ec.REQUIRED_COLUMNS}, isl=isl, osl=osl)
-    specs = ec._Specs(_prices(args))
-    return ec.parse_setup(values, ec._flag, specs), specs
-
-
-def _prices(args: argparse.Namespace) -> dict[str, float]:
-    from roofline_opt.catalog.prices import parse_price_overrides
-
-    return parse_price_overrides("--usd-per-gpu-hour", args.usd_per_gpu_hour)
+    for field in setups.REQUIRED:
+        if getattr(args, field) is None:
+            raise InvalidInput(names.flag(field), "is required")
+    values = {f: getattr(args, f, None) for f in (*setups.REQUIRED, *setups.DEFAULTS)} | {"isl": isl, "osl": osl}
+    with names.flag_names((*values, "usd_per_gpu_hour")):
+        return api.checked_setup(values, usd_per_gpu_hour=args.usd_per_gpu_hour)
 
 
 def _requests(args: argparse.Namespace):
@@ -110,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from roofline_opt import report
-    from roofline_opt.cli import evaluate_cmd as ec
+    from roofline_opt.optimize import setups
     from roofline_opt.physics import queueing
     from roofline_opt.physics import requests as rq
     from roofline_opt.physics.specs import PRESETS
@@ -122,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     workload = reqs.workload
     setup, specs = _setup(args, round(workload.mean_isl), round(workload.mean_osl))
     model, gpu, preset = specs.model(setup.model, "--model")[0], specs.gpu(setup.gpu, "--gpu"), PRESETS[setup.preset]
-    layout = ec.request_layout(setup)
+    layout = setups.request_layout(setup)
     physics = engine.Physics(model, preset, setup.weight_bits)
     out: dict[str, Any] = {
         "serving": setup.serving,
@@ -131,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     }
     if setup.serving == rq.DISAGG:
         p_gpu = specs.gpu(setup.prefill_gpu, "--prefill-gpu")
-        p_layout = ec.prefill_layout(setup)
+        p_layout = setups.prefill_layout(setup)
         prefill = (p_gpu, p_layout, setup.prefill_batch, setup.prefill_instances)
         served = engine.disaggregated(physics, prefill, (gpu, layout, setup.batch, setup.decode_instances), reqs)
         static = rq.disaggregated_figures(

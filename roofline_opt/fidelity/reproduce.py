@@ -15,6 +15,7 @@ import pandas as pd
 import yaml
 
 from roofline_opt import api, catalog, files, report
+from roofline_opt.optimize.space import DEFAULT_UTILITY_EXPONENT
 from roofline_opt.physics.specs import ModelSpec
 
 
@@ -79,7 +80,7 @@ CONTEXT_PROBE = CASES[0]
 """The notes do not state the notebook's default context: it is chosen on Llama 3 70B among these candidates."""
 
 
-UTILITY_EXPONENT = 4.0
+UTILITY_EXPONENT = DEFAULT_UTILITY_EXPONENT
 
 
 PAPER_USD_PER_GPU_HOUR = {"h100-sxm": 2.10, "h200": 2.10, "a100-80gb": 1.507, "v100": 0.42}

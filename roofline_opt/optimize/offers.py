@@ -32,16 +32,18 @@ def default_dp_attention(model: ModelSpec, ep_degrees: tuple[int, ...], preset: 
     return bool(model.is_moe and groups and modern_defaults(preset))
 
 
-def weight_bits_offered(weight_bits, suffix_bits: int | None, native_bits: int | None = None) -> tuple[int, ...]:
+def weight_bits_offered(
+    weight_bits, suffix_bits: int | None, native_bits: int | None = None, field: str = "weight_bits"
+) -> tuple[int, ...]:
     """Checked weight precisions; not given: the name's suffix, else the card's native precision, else 16."""
     if weight_bits is None:
         return (suffix_bits or native_bits or 16,)
-    raw = checks.parse_int_list("weight_bits", weight_bits) if isinstance(weight_bits, str) else weight_bits
-    values = (raw,) if isinstance(raw, int) else tuple(raw)
-    bits = tuple(checks.choice("weight_bits", b, WEIGHT_BITS) for b in values)
+    values = checks.items(field, weight_bits)
+    bits = tuple(checks.choice(field, b, WEIGHT_BITS) for b in values)
     if suffix_bits is not None and bits != (suffix_bits,):
-        msg = f"must agree with the model name's {suffix_bits}-bit suffix (or drop the suffix). Got {values} instead."
-        raise InvalidInput("weight_bits", msg)
+        got = ", ".join(map(str, values))
+        msg = f"must agree with the model name's {suffix_bits}-bit suffix (or drop the suffix). Got {got} instead."
+        raise InvalidInput(field, msg)
     return bits
 
 
@@ -64,16 +66,14 @@ def dp_attention_offered(model: ModelSpec, dp_attention: bool | None, ep_degrees
         msg = f"needs a MoE model (experts to spread over the GPUs); {model.name} is dense. Got on instead."
         raise InvalidInput("dp_attention", msg)
     if not [ep for ep in ep_degrees if ep > 1 and model.n_experts % ep == 0]:
-        msg = f"needs --ep-degrees with a degree > 1 dividing {model.n_experts} experts (e.g. 8,16,32). Got none."
+        msg = f"needs `ep_degrees` with a degree > 1 dividing {model.n_experts} experts (e.g. 8,16,32). Got none."
         raise InvalidInput("dp_attention", msg)
     return True
 
 
 def degrees(field: str, values) -> tuple[int, ...]:
-    """Checked degrees (one, a list or "1,2,4"), sorted and distinct."""
-    raw = checks.parse_int_list(field, values) if isinstance(values, str) else values
-    raw = [raw] if isinstance(raw, int) else raw
-    out = tuple(sorted({checks.positive_int(field, v, maximum=MAX_DEGREE) for v in raw}))
+    """Checked degrees (one or a list), sorted and distinct."""
+    out = tuple(sorted({checks.positive_int(field, v, maximum=MAX_DEGREE) for v in checks.items(field, values)}))
     if not out:
         raise InvalidInput(field, "must list at least one degree. Got none instead.")
     if len(out) > MAX_CHOICES:

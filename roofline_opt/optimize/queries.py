@@ -33,7 +33,14 @@ from roofline_opt.optimize.formulation import (
 from roofline_opt.optimize.nearest import no_layout
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
-from roofline_opt.optimize.space import TARGET_RTOL, Layouts, Question, meets_speed, within_budget
+from roofline_opt.optimize.space import (
+    DEFAULT_MIP_GAP,
+    TARGET_RTOL,
+    Layouts,
+    Question,
+    meets_speed,
+    within_budget,
+)
 from roofline_opt.optimize.tables import Tables, build_tables, refine_rows, split_choice
 
 TABLE_CACHE_SIZE = 16
@@ -58,7 +65,7 @@ class SolverOptions:
     """HiGHS options every query accepts."""
 
     time_limit_s: float | None = None
-    mip_gap: float = 1e-6
+    mip_gap: float = DEFAULT_MIP_GAP
 
 
 @dataclass

@@ -33,7 +33,20 @@ DEFAULT_TP_MODES = ("1d",)
 only, so an answer in 2-D cannot be launched on them (``roofline_opt.deploy`` says so)."""
 DEFAULT_MAX_BATCH = 4096
 DEFAULT_CONTEXT = 8000
-DEFAULT_ACCEPTANCE = 0.8
+DEFAULT_ACCEPTANCE = ev.DEFAULT_ACCEPTANCE
+DEFAULT_PRESET = "default"
+DEFAULT_MAX_UTILISATION = 1.0
+"""Busy instances, as the paper prices them."""
+DEFAULT_METHOD = "mip"
+"""HiGHS on the MIP (``"enumerate"``: the brute-force oracle over the same space)."""
+DEFAULT_MIP_GAP = 1e-6
+"""HiGHS relative MIP gap of a question's solves."""
+DEFAULT_FLEET_MIP_GAP = 1e-4
+"""HiGHS relative MIP gap of a fleet plan (a larger model: replicas, placement and periods)."""
+DEFAULT_POINTS = 50
+"""Budgets a frontier sweeps."""
+DEFAULT_UTILITY_EXPONENT = 4.0
+"""The preferred point maximises speed^a / price with a = 4, as in the paper."""
 TARGET_RTOL = 1e-9
 """Relative slack on a target, so a setup exactly at the target is not lost to rounding. Whether a setup meets a
 target is decided by ``within_budget`` and ``meets_speed`` on its exact figures, the same test in the MIP and the

@@ -24,6 +24,8 @@ DRAFT_WEIGHT_BITS = 16
 DEFAULT_KV_BITS = 16
 """KV-cache precision unless a layout says otherwise (the paper's 2-byte KV cache)."""
 KV_BITS = (16, 8, 4)
+DEFAULT_ACCEPTANCE = 0.8
+"""Probability that the target model accepts a drafted token, unless a question says otherwise (the notebook's)."""
 ALLREDUCE = "allreduce"
 POINT_TO_POINT = "p2p"
 POINT_TO_POINT_LINK_FACTOR = 2.0
@@ -484,7 +486,7 @@ def evaluate(
     layout: Layout,
     batch,
     draft: ModelSpec | None = None,
-    acceptance: float = 0.8,
+    acceptance: float = DEFAULT_ACCEPTANCE,
     gamma_max: int = 0,
     gamma=None,
     draft_weight_bits: int = DRAFT_WEIGHT_BITS,

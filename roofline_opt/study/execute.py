@@ -95,7 +95,7 @@ def build_question(inputs: Mapping[str, Any]) -> Any:
     params = question_parameters()
     kwargs = {k: inputs[k] for k in params if k in inputs}
     kwargs["gpu"] = hypothetical_gpus(kwargs.get("gpu"), overrides)
-    return api.question(**kwargs)
+    return api.question(**api.split_lists(kwargs))
 
 
 def _space_key(inputs: Mapping[str, Any]) -> str:

@@ -22,8 +22,9 @@ from roofline_opt.optimize.fleet.problem import COST, Fleet
 from roofline_opt.optimize.fleet.results import FleetPlan, build_plan
 from roofline_opt.optimize.queries import SolverOptions
 from roofline_opt.optimize.solve import PersistentHighs, SolveReport
+from roofline_opt.optimize.space import DEFAULT_FLEET_MIP_GAP
 
-FLEET_MIP_GAP = 1e-4
+FLEET_MIP_GAP = DEFAULT_FLEET_MIP_GAP
 VALUE_RTOL = 1e-7
 METHODS = ("mip", "enumerate")
 
