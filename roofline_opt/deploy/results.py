@@ -218,15 +218,17 @@ def _profile_run(r: _Reader, client: str) -> BenchRun:
     model = r.text(f"{cfg}.model") or r.text(f"{cfg}.model_names") or r.text(f"{cfg}.endpoint.model_names")
     folder = r.text(f"{cfg}.artifact_dir") or r.text(f"{cfg}.output.artifact_directory") or r.text(f"{cfg}.cli_command")
     completed = r.count("request_count.avg")
-    if completed is None:
-        completed = r.count(f"{cfg}.request_count") or r.count(f"{cfg}.loadgen.request_count")
     return BenchRun(
         client=client,
         source=r.source,
         model=model,
         completed=completed,
         failed=r.count("error_request_count.avg"),
-        num_prompts=r.count(f"{cfg}.request_count") or r.count(f"{cfg}.loadgen.request_count"),
+        num_prompts=(
+            r.count(f"{cfg}.request_count")
+            or r.count(f"{cfg}.loadgen.request_count")
+            or r.count(f"{cfg}.perf_analyzer.measurement.num")
+        ),
         concurrency=concurrency,
         request_rate=rate,
         mean_input_tokens=_stat(r, "input_sequence_length", "avg", MAX_COUNT),
