@@ -236,14 +236,13 @@ def _prediction_of(run: Any, path: Path) -> Description | None:
     return from_prediction(prediction, str(path))
 
 
-def _is_measured_csv(text: str) -> bool:
-    from roofline_opt.fidelity.measured import MEASURED_COLUMNS
+def _is_result(text: str) -> bool:
+    """A benchmark client's result (JSON, JSON lines, AIPerf's CSV) rather than a measured-points CSV."""
+    head = text.lstrip()[:16]
+    return head.startswith(("{", "[", "Metric,"))
 
-    header = {cell.strip().lower() for cell in text.lstrip().split("\n", 1)[0].split(",")}
-    return {"model", "tok_s_per_gpu", "layout"} <= header or set(MEASURED_COLUMNS) <= header
 
-
-def _bench_cells(path: Path, text: str, deployment: Description | None, first_line: int) -> list[dict[str, str]]:
+def _bench_cells(path: Path, text: str, deployment: Description | None) -> list[dict[str, str]]:
     from roofline_opt.deploy import results
 
     beside = path.parent / DEPLOYMENT_FILE
@@ -254,14 +253,17 @@ def _bench_cells(path: Path, text: str, deployment: Description | None, first_li
         for layer in (described, deployment):
             if layer is not None:
                 desc = layer.over(desc)
-        out.append(run_cells(run, desc, first_line + len(out)))
+        out.append(run_cells(run, desc, len(out) + 1))
     return out
 
 
-def read_any(paths: Sequence[str | Path], deployment: Description | None = None) -> list[dict[str, str]]:
+def read_any(
+    paths: Sequence[str | Path], deployment: Description | None = None, fields: Sequence[str] | None = None
+) -> list[dict[str, str]]:
     """The measured rows of every file, each a measured-points CSV or a benchmark client's result file (told apart
-    by content), as ``measured.read_measured`` returns them. One CSV keeps its line numbers; otherwise rows are
-    numbered 1.. over all files in order, and ``source`` names each one's file and line or run."""
+    by content), as ``measured.read_measured`` returns them; ``fields`` name each file in errors (default: its path).
+    One CSV keeps its line numbers; otherwise rows are numbered 1.. over all files in order, and ``source`` names
+    each one's file and line or run."""
     from roofline_opt import files
     from roofline_opt.deploy import results
     from roofline_opt.fidelity.measured import read_measured
@@ -269,15 +271,13 @@ def read_any(paths: Sequence[str | Path], deployment: Description | None = None)
     if not paths:
         raise InvalidInput("FILE", "give at least one measured-points CSV or benchmark result file")
     rows: list[dict[str, str]] = []
-    for name in paths:
+    for name, field in zip(paths, fields or [str(p) for p in paths], strict=True):
         path = Path(name)
-        text = files.read_text(path, str(path), max(results.MAX_RESULT_BYTES, files.MAX_CSV_BYTES), "a measurement")
-        if _is_measured_csv(text):
-            found = read_measured(path, str(path))
-            found = [row | {"source": f"{path} line {row['line']}"} for row in found]
+        text = files.read_text(path, field, results.MAX_RESULT_BYTES, "a measurement") if path.exists() else ""
+        if text and _is_result(text):
+            rows += _bench_cells(path, text, deployment)
         else:
-            found = _bench_cells(path, text, deployment, 1)
-        rows += found
-    if len(paths) > 1 or "client" in (rows[0] if rows else {}):
+            rows += [row | {"source": f"{path} line {row['line']}"} for row in read_measured(path, field)]
+    if len(paths) > 1 or any("client" in row for row in rows):
         rows = [row | {"line": str(n)} for n, row in enumerate(rows, start=1)]
     return rows
