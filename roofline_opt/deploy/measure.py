@@ -69,14 +69,14 @@ def find_prediction(run: BenchRun, path: Path, recipe_dir: Path | None = None, f
 
 def _differs(run: BenchRun, workload: Mapping[str, Any]) -> list[str]:
     out = []
-    for key, measured in (("num_prompts", run.num_prompts), ("max_concurrency", run.concurrency)):
+    for key, count in (("num_prompts", run.num_prompts), ("max_concurrency", run.concurrency)):
         expected = workload.get(key)
-        if expected is not None and measured is not None and measured != expected:
-            out.append(f"{key}: run {measured!r}, recipe {expected!r}")
-    for key, measured in (("isl", run.mean_input_tokens), ("osl", run.mean_output_tokens)):
+        if expected is not None and count is not None and count != expected:
+            out.append(f"{key}: run {count!r}, recipe {expected!r}")
+    for key, mean in (("isl", run.mean_input_tokens), ("osl", run.mean_output_tokens)):
         expected = workload.get(key)
-        if expected and measured is not None and abs(measured / expected - 1) > LENGTH_TOLERANCE:
-            out.append(f"{key}: run {measured:.0f} tokens on average, recipe {expected!r}")
+        if expected and mean is not None and abs(mean / expected - 1) > LENGTH_TOLERANCE:
+            out.append(f"{key}: run {mean:.0f} tokens on average, recipe {expected!r}")
     if run.concurrency is None and workload.get("max_concurrency") is not None:
         out.append(f"max_concurrency: the run states none, recipe {workload['max_concurrency']!r}")
     return out

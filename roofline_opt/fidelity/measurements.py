@@ -23,10 +23,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from roofline_opt.deploy.results import BenchRun
 
 DEPLOYMENT_FILE = "deployment.yaml"
 """The file beside a result file that describes its deployment."""
@@ -184,22 +187,20 @@ def _round(value: float | None) -> str:
     return "" if value is None else str(round(value))
 
 
-def run_cells(run: Any, desc: Description, line: int) -> dict[str, str]:
+def run_cells(run: BenchRun, desc: Description, line: int) -> dict[str, str]:
     """The measured-row cells of one ``deploy.results.BenchRun`` served by ``desc``."""
-    model = desc.model or run.model
-    missing = [name for name, value in (("model", model), ("gpu", desc.gpu), ("layout", desc.layout)) if not value]
-    if not desc.precision:
-        missing.append("precision")
+    model, layout, weights = desc.model or run.model or "", desc.layout or "", desc.precision or ""
+    stated = (("model", model), ("gpu", desc.gpu), ("layout", layout), ("precision", weights))
+    missing = [name for name, value in stated if not value]
     if missing:
         raise InvalidInput(
             run.source,
             f"does not say its deployment's {', '.join(missing)}: give them as flags (--model, --gpu, --tp or "
             f"--layout, --precision), in a {DEPLOYMENT_FILE} beside the file, or run the recipe's bench script",
         )
-    assert desc.layout is not None and model is not None
-    n_gpus = _gpus_of(desc.layout, desc.n_gpus)
+    n_gpus = _gpus_of(layout, desc.n_gpus)
     concurrency = run.concurrency or desc.concurrency
-    precision = desc.precision + (f" weights, {desc.kv_precision} kv" if desc.kv_precision else "")
+    precision = weights + (f" weights, {desc.kv_precision} kv" if desc.kv_precision else "")
     per_gpu = run.output_tok_s / n_gpus if run.output_tok_s is not None and n_gpus else None
     origin = f" ({desc.origin})" if desc.origin else ""
     return {
@@ -207,7 +208,7 @@ def run_cells(run: Any, desc: Description, line: int) -> dict[str, str]:
         "precision": precision,
         "gpu": desc.gpu or "",
         "n_gpus": str(n_gpus or ""),
-        "layout": desc.layout,
+        "layout": layout,
         "batch_or_concurrency": f"concurrency {concurrency}" if concurrency else "",
         "input_len": _round(run.mean_input_tokens),
         "output_len": _round(run.mean_output_tokens),
@@ -223,7 +224,7 @@ def run_cells(run: Any, desc: Description, line: int) -> dict[str, str]:
     }
 
 
-def _prediction_of(run: Any, path: Path) -> Description | None:
+def _prediction_of(run: BenchRun, path: Path) -> Description | None:
     """The deployment of the recipe the run carries the id of, when its predicted.json is found."""
     from roofline_opt.deploy import measure
 
@@ -247,7 +248,7 @@ def _bench_cells(path: Path, text: str, deployment: Description | None) -> list[
 
     beside = path.parent / DEPLOYMENT_FILE
     described = read_description(beside) if beside.is_file() else None
-    out = []
+    out: list[dict[str, str]] = []
     for run in results.parse_text(text, str(path)):
         desc = _prediction_of(run, path) or Description()
         for layer in (described, deployment):
