@@ -103,7 +103,8 @@ def add_deployment_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ())
     )
     for flag, text in DEPLOYMENT_FLAGS:
         if flag not in skip:
-            group.add_argument(flag, dest=f"deployment_{flag[2:].replace('-', '_')}", help=text)
+            name = flag[2:].replace("-", "_")
+            group.add_argument(flag, dest=f"deployment_{name}", metavar=name.upper(), help=text)
 
 
 def deployment_of(args: argparse.Namespace, **given: str | None) -> Description | None:
