@@ -279,3 +279,21 @@ def test_validate_reads_the_export_as_a_row_of_the_recipes_deployment(emitted, c
     assert row.setup.batch * row.setup.instances == predicted["workload"]["max_concurrency"]
     assert f"recipe {predicted['recipe_id']}" in cells["source"]
     assert row.framework.startswith("vllm")
+
+
+def test_calibrate_reads_result_files_of_several_clients_with_its_gpu_as_the_deployments(tmp_path):
+    from roofline_opt.cli import build_parser, fidelity_cmds
+
+    shutil.copy(BENCH / "vllm-bench-serve.json", tmp_path / "run.json")  # no deployment.yaml beside it
+    files = [str(tmp_path / "run.json"), str(BENCH / "sglang-bench-serving.jsonl")]
+    args = build_parser().parse_args(["calibrate", *files, "--gpu", "h100-sxm", "--tp", "8", "--precision", "bf16"])
+    rows = fidelity_cmds.measured_rows(args, gpu=args.gpu)
+    mapped = [measured.map_row(r) for r in rows]
+    assert [m.setup.gpu_card for m in mapped if m.setup] == ["h100-sxm"] * 3
+    assert Path(rows).name == "run.json, sglang-bench-serving.jsonl"
+
+
+def test_rows_already_read_pass_through_read_measured_and_name_their_files():
+    rows = measurements.read_any([BENCH / "vllm-bench-serve.json", BENCH / "guidellm-benchmarks.json"])
+    assert measured.read_measured(rows) == list(rows)
+    assert Path(rows).name == "vllm-bench-serve.json, guidellm-benchmarks.json"

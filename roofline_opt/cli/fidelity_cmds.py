@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -12,7 +13,7 @@ from roofline_opt import checks
 from roofline_opt.physics.specs import DEFAULT, PRESETS
 
 if TYPE_CHECKING:
-    from roofline_opt.fidelity.measurements import Description
+    from roofline_opt.fidelity.measurements import Description, MeasuredRows
 
 VALIDATE_TABLE = (
     "line",
@@ -127,6 +128,18 @@ def measurement_files(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     return [catalog.data_file(path) for path, _ in given], [field for _, field in given]
 
 
+def measured_rows(args: argparse.Namespace, **given: str | None) -> MeasuredRows:
+    """The measured rows of the files a command reads (FILE... and --measured), the deployment of result files from
+    the deployment flags (and ``given``: values another flag of the command states)."""
+    from roofline_opt import fidelity
+    from roofline_opt.errors import InvalidInput
+
+    paths, fields = measurement_files(args)
+    if not paths:
+        raise InvalidInput("--measured", "is required: give measured-points CSVs or benchmark result files")
+    return fidelity.read_any(paths, deployment_of(args, **given), fields)
+
+
 def run_validate(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -199,9 +212,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from roofline_opt import catalog, fidelity, files, report
 
     gpu = catalog.load_gpu(args.gpu, "--gpu")
+    rows = measured_rows(args, gpu=args.gpu)
     if args.out:
-        files.check_destination(args.out, "--out", inputs=(args.measured, args.gpu))
-    fit, card = fidelity.calibrate(catalog.data_file(args.measured), gpu, Path(args.out).stem if args.out else None)
+        files.check_destination(args.out, "--out", inputs=(*measurement_files(args)[0], args.gpu))
+    # the rows pass through calibrate's read_measured; they are path-like, named by their files
+    fit, card = fidelity.calibrate(rows, gpu, Path(args.out).stem if args.out else None)  # type: ignore[arg-type]
     if args.out:
         files.write_text_atomic(args.out, fidelity.card_yaml(card), field="--out")
     if args.json:
@@ -215,7 +230,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
             "identified": [name in fit.identified for name in fidelity.FIT_PARAMETERS],
         }
     )
-    print(f"calibrate: {fit.rows} rows of {fit.gpu} in {args.measured}")
+    print(f"calibrate: {fit.rows} rows of {fit.gpu} in {os.fspath(rows)}")
     print(report.frame_to_table(table))
     loo = fit.leave_one_out_rms_log_error
     print(
@@ -353,12 +368,18 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "--out h100-calibrated.yaml",
     )
     p.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="measured-points CSVs and benchmark clients' result files, in any mix (as validate reads them)",
+    )
+    p.add_argument(
         "--measured",
-        required=True,
         metavar="FILE",
         help="measured-points CSV (examples/measured_points.csv ships with the package)",
     )
     p.add_argument("--gpu", required=True, help="catalog name or YAML card: the rows of this accelerator are fitted")
+    add_deployment_flags(p, skip=("--gpu",))
     p.add_argument("--out", metavar="CARD.yaml", help="write the calibrated accelerator card here")
     p.add_argument("--json", action="store_true", help="print the fit as a JSON object")
     p.set_defaults(func=run_calibrate)

@@ -258,9 +258,22 @@ def _bench_cells(path: Path, text: str, deployment: Description | None) -> list[
     return out
 
 
+class MeasuredRows(list):
+    """Measured rows read by ``read_any``, named by their files: a list of text cells that is also path-like
+    (``Path(rows).name`` lists the files' names), so a function that takes a measured-points CSV's path, reads it with
+    ``measured.read_measured`` and names its input by the path takes these rows as they are."""
+
+    def __init__(self, rows: Sequence[dict[str, str]], names: Sequence[str]) -> None:
+        super().__init__(rows)
+        self.names = tuple(names)
+
+    def __fspath__(self) -> str:
+        return ", ".join(self.names)
+
+
 def read_any(
     paths: Sequence[str | Path], deployment: Description | None = None, fields: Sequence[str] | None = None
-) -> list[dict[str, str]]:
+) -> MeasuredRows:
     """The measured rows of every file, each a measured-points CSV or a benchmark client's result file (told apart
     by content), as ``measured.read_measured`` returns them; ``fields`` name each file in errors (default: its path).
     One CSV keeps its line numbers; otherwise rows are numbered 1.. over all files in order, and ``source`` names
@@ -281,4 +294,4 @@ def read_any(
             rows += [row | {"source": f"{path} line {row['line']}"} for row in read_measured(path, field)]
     if len(paths) > 1 or any("client" in row for row in rows):
         rows = [row | {"line": str(n)} for n, row in enumerate(rows, start=1)]
-    return rows
+    return MeasuredRows(rows, [Path(p).name for p in paths])

@@ -12,7 +12,7 @@ the realistic estimate, reported next to it as ``estimate_ratio``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -386,14 +386,14 @@ def _at(sweep, per_gpu, batches, i: int, why: str | None, curve: dict) -> Predic
     )
 
 
-def validate(path: str | Path | Sequence[Mapping[str, str]], preset: Preset = DEFAULT) -> list[ValidationRow]:
+def validate(path: str | Path | list[dict[str, str]], preset: Preset = DEFAULT) -> list[ValidationRow]:
     """Every row of a measured-points CSV (or rows already read: ``measurements.read_any``) with the roofline's bound
     (``preset`` at peak FLOP/s and HBM bandwidth, unstated settings read favourably: ``MeasuredSetup.for_bound``) and
     its realistic estimate (``preset`` itself) where it maps to a setup."""
     bound = preset.at_peak()
     at_peak, realistic = Predictor(bound), Predictor(preset)
     out = []
-    for row in map(map_row, read_measured(path) if isinstance(path, str | Path) else path):
+    for row in map(map_row, read_measured(path)):
         if row.setup is None:
             out.append(ValidationRow(row))
             continue
