@@ -297,3 +297,18 @@ def test_rows_already_read_pass_through_read_measured_and_name_their_files():
     rows = measurements.read_any([BENCH / "vllm-bench-serve.json", BENCH / "guidellm-benchmarks.json"])
     assert measured.read_measured(rows) == list(rows)
     assert Path(rows).name == "vllm-bench-serve.json, guidellm-benchmarks.json"
+
+
+def test_benchmark_clients_are_tables_of_flags_not_engines():
+    from roofline_opt.deploy import flags, parse_engines
+    from roofline_opt.deploy.flags import ENGINES
+
+    assert {"genai-perf", "aiperf"} <= set(flags.TABLES) and not {"genai-perf", "aiperf"} & set(ENGINES)
+    with pytest.raises(InvalidInput, match="--engine"):
+        parse_engines("aiperf", False)
+
+
+def test_validate_bench_and_files_together_are_refused(capsys):
+    sample = str(BENCH / "vllm-bench-serve.json")
+    code, _, err = run(capsys, "validate", sample, "--bench", sample)
+    assert_one_line(err, code, EXIT_BAD_INPUT, "--bench", "FILE")

@@ -200,9 +200,11 @@ def run_bench_validate(args: argparse.Namespace) -> int:
     from roofline_opt.deploy import measure
 
     if args.bench is None:
-        raise InvalidInput("--measured", "is required (or --bench RESULT.json with a recipe's benchmark result)")
-    if args.measured is not None:
-        raise InvalidInput("--bench", "excludes --measured: give one of them")
+        raise InvalidInput(
+            "--measured", "is required: give measured-points CSVs or benchmark result files (or --bench RESULT.json)"
+        )
+    if args.measured is not None or getattr(args, "files", None):
+        raise InvalidInput("--bench", "excludes --measured and FILE...: give one of them")
     compared = measure.compare_files(args.bench, args.recipe)
     if args.json:
         print(report.to_json_object(compared[0]) if len(compared) == 1 else report.to_json(compared))
