@@ -312,3 +312,46 @@ def test_validate_bench_and_files_together_are_refused(capsys):
     sample = str(BENCH / "vllm-bench-serve.json")
     code, _, err = run(capsys, "validate", sample, "--bench", sample)
     assert_one_line(err, code, EXIT_BAD_INPUT, "--bench", "FILE")
+
+
+def test_a_disaggregated_mtp_recipe_reads_as_its_decode_side_over_every_gpu():
+    instances = [
+        {"role": "prefill", "gpu": "h200", "tp": 8, "pp": 1, "ep": 8, "dp_attention": False, "batch": 1, "count": 2},
+        {"role": "decode", "gpu": "h200", "tp": 16, "pp": 1, "ep": 16, "dp_attention": True, "batch": 128, "count": 2},
+    ]
+    prediction = {
+        "recipe_id": "dynamo-0123456789ab",
+        "engine": "dynamo",
+        "workload": {"max_concurrency": 256},
+        "deployment": {
+            "model": "deepseek-v3",
+            "weight_bits": 8,
+            "kv_bits": 8,
+            "gamma": 1,
+            "draft": "deepseek-v3-mtp",
+            "instances": instances,
+        },
+    }
+    desc = measurements.from_prediction(prediction, "p.json")
+    run_ = results.BenchRun(
+        "vllm",
+        "r.json",
+        concurrency=256,
+        mean_input_tokens=2000,
+        mean_output_tokens=400,
+        output_tok_s=20000.0,
+        median_tpot_ms=20.0,
+    )
+    row = measured.map_row(measurements.run_cells(run_, desc, 1))
+    assert row.reasons == () and row.setup is not None
+    s = row.setup
+    assert (s.serving, s.dp_attention, s.tp, s.instances, s.batch, s.total_gpus, s.mtp_depth) == (
+        "disaggregated",
+        True,
+        16,
+        2,
+        128,
+        48,
+        1,
+    )
+    assert row.measured_tok_s_per_gpu == pytest.approx(20000 / 48)
