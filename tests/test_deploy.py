@@ -263,7 +263,7 @@ def test_a_plan_on_a_cluster_graph_pins_each_copy_to_the_servers_of_its_placemen
 
 def test_the_benchmark_runs_the_answer_workload_at_its_batch(base):
     dep = answer.from_record(_agg(base, replicas=3), isl=4000, osl=1000)
-    ((_, _, settings),) = bench.clients("vllm", dep, "rid")
+    (_, _, settings), *_ = bench.clients("vllm", dep, "rid")
     s = dict(settings)
     assert (s["--random-input-len"], s["--random-output-len"], s["--max-concurrency"]) == (
         4000,

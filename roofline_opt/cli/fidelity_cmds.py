@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from roofline_opt import checks
 from roofline_opt.physics.specs import DEFAULT, PRESETS
+
+if TYPE_CHECKING:
+    from roofline_opt.fidelity.measurements import Description, MeasuredRows
 
 VALIDATE_TABLE = (
     "line",
@@ -71,25 +76,94 @@ def _points(value: str) -> int:
     return checks.positive_int("--points", value, minimum=2, maximum=MAX_POINTS)
 
 
+DEPLOYMENT_FLAGS = (
+    ("--model", "the model served (catalog name or HuggingFace id; default: the one the result file names)"),
+    ("--gpu", "the accelerator (catalog name, or as measured rows write it: H100 SXM 80GB)"),
+    ("--n-gpus", "GPUs of the whole deployment (default: those the layout uses)"),
+    ("--tp", "tensor-parallel degree of each instance"),
+    ("--pp", "pipeline-parallel degree of each instance"),
+    ("--ep", "expert-parallel degree of each instance"),
+    (
+        "--layout",
+        "the layout as measured rows write it (TP4 x 2 instances, DEP8, prefill 2 GPU TP2 + decode 4 GPU "
+        "TP4), instead of --tp/--pp/--ep",
+    ),
+    ("--framework", "engine and version (vllm 0.11.0)"),
+    ("--precision", "weight precision (bf16, fp8, int4)"),
+    ("--kv-precision", "KV-cache precision (bf16, fp8; default: the engine's default, read favourably)"),
+    ("--concurrency", "requests in flight when the result file does not say (AIPerf's CSV)"),
+)
+"""Flags describing the deployment a benchmark client's result file measured (``fidelity.measurements``)."""
+
+
+def add_deployment_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    """The DEPLOYMENT_FLAGS, as one group: they override a deployment.yaml beside the file and the recipe's."""
+    group = p.add_argument_group(
+        "the deployment a benchmark result file measured",
+        "override deployment.yaml beside the file and the recipe the run came from (docs/measuring.md)",
+    )
+    for flag, text in DEPLOYMENT_FLAGS:
+        if flag not in skip:
+            name = flag[2:].replace("-", "_")
+            group.add_argument(flag, dest=f"deployment_{name}", metavar=name.upper(), help=text)
+
+
+def deployment_of(args: argparse.Namespace, **given: str | None) -> Description | None:
+    """The ``fidelity.Description`` the deployment flags state (None when they state nothing); ``given`` adds values
+    another flag of the command states (calibrate's ``--gpu``)."""
+    from roofline_opt.fidelity import measurements
+
+    values = {
+        flag[2:].replace("-", "_"): getattr(args, f"deployment_{flag[2:].replace('-', '_')}", None)
+        for flag, _ in DEPLOYMENT_FLAGS
+    }
+    return measurements.from_flags(**(values | {k: v for k, v in given.items() if v is not None}))
+
+
+def measurement_files(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """(paths, error field names) of the files a command reads: FILE... and --measured."""
+    from roofline_opt import catalog
+
+    given = [(path, path) for path in args.files] + ([(args.measured, "--measured")] if args.measured else [])
+    return [catalog.data_file(path) for path, _ in given], [field for _, field in given]
+
+
+def measured_rows(args: argparse.Namespace, **given: str | None) -> MeasuredRows:
+    """The measured rows of the files a command reads (FILE... and --measured), the deployment of result files from
+    the deployment flags (and ``given``: values another flag of the command states)."""
+    from roofline_opt import fidelity
+    from roofline_opt.errors import InvalidInput
+
+    paths, fields = measurement_files(args)
+    if not paths:
+        raise InvalidInput("--measured", "is required: give measured-points CSVs or benchmark result files")
+    return fidelity.read_any(paths, deployment_of(args, **given), fields)
+
+
 def run_validate(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from roofline_opt import catalog, fidelity, files, report
+    from roofline_opt import fidelity, files, report
 
-    if args.bench or args.measured is None:
+    paths, fields = measurement_files(args)
+    if args.bench or not paths:
         from roofline_opt.cli import launch_cmd
 
         return launch_cmd.run_bench_validate(args)
     for flag, path in (("--csv", args.csv), ("--plot", args.plot)):
         if path:
             formats = files.plot_formats() if flag == "--plot" else None
-            files.check_destination(path, flag, formats, inputs=(args.measured,))
+            files.check_destination(path, flag, formats, inputs=paths)
     if args.html:
         from roofline_opt.report.html import check_html_destination
 
-        check_html_destination(args.html, inputs=(args.measured,))
-    rows = fidelity.validate(catalog.data_file(args.measured), PRESETS[_preset(args.preset)])
+        check_html_destination(args.html, inputs=paths)
+    cells = fidelity.read_any(paths, deployment_of(args), fields)
+    rows = fidelity.validate(cells, PRESETS[_preset(args.preset)])
     records = [r.to_record() for r in rows]
+    if len(paths) > 1 or any("client" in cell for cell in cells):  # rows renumbered: say where each came from
+        sources = {cell["line"]: cell["source"] for cell in cells}
+        records = [record | {"source": sources[str(record["line"])]} for record in records]
     frame = pd.DataFrame(records)
     summary = fidelity.summarise(rows)
     if args.csv:
@@ -99,7 +173,8 @@ def run_validate(args: argparse.Namespace) -> int:
     if args.html:
         from roofline_opt.report import html
 
-        html.write_html(frame, args.html, html.validate_chart(), f"validate {args.measured} ({args.preset} preset)")
+        title = f"validate {' '.join(args.files + ([args.measured] if args.measured else []))} ({args.preset} preset)"
+        html.write_html(frame, args.html, html.validate_chart(), title)
     if args.json:
         print(report.to_json(records))
         print(summary.line(), file=sys.stderr)
@@ -121,6 +196,10 @@ def run_validate(args: argparse.Namespace) -> int:
             print(f"  line {record['line']} ({record['model']}, {record['gpu'] or '-'}): {record['reason']}")
     print("\nper framework:")
     print(report.frame_to_table(pd.DataFrame(fidelity.by_framework(rows))))
+    if "source" in frame:
+        print("\nsources:")
+        for record in frame.to_dict("records"):
+            print(f"  line {record['line']}: {record['source']}")
     print(f"\n{summary.line()}")
     if args.plot:
         print(f"wrote {args.plot}")
@@ -133,9 +212,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from roofline_opt import catalog, fidelity, files, report
 
     gpu = catalog.load_gpu(args.gpu, "--gpu")
+    rows = measured_rows(args, gpu=args.gpu)
     if args.out:
-        files.check_destination(args.out, "--out", inputs=(args.measured, args.gpu))
-    fit, card = fidelity.calibrate(catalog.data_file(args.measured), gpu, Path(args.out).stem if args.out else None)
+        files.check_destination(args.out, "--out", inputs=(*measurement_files(args)[0], args.gpu))
+    # the rows pass through calibrate's read_measured; they are path-like, named by their files
+    fit, card = fidelity.calibrate(rows, gpu, Path(args.out).stem if args.out else None)  # type: ignore[arg-type]
     if args.out:
         files.write_text_atomic(args.out, fidelity.card_yaml(card), field="--out")
     if args.json:
@@ -149,7 +230,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
             "identified": [name in fit.identified for name in fidelity.FIT_PARAMETERS],
         }
     )
-    print(f"calibrate: {fit.rows} rows of {fit.gpu} in {args.measured}")
+    print(f"calibrate: {fit.rows} rows of {fit.gpu} in {os.fspath(rows)}")
     print(report.frame_to_table(table))
     loo = fit.leave_one_out_rms_log_error
     print(
@@ -231,7 +312,16 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "bandwidth (predicted_*, ratio); estimate_ratio is the preset's realistic estimate over the measurement. "
         "Rows that cannot be mapped are listed with the reason.",
         epilog="examples:\n  roofline-opt validate --measured examples/measured_points.csv\n"
-        "  roofline-opt validate --measured examples/measured_points.csv --plot validate.png --html validate.html",
+        "  roofline-opt validate --measured examples/measured_points.csv --plot validate.png --html validate.html\n"
+        "  roofline-opt validate vllm-result.json --gpu h100-sxm --tp 8 --precision bf16",
+    )
+    p.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="measured-points CSVs and benchmark clients' result files (vllm bench serve --save-result, "
+        "sglang.bench_serving --output-file, GenAI-Perf and AIPerf profile exports, GuideLLM benchmarks.json), in "
+        "any mix, told apart by content",
     )
     p.add_argument(
         "--measured", metavar="FILE", help="measured-points CSV (examples/measured_points.csv ships with the package)"
@@ -256,6 +346,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     from roofline_opt.cli.helpfmt import HTML_HELP
 
     p.add_argument("--html", metavar="FILE.html", help=HTML_HELP)
+    add_deployment_flags(p)
     p.set_defaults(func=run_validate)
 
     p = subparsers.add_parser(
@@ -268,12 +359,18 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "--out h100-calibrated.yaml",
     )
     p.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="measured-points CSVs and benchmark clients' result files, in any mix (as validate reads them)",
+    )
+    p.add_argument(
         "--measured",
-        required=True,
         metavar="FILE",
         help="measured-points CSV (examples/measured_points.csv ships with the package)",
     )
     p.add_argument("--gpu", required=True, help="catalog name or YAML card: the rows of this accelerator are fitted")
+    add_deployment_flags(p, skip=("--gpu",))
     p.add_argument("--out", metavar="CARD.yaml", help="write the calibrated accelerator card here")
     p.add_argument("--json", action="store_true", help="print the fit as a JSON object")
     p.set_defaults(func=run_calibrate)

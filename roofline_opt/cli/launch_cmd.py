@@ -188,8 +188,8 @@ def add_bench_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--bench",
         metavar="RESULT.json",
-        help="instead of --measured: a vllm bench serve --save-result "
-        "file from a recipe's bench script, compared with the figures that recipe predicted",
+        help="instead of --measured: a benchmark client's result file from a recipe's bench script (vllm bench "
+        "serve, sglang.bench_serving, GenAI-Perf, AIPerf), compared with the figures that recipe predicted",
     )
     p.add_argument("--recipe", metavar="DIR", help="with --bench: the recipe folder (default: the result's folder)")
 
@@ -200,20 +200,23 @@ def run_bench_validate(args: argparse.Namespace) -> int:
     from roofline_opt.deploy import measure
 
     if args.bench is None:
-        raise InvalidInput("--measured", "is required (or --bench RESULT.json with a recipe's benchmark result)")
-    if args.measured is not None:
-        raise InvalidInput("--bench", "excludes --measured: give one of them")
-    out = measure.compare_files(args.bench, args.recipe)
+        raise InvalidInput(
+            "--measured", "is required: give measured-points CSVs or benchmark result files (or --bench RESULT.json)"
+        )
+    if args.measured is not None or getattr(args, "files", None):
+        raise InvalidInput("--bench", "excludes --measured and FILE...: give one of them")
+    compared = measure.compare_files(args.bench, args.recipe)
     if args.json:
-        print(report.to_json_object(out))
+        print(report.to_json_object(compared[0]) if len(compared) == 1 else report.to_json(compared))
         return 0
-    print(
-        f"benchmark of recipe {out['recipe_id']} ({out['engine']}, {out['model']}): {out['completed']} requests "
-        f"completed, {out['failed']} failed"
-    )
-    print(report.records_table(out["rows"]) if out["rows"] else "no figure in common with the prediction")
-    for line in out["workload_differs"]:
-        print(f"note: the run's workload differs from the recipe's ({line})")
+    for out in compared:
+        print(
+            f"{out['source']} ({out['client']}), benchmark of recipe {out['recipe_id']} ({out['engine']}, "
+            f"{out['model']}): {out['completed']} requests completed, {out['failed']} failed"
+        )
+        print(report.records_table(out["rows"]) if out["rows"] else "no figure in common with the prediction")
+        for line in out["workload_differs"]:
+            print(f"note: the run's workload differs from the recipe's ({line})")
     return 0
 
 

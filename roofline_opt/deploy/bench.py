@@ -5,8 +5,11 @@ The client sends requests of the answer's input and output lengths (random token
 as many in flight as the deployment's decode slots (the batch of each decoding instance times their number), so the
 servers run at the batch the answer chose. vLLM's ``vllm bench serve`` measures vLLM, TensorRT-LLM, Dynamo
 and SGLang (all serve the OpenAI API; ``--save-result`` writes the JSON ``validate --bench`` reads back); SGLang's
-own ``sglang.bench_serving`` is written too. GenAI-Perf / AIPerf commands are not written: their flags are not in
-the tables yet.
+own ``sglang.bench_serving`` is written too, and for every engine NVIDIA's GenAI-Perf and AIPerf (``genai-perf
+profile`` / ``aiperf profile``: synthetic prompts of exactly the input length, ``--output-tokens-mean`` with EOS
+ignored, ``--concurrency`` the decode slots, as many distinct prompts as requests so no prompt is served from the
+prefix cache). Each client's result carries the recipe id back: vLLM's as ``--metadata roofline_recipe=ID``,
+GenAI-Perf's and AIPerf's in the ``--artifact-dir`` their export records, SGLang's in its output file's name.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from typing import Any
 
 from roofline_opt.deploy.answer import Deployment
 from roofline_opt.deploy.engines import SERVE_PORT, hf_model
+from roofline_opt.deploy.results import RECIPE_KEY
 
 PROMPTS_PER_SLOT = 4
 """Requests per in-flight slot: each slot serves several requests in a row, so the steady state dominates."""
 RESULT_FILE = "{prefix}{engine}.bench-result.json"
-RECIPE_KEY = "roofline_recipe"
-"""The --metadata key that carries the recipe id into the client's result file."""
+ARTIFACT_DIR = "{prefix}{recipe_id}.{client}"
+"""GenAI-Perf's and AIPerf's --artifact-dir: the recipe id in it comes back in their export's input_config."""
 
 
 def concurrency(dep: Deployment) -> int:
@@ -28,11 +32,36 @@ def concurrency(dep: Deployment) -> int:
     return sum(i.batch * i.count for i in dep.instances if i.role != "prefill")
 
 
+def _profile_client(
+    client: str, engine: str, dep: Deployment, recipe_id: str, prefix: str
+) -> tuple[str, tuple[str, ...], list]:
+    """GenAI-Perf's or AIPerf's ``profile`` command of the answer's workload (their flag names are shared)."""
+    c = concurrency(dep)
+    model = hf_model(dep.model)
+    settings: list[tuple[str, Any]] = [
+        ("--model", model),
+        ("--tokenizer", model),
+        ("--endpoint-type", "completions"),
+        ("--streaming", None),
+        ("--url", f"127.0.0.1:{SERVE_PORT[engine]}"),
+        ("--synthetic-input-tokens-mean", dep.isl),
+        ("--synthetic-input-tokens-stddev", 0),
+        ("--output-tokens-mean", dep.osl),
+        ("--output-tokens-stddev", 0),
+        ("--extra-inputs", "ignore_eos:true"),
+        ("--num-dataset-entries", PROMPTS_PER_SLOT * c),
+        ("--concurrency", c),
+        ("--request-count", PROMPTS_PER_SLOT * c),
+        ("--artifact-dir", ARTIFACT_DIR.format(prefix=prefix, recipe_id=recipe_id, client=client)),
+    ]
+    return client, (client, "profile"), settings
+
+
 def clients(engine: str, dep: Deployment, recipe_id: str, prefix: str = "") -> list[tuple[str, tuple[str, ...], list]]:
     """(flag table, program, settings) of each benchmark client for ``engine``: vLLM's client first (it caps the
     requests in flight at the deployment's batch and its result file goes back into ``validate --bench``), then for
     SGLang its own ``bench_serving``, whose version read has no concurrency cap (the server's
-    --max-running-requests holds the batch; its TTFT then includes queueing)."""
+    --max-running-requests holds the batch; its TTFT then includes queueing), then GenAI-Perf and AIPerf."""
     c = concurrency(dep)
     lengths: list[tuple[str, Any]] = [
         ("--dataset-name", "random"),
@@ -62,10 +91,35 @@ def clients(engine: str, dep: Deployment, recipe_id: str, prefix: str = "") -> l
             ("--port", SERVE_PORT["sglang"]),
             *lengths,
             ("--random-range-ratio", 1.0),
-            ("--output-file", f"{prefix}sglang.bench_serving.jsonl"),
+            ("--output-file", f"{prefix}{recipe_id}.bench_serving.jsonl"),
         ]
         out.append(("sglang", ("python3", "-m", "sglang.bench_serving"), own))
+    out += [_profile_client(client, engine, dep, recipe_id, prefix) for client in ("genai-perf", "aiperf")]
     return out
+
+
+def _deployment(dep: Deployment) -> dict[str, Any]:
+    """What ran, for reading a result back as a measured row (``fidelity.measurements``)."""
+    return {
+        "model": dep.model,
+        "weight_bits": dep.weight_bits,
+        "kv_bits": dep.kv_bits,
+        "gamma": dep.gamma,
+        "draft": dep.draft,
+        "instances": [
+            {
+                "role": i.role,
+                "gpu": i.gpu,
+                "tp": i.tp,
+                "pp": i.pp,
+                "ep": i.ep,
+                "dp_attention": i.dp_attention,
+                "batch": i.batch,
+                "count": i.count,
+            }
+            for i in dep.instances
+        ],
+    }
 
 
 def predicted(dep: Deployment, engine: str, recipe_id: str) -> dict[str, Any]:
@@ -92,4 +146,11 @@ def predicted(dep: Deployment, engine: str, recipe_id: str) -> dict[str, Any]:
         "num_prompts": PROMPTS_PER_SLOT * c,
         "lengths_stated": dep.lengths_stated,
     }
-    return {"recipe_id": recipe_id, "engine": engine, "model": dep.model, "workload": workload, "predicted": pred}
+    return {
+        "recipe_id": recipe_id,
+        "engine": engine,
+        "model": dep.model,
+        "workload": workload,
+        "predicted": pred,
+        "deployment": _deployment(dep),
+    }

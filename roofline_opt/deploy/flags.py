@@ -30,6 +30,14 @@ TRTLLM_DISAGG = (
     "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/disagg_utils.py extract_disagg_cfg (context_servers, generation_servers)"
 )
 DYNAMO_VLLM = "ai-dynamo/dynamo examples/backends/vllm/launch/disagg.sh @ 8401366d94c1150040e49510e1a295aa1c010f7b"
+GENAI_PERF_ARGS = (
+    "triton-inference-server/perf_analyzer genai-perf/genai_perf/parser.py @ 263c5f6e0c7a6c15472a54409174981f67930cfe"
+)
+GENAI_PERF_ENDPOINTS = (
+    "triton-inference-server/perf_analyzer genai-perf/genai_perf/config/endpoint_config.py @ "
+    "263c5f6e0c7a6c15472a54409174981f67930cfe (endpoint_type_map)"
+)
+AIPERF_ARGS = "ai-dynamo/aiperf aiperf/common/config/{} @ db4f6397d11ee2d4cfbb41f70b2327315163dcf0"
 
 
 @dataclass(frozen=True)
@@ -172,15 +180,54 @@ _DYNAMO = {
     "--disaggregation-mode": Flag("choice", DYNAMO_VLLM, choices=("prefill", "decode")),
 }
 
+_GENAI_PERF = {
+    "--model": Flag("text", GENAI_PERF_ARGS),
+    "--tokenizer": Flag("text", GENAI_PERF_ARGS),
+    "--endpoint-type": Flag("choice", GENAI_PERF_ENDPOINTS, choices=("completions", "chat")),
+    "--streaming": Flag("switch", GENAI_PERF_ARGS),
+    "--url": Flag("text", GENAI_PERF_ARGS),
+    "--synthetic-input-tokens-mean": _int(GENAI_PERF_ARGS),
+    "--synthetic-input-tokens-stddev": _int(GENAI_PERF_ARGS, minimum=0),
+    "--output-tokens-mean": _int(GENAI_PERF_ARGS),
+    "--output-tokens-stddev": _int(GENAI_PERF_ARGS, minimum=0),
+    "--extra-inputs": Flag("text", GENAI_PERF_ARGS),
+    "--num-dataset-entries": _int(GENAI_PERF_ARGS),  # type=positive_integer
+    "--concurrency": _int(GENAI_PERF_ARGS),
+    "--request-count": _int(GENAI_PERF_ARGS),
+    "--artifact-dir": Flag("text", GENAI_PERF_ARGS),
+}
+
+_AIPERF = {
+    "--model": Flag("text", AIPERF_ARGS.format("endpoint_config.py")),
+    "--url": Flag("text", AIPERF_ARGS.format("endpoint_config.py")),
+    "--endpoint-type": Flag("choice", AIPERF_ARGS.format("endpoint_config.py"), choices=("completions", "chat")),
+    "--streaming": Flag("switch", AIPERF_ARGS.format("endpoint_config.py")),
+    "--tokenizer": Flag("text", AIPERF_ARGS.format("tokenizer_config.py")),
+    "--synthetic-input-tokens-mean": _int(AIPERF_ARGS.format("prompt_config.py"), minimum=0),  # Field(ge=0)
+    "--synthetic-input-tokens-stddev": _int(AIPERF_ARGS.format("prompt_config.py"), minimum=0),
+    "--output-tokens-mean": _int(AIPERF_ARGS.format("prompt_config.py"), minimum=0),
+    "--output-tokens-stddev": _int(AIPERF_ARGS.format("prompt_config.py"), minimum=0),
+    "--extra-inputs": Flag("text", AIPERF_ARGS.format("input_config.py")),
+    "--num-dataset-entries": _int(AIPERF_ARGS.format("conversation_config.py")),  # Field(ge=1)
+    "--concurrency": _int(AIPERF_ARGS.format("loadgen_config.py")),  # Field(ge=1)
+    "--request-count": _int(AIPERF_ARGS.format("loadgen_config.py")),  # Field(ge=1)
+    "--artifact-dir": Flag("text", AIPERF_ARGS.format("output_config.py")),
+}
+
 TABLES: dict[str, EngineTable] = {
     "vllm": EngineTable("vllm", "0.11 (main @ 99d7eb5d)", _VLLM),
     "sglang": EngineTable("sglang", "main @ b36e8e19 (server_arguments.md)", _SGLANG),
     "trtllm": EngineTable("trtllm", "trtllm-serve @ 4c05a748", _TRTLLM),
     "dynamo": EngineTable("dynamo", "dynamo.vllm over vLLM 0.11 (main @ 99d7eb5d)", _DYNAMO),
+    "genai-perf": EngineTable("genai-perf", "0.0.16dev (perf_analyzer main @ 263c5f6e)", _GENAI_PERF),
+    "aiperf": EngineTable("aiperf", "0.1.1 (main @ db4f6397)", _AIPERF),
 }
-"""One table per engine: the version the recipes are written for (the one whose sources were read)."""
+"""One table per engine, and per benchmark client that has its own (GenAI-Perf, AIPerf; vLLM's and SGLang's clients
+are in their engine's table): the version the recipes are written for (the one whose sources were read)."""
 
-ENGINES = tuple(TABLES)
+CLIENT_TABLES = ("genai-perf", "aiperf")
+"""Tables of benchmark clients, not engines."""
+ENGINES = tuple(name for name in TABLES if name not in CLIENT_TABLES)
 
 
 def _value_problem(name: str, flag: Flag, value: Any) -> str | None:

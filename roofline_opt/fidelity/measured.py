@@ -236,8 +236,11 @@ def gpu_card(card: str) -> GpuSpec:
     return catalog.load_gpu(card)
 
 
-def read_measured(path: str | Path, field: str = "--measured") -> list[dict[str, str]]:
-    """The rows of a measured-points CSV as text cells with their line numbers; bad files are InvalidInput."""
+def read_measured(path: str | Path | list[dict[str, str]], field: str = "--measured") -> list[dict[str, str]]:
+    """The rows of a measured-points CSV as text cells with their line numbers; bad files are InvalidInput. Rows
+    already read (``measurements.read_any``: any mix of CSVs and benchmark result files) are returned as they are."""
+    if isinstance(path, list):
+        return [dict(row) for row in path]
     frame = files.read_csv_cells(path, field, MEASURED_COLUMNS, "measurement")
     return [row | {"line": str(line)} for line, row in enumerate(frame.to_dict("records"), start=2)]
 

@@ -386,10 +386,10 @@ def _at(sweep, per_gpu, batches, i: int, why: str | None, curve: dict) -> Predic
     )
 
 
-def validate(path: str | Path, preset: Preset = DEFAULT) -> list[ValidationRow]:
-    """Every row of a measured-points CSV with the roofline's bound (``preset`` at peak FLOP/s and HBM bandwidth,
-    unstated settings read favourably: ``MeasuredSetup.for_bound``) and its realistic estimate (``preset`` itself)
-    where it maps to a setup."""
+def validate(path: str | Path | list[dict[str, str]], preset: Preset = DEFAULT) -> list[ValidationRow]:
+    """Every row of a measured-points CSV (or rows already read: ``measurements.read_any``) with the roofline's bound
+    (``preset`` at peak FLOP/s and HBM bandwidth, unstated settings read favourably: ``MeasuredSetup.for_bound``) and
+    its realistic estimate (``preset`` itself) where it maps to a setup."""
     bound = preset.at_peak()
     at_peak, realistic = Predictor(bound), Predictor(preset)
     out = []
