@@ -101,7 +101,8 @@ def _all_commands(base: dict):
 def test_every_emitted_flag_is_in_the_table_of_the_version_named_and_in_range(base):
     checked = 0
     for engine, dep, cmds in _all_commands(base):
-        assert flags.problems(engine, recipe.settings_used(cmds)) == [], (engine, dep.name)
+        for table, used in recipe.settings_used(cmds, engine).items():
+            assert flags.problems(table, used) == [], (engine, table, dep.name)
         for c in cmds:
             for text in c.files.values():
                 assert flags.problems(engine, flags.flatten(yaml.safe_load(text))) == []
@@ -178,10 +179,10 @@ def test_a_disaggregated_answer_has_xpyd_workers_with_kv_transfer(base):
     record = _disagg(base)
     dep = answer.from_record(record, isl=8000, osl=500)
     cmds = engines.commands("sglang", dep)
-    assert [(c.role, c.count, c.gpus) for c in cmds] == [("prefill", 2, 4), ("decode", 3, 8)]
-    assert [_settings(c)["--disaggregation-mode"] for c in cmds] == ["prefill", "decode"]
+    assert [(c.role, c.count, c.gpus) for c in cmds] == [("prefill", 2, 4), ("decode", 3, 8), ("router", 1, 0)]
+    assert [_settings(c)["--disaggregation-mode"] for c in cmds[:2]] == ["prefill", "decode"]
     v = engines.commands("vllm", dep)
-    assert all(_settings(c)["--kv-transfer-config"]["kv_connector"] == "NixlConnector" for c in v)
+    assert all(_settings(c)["--kv-transfer-config"]["kv_connector"] == "NixlConnector" for c in v[:2])
     router = engines.commands("trtllm", dep)[-1]
     config = yaml.safe_load(next(iter(router.files.values())))
     assert (config["context_servers"]["num_instances"], config["generation_servers"]["num_instances"]) == (2, 3)
@@ -205,8 +206,6 @@ def test_decisions_an_engine_lacks_say_why(base):
     with pytest.raises(engines.Unsupported, match="EP 2 inside TP 8"):
         engines.commands("vllm", narrow_ep)
     assert engines.commands("sglang", narrow_ep)
-    with pytest.raises(engines.Unsupported, match="spans nodes"):
-        engines.commands("trtllm", answer.from_record({**base, "tp": 16, "n_gpus": 16}))
     with pytest.raises(engines.Unsupported, match="disaggregated"):
         engines.commands("dynamo", answer.from_record(base))
 
@@ -303,3 +302,34 @@ def test_an_instance_spanning_nodes_runs_over_the_ray_cluster_of_its_leader(base
     assert _settings(engines.vllm(tp16, tp16.instances[0]))["--distributed-executor-backend"] == "ray"
     dp16 = answer.from_record({**base, "model": "deepseek-v3", "tp": 16, "ep": 16, "dp_attention": True})
     assert _settings(engines.vllm(dp16, dp16.instances[0]))["--data-parallel-backend"] == "ray"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_disaggregated_recipe_routes_to_every_prefill_and_decode_server(base, engine):
+    dep = answer.from_record(_disagg(base), isl=8000, osl=500)
+    router = engines.commands(engine, dep)[-1]
+    words = router.argv()
+    assert words.count("--prefill") == 2 and words.count("--decode") == 3
+    assert ("--vllm-pd-disaggregation" if engine == "vllm" else "--pd-disaggregation") in words
+    assert flags.problems(router.table, router.settings) == []
+    if engine == "sglang":  # each prefill URL carries the bootstrap port its prefill server opens
+        prefill = _settings(engines.commands(engine, dep)[0])
+        ports = [v[1] for k, v in router.settings if k == "--prefill"]
+        assert ports == [prefill["--disaggregation-bootstrap-port"]] * 2
+
+
+def test_a_router_is_a_deployment_without_gpus(base):
+    dep = answer.from_record(_disagg(base), isl=8000, osl=500)
+    docs = manifests.manifests("vllm", "r", engines.commands("vllm", dep))
+    router = next(d for d in docs if d["metadata"]["name"].endswith("router"))
+    _validate(router)
+    assert "resources" not in router["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_a_trtllm_instance_spanning_nodes_runs_under_srun_with_one_rank_per_gpu(base):
+    dep = answer.from_record({**base, "tp": 16, "n_gpus": 16})
+    (cmd,) = engines.commands("trtllm", dep)
+    assert cmd.shell().startswith("srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --mpi=pmix")
+    assert cmd.launcher[-1] == "trtllm-llmapi-launch" and _settings(cmd)["--tp_size"] == 16
+    assert manifests.manifests("trtllm", "r", [cmd]) == []
+    assert any("srun" in note for note in recipe.notes("trtllm", dep))
