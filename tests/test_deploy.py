@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import engine_parsers
 import jsonschema
 import pytest
 import yaml
@@ -333,3 +334,63 @@ def test_a_trtllm_instance_spanning_nodes_runs_under_srun_with_one_rank_per_gpu(
     assert cmd.launcher[-1] == "trtllm-llmapi-launch" and _settings(cmd)["--tp_size"] == 16
     assert manifests.manifests("trtllm", "r", [cmd]) == []
     assert any("srun" in note for note in recipe.notes("trtllm", dep))
+
+
+def test_every_emitted_command_parses_with_its_engines_own_parser(base):
+    """Every command of every variant (servers, routers, benchmark clients) parses with the parser the engine's
+    release builds (rebuilt from tests/data/engine_args), and the decisions read back as the engine sees them."""
+    parsed = 0
+    for engine, dep, cmds in _all_commands(base):
+        runs = [c.argv() for c in cmds] + [
+            engines.Command("bench", program, tuple(settings), 1, 0).argv()
+            for _, program, settings in bench.clients(engine, dep, "id")
+        ]
+        for argv in runs:
+            if engine_parsers.program_of(argv) is None:  # TensorRT-LLM, SGLang's bench_serving: no dump
+                continue
+            ns = engine_parsers.parse(argv)
+            parsed += 1
+            inst = next((c.instance for c in cmds if c.argv() == argv), None)
+            if inst is not None and hasattr(ns, "tensor_parallel_size") and not inst.dp_attention:
+                assert (ns.tensor_parallel_size, ns.pipeline_parallel_size) == (inst.tp, inst.pp)
+            if inst is not None and hasattr(ns, "tp_size"):
+                assert ns.tp_size == inst.tp
+    assert parsed >= 40
+
+
+def test_an_engine_parser_refuses_what_the_engine_refuses():
+    with pytest.raises(ValueError, match="does not know"):
+        engine_parsers.parse(["vllm", "serve", "m", "--tensor-parallel-sizes", "8"])
+    with pytest.raises(ValueError, match="refuses"):
+        engine_parsers.parse(["python3", "-m", "sglang.launch_server", "--kv-cache-dtype", "fp4"])
+    with pytest.raises(ValueError, match="refuses"):
+        engine_parsers.parse(["python3", "-m", "sglang.launch_server", "--tp-size", "eight"])
+
+
+ENGINE_DUMPS = {
+    "vllm": ("vllm-serve", "vllm-bench-serve"),
+    "sglang": ("sglang-launch-server",),
+    "dynamo": ("dynamo-vllm", "vllm-bench-serve"),
+    "vllm-router": ("vllm-router",),
+    "sglang-router": ("sglang-router",),
+    "dynamo-frontend": ("dynamo-frontend",),
+}
+
+
+@pytest.mark.parametrize("name", ENGINE_DUMPS)
+def test_every_flag_of_a_table_is_an_option_of_that_release_with_its_choices(name):
+    """The tables name the release whose parser was dumped; each flag is one of its options, and a flag's choices are
+    among the parser's own where the parser declares them (SGLang's bench_serving flags come from older sources)."""
+    options: dict[str, dict] = {}
+    for dump in ENGINE_DUMPS[name]:
+        record = engine_parsers.dump(dump)
+        if dump != "vllm-bench-serve":
+            assert flags.table(name).version.split()[0] in record["version"], (name, record["version"])
+        options.update({o: a for a in record["arguments"] for o in a["options"]})
+    for flag_name, flag in flags.table(name).flags.items():
+        if not flag_name.startswith("--") or "." in flag_name or flag.source == flags.SGLANG_BENCH:
+            continue
+        assert flag_name in options, (name, flag_name)
+        declared = options[flag_name]["choices"]
+        if flag.kind == "choice" and declared is not None:
+            assert set(flag.choices) <= set(declared), (name, flag_name)
