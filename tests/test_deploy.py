@@ -172,7 +172,7 @@ def test_data_parallel_attention_is_dp_ranks_with_expert_parallelism(base):
     assert (v["--tensor-parallel-size"], v["--data-parallel-size"], v["--max-num-seqs"]) == (1, 8, 100)
     assert "--enable-expert-parallel" in v
     s = _settings(engines.sglang(dep, dep.instances[0]))
-    assert (s["--dp-size"], s["--ep-size"], s["--max-running-requests"]) == (8, 8, 800)
+    assert (s["--attn-dp-size"], s["--ep-size"], s["--max-running-requests"]) == (8, 8, 800)
     assert engines.trtllm_options(dep, dep.instances[0]) == {"enable_attention_dp": True}
 
 

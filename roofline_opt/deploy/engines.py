@@ -180,7 +180,7 @@ def sglang(dep: Deployment, inst: Instance) -> Command:
         ("--port", SERVE_PORT["sglang"]),
     ]
     if inst.dp_attention:
-        s += [("--tp-size", inst.tp), ("--dp-size", inst.tp), ("--enable-dp-attention", None), ("--ep-size", inst.tp)]
+        s += [("--tp-size", inst.tp), ("--attn-dp-size", inst.tp), ("--ep-size", inst.tp)]  # 0.5.23 spelling
     else:
         s += [("--tp-size", inst.tp), ("--pp-size", inst.pp)]
         if inst.ep > 1:

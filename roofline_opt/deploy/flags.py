@@ -117,9 +117,8 @@ _SGLANG = {
     "--port": _int(SGLANG_ARGS),
     "--tp-size": _int(SGLANG_ARGS),
     "--pp-size": _int(SGLANG_ARGS),
-    "--dp-size": _int(SGLANG_ARGS),
     "--ep-size": _int(SGLANG_ARGS),
-    "--enable-dp-attention": Flag("switch", SGLANG_ARGS),
+    "--attn-dp-size": _int(SGLANG_ARGS),  # replaces --dp-size N --enable-dp-attention (deprecated in 0.5.23)
     "--max-running-requests": _int(SGLANG_ARGS),
     "--chunked-prefill-size": _int(SGLANG_ARGS),
     "--context-length": _int(SGLANG_ARGS),
