@@ -31,7 +31,7 @@ not listed is selected by its catalog name, to be relabelled."""
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_RESOURCE = "nvidia.com/gpu"
 IMAGES = {
-    "vllm": "vllm/vllm-openai:v0.11.0",
+    "vllm": "vllm/vllm-openai:v0.33.0",
     "sglang": "lmsysorg/sglang:latest",
     "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:latest",
     "dynamo": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:latest",
