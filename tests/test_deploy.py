@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import engine_parsers
 import jsonschema
 import pytest
 import yaml
@@ -101,7 +102,8 @@ def _all_commands(base: dict):
 def test_every_emitted_flag_is_in_the_table_of_the_version_named_and_in_range(base):
     checked = 0
     for engine, dep, cmds in _all_commands(base):
-        assert flags.problems(engine, recipe.settings_used(cmds)) == [], (engine, dep.name)
+        for table, used in recipe.settings_used(cmds, engine).items():
+            assert flags.problems(table, used) == [], (engine, table, dep.name)
         for c in cmds:
             for text in c.files.values():
                 assert flags.problems(engine, flags.flatten(yaml.safe_load(text))) == []
@@ -125,7 +127,7 @@ def test_the_table_check_finds_an_unknown_flag_and_a_value_out_of_range():
 
 
 def test_every_flag_of_every_table_names_its_source():
-    for table in flags.TABLES.values():
+    for table in (*flags.TABLES.values(), *flags.HELPERS.values()):
         assert table.version
         assert all(flag.source for flag in table.flags.values())
 
@@ -170,7 +172,7 @@ def test_data_parallel_attention_is_dp_ranks_with_expert_parallelism(base):
     assert (v["--tensor-parallel-size"], v["--data-parallel-size"], v["--max-num-seqs"]) == (1, 8, 100)
     assert "--enable-expert-parallel" in v
     s = _settings(engines.sglang(dep, dep.instances[0]))
-    assert (s["--dp-size"], s["--ep-size"], s["--max-running-requests"]) == (8, 8, 800)
+    assert (s["--attn-dp-size"], s["--ep-size"], s["--max-running-requests"]) == (8, 8, 800)
     assert engines.trtllm_options(dep, dep.instances[0]) == {"enable_attention_dp": True}
 
 
@@ -178,10 +180,10 @@ def test_a_disaggregated_answer_has_xpyd_workers_with_kv_transfer(base):
     record = _disagg(base)
     dep = answer.from_record(record, isl=8000, osl=500)
     cmds = engines.commands("sglang", dep)
-    assert [(c.role, c.count, c.gpus) for c in cmds] == [("prefill", 2, 4), ("decode", 3, 8)]
-    assert [_settings(c)["--disaggregation-mode"] for c in cmds] == ["prefill", "decode"]
+    assert [(c.role, c.count, c.gpus) for c in cmds] == [("prefill", 2, 4), ("decode", 3, 8), ("router", 1, 0)]
+    assert [_settings(c)["--disaggregation-mode"] for c in cmds[:2]] == ["prefill", "decode"]
     v = engines.commands("vllm", dep)
-    assert all(_settings(c)["--kv-transfer-config"]["kv_connector"] == "NixlConnector" for c in v)
+    assert all(_settings(c)["--kv-transfer-config"]["kv_connector"] == "NixlConnector" for c in v[:2])
     router = engines.commands("trtllm", dep)[-1]
     config = yaml.safe_load(next(iter(router.files.values())))
     assert (config["context_servers"]["num_instances"], config["generation_servers"]["num_instances"]) == (2, 3)
@@ -205,8 +207,6 @@ def test_decisions_an_engine_lacks_say_why(base):
     with pytest.raises(engines.Unsupported, match="EP 2 inside TP 8"):
         engines.commands("vllm", narrow_ep)
     assert engines.commands("sglang", narrow_ep)
-    with pytest.raises(engines.Unsupported, match="spans nodes"):
-        engines.commands("trtllm", answer.from_record({**base, "tp": 16, "n_gpus": 16}))
     with pytest.raises(engines.Unsupported, match="disaggregated"):
         engines.commands("dynamo", answer.from_record(base))
 
@@ -303,3 +303,94 @@ def test_an_instance_spanning_nodes_runs_over_the_ray_cluster_of_its_leader(base
     assert _settings(engines.vllm(tp16, tp16.instances[0]))["--distributed-executor-backend"] == "ray"
     dp16 = answer.from_record({**base, "model": "deepseek-v3", "tp": 16, "ep": 16, "dp_attention": True})
     assert _settings(engines.vllm(dp16, dp16.instances[0]))["--data-parallel-backend"] == "ray"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_disaggregated_recipe_routes_to_every_prefill_and_decode_server(base, engine):
+    dep = answer.from_record(_disagg(base), isl=8000, osl=500)
+    router = engines.commands(engine, dep)[-1]
+    words = router.argv()
+    assert words.count("--prefill") == 2 and words.count("--decode") == 3
+    assert ("--vllm-pd-disaggregation" if engine == "vllm" else "--pd-disaggregation") in words
+    assert flags.problems(router.table, router.settings) == []
+    if engine == "sglang":  # each prefill URL carries the bootstrap port its prefill server opens
+        prefill = _settings(engines.commands(engine, dep)[0])
+        ports = [v[1] for k, v in router.settings if k == "--prefill"]
+        assert ports == [prefill["--disaggregation-bootstrap-port"]] * 2
+
+
+def test_a_router_is_a_deployment_without_gpus(base):
+    dep = answer.from_record(_disagg(base), isl=8000, osl=500)
+    docs = manifests.manifests("vllm", "r", engines.commands("vllm", dep))
+    router = next(d for d in docs if d["metadata"]["name"].endswith("router"))
+    _validate(router)
+    assert "resources" not in router["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_a_trtllm_instance_spanning_nodes_runs_under_srun_with_one_rank_per_gpu(base):
+    dep = answer.from_record({**base, "tp": 16, "n_gpus": 16})
+    (cmd,) = engines.commands("trtllm", dep)
+    assert cmd.shell().startswith("srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --mpi=pmix")
+    assert cmd.launcher[-1] == "trtllm-llmapi-launch" and _settings(cmd)["--tp_size"] == 16
+    assert manifests.manifests("trtllm", "r", [cmd]) == []
+    assert any("srun" in note for note in recipe.notes("trtllm", dep))
+
+
+def test_every_emitted_command_parses_with_its_engines_own_parser(base):
+    """Every command of every variant (servers, routers, benchmark clients) parses with the parser the engine's
+    release builds (rebuilt from tests/data/engine_args), and the decisions read back as the engine sees them."""
+    parsed = 0
+    for engine, dep, cmds in _all_commands(base):
+        runs = [c.argv() for c in cmds] + [
+            engines.Command("bench", program, tuple(settings), 1, 0).argv()
+            for _, program, settings in bench.clients(engine, dep, "id")
+        ]
+        for argv in runs:
+            if engine_parsers.program_of(argv) is None:  # TensorRT-LLM, SGLang's bench_serving: no dump
+                continue
+            ns = engine_parsers.parse(argv)
+            parsed += 1
+            inst = next((c.instance for c in cmds if c.argv() == argv), None)
+            if inst is not None and hasattr(ns, "tensor_parallel_size") and not inst.dp_attention:
+                assert (ns.tensor_parallel_size, ns.pipeline_parallel_size) == (inst.tp, inst.pp)
+            if inst is not None and hasattr(ns, "tp_size"):
+                assert ns.tp_size == inst.tp
+    assert parsed >= 40
+
+
+def test_an_engine_parser_refuses_what_the_engine_refuses():
+    with pytest.raises(ValueError, match="does not know"):
+        engine_parsers.parse(["vllm", "serve", "m", "--tensor-parallel-sizes", "8"])
+    with pytest.raises(ValueError, match="refuses"):
+        engine_parsers.parse(["python3", "-m", "sglang.launch_server", "--kv-cache-dtype", "fp4"])
+    with pytest.raises(ValueError, match="refuses"):
+        engine_parsers.parse(["python3", "-m", "sglang.launch_server", "--tp-size", "eight"])
+
+
+ENGINE_DUMPS = {
+    "vllm": ("vllm-serve", "vllm-bench-serve"),
+    "sglang": ("sglang-launch-server",),
+    "dynamo": ("dynamo-vllm", "vllm-bench-serve"),
+    "vllm-router": ("vllm-router",),
+    "sglang-router": ("sglang-router",),
+    "dynamo-frontend": ("dynamo-frontend",),
+}
+
+
+@pytest.mark.parametrize("name", ENGINE_DUMPS)
+def test_every_flag_of_a_table_is_an_option_of_that_release_with_its_choices(name):
+    """The tables name the release whose parser was dumped; each flag is one of its options, and a flag's choices are
+    among the parser's own where the parser declares them (SGLang's bench_serving flags come from older sources)."""
+    options: dict[str, dict] = {}
+    for dump in ENGINE_DUMPS[name]:
+        record = engine_parsers.dump(dump)
+        if dump != "vllm-bench-serve":
+            assert flags.table(name).version.split()[0] in record["version"], (name, record["version"])
+        options.update({o: a for a in record["arguments"] for o in a["options"]})
+    for flag_name, flag in flags.table(name).flags.items():
+        if not flag_name.startswith("--") or "." in flag_name or flag.source == flags.SGLANG_BENCH:
+            continue
+        assert flag_name in options, (name, flag_name)
+        declared = options[flag_name]["choices"]
+        if flag.kind == "choice" and declared is not None:
+            assert set(flag.choices) <= set(declared), (name, flag_name)

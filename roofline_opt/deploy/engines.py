@@ -1,8 +1,11 @@
 """Serve commands per engine: one flag per decision of an instance, from the flag tables of ``deploy.flags``.
 
 A decision an engine cannot express raises ``Unsupported`` with the reason in one line (2-D tensor parallelism, a
-4-bit KV cache, vLLM's expert parallelism narrower than TP, TensorRT-LLM instances spanning nodes). Each builder
-returns a ``Command``: the program and its (flag, value) settings, checked against the table by the tests.
+4-bit KV cache, vLLM's expert parallelism narrower than TP). Each builder returns a ``Command``: the program and its
+(flag, value) settings, checked against the table by the tests. A disaggregated answer also gets its router: vLLM's
+``vllm-router --vllm-pd-disaggregation``, SGLang's ``sglang_router.launch_router --pd-disaggregation``,
+TensorRT-LLM's ``trtllm-serve disaggregated``, Dynamo's frontend. A TensorRT-LLM instance spanning nodes is launched
+as TensorRT-LLM documents it: ``srun`` over the nodes, each rank running ``trtllm-llmapi-launch trtllm-serve``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from roofline_opt.deploy.flags import TABLES
 
 SERVE_PORT = {"vllm": 8000, "sglang": 30000, "trtllm": 8000, "dynamo": 8000}
 """Port each engine's server listens on (its default)."""
+SGLANG_BOOTSTRAP_PORT = 8998
+"""SGLang's --disaggregation-bootstrap-port (its default), named to the router with each prefill server."""
 KV_DTYPE = {"vllm": "fp8", "sglang": "fp8_e4m3", "trtllm": "fp8", "dynamo": "fp8"}
 """KV-cache dtype of an 8-bit KV cache per engine (16-bit: the engine's default, the model's dtype)."""
 DEFAULT_MEMORY_FRACTION = 0.9
@@ -44,19 +49,26 @@ class Command:
     instance: Instance | None = None
     files: Mapping[str, str] = field(default_factory=dict)
     """Config files the command reads (name -> text), written beside it."""
+    table: str = ""
+    """The flag table its settings are checked against when not the recipe's engine (a router's)."""
+    launcher: tuple[str, ...] = ()
+    """What starts the program on every rank of an instance spanning nodes (srun ... trtllm-llmapi-launch)."""
 
     def argv(self) -> list[str]:
+        """The program and its settings (a tuple value is several words: a router's URL and bootstrap port)."""
         out = list(self.program)
         for name, value in self.settings:
             out.append(name)
             if isinstance(value, Mapping):
                 out.append(json.dumps(value, separators=(",", ":")))
+            elif isinstance(value, tuple):
+                out += [str(v) for v in value]
             elif value is not None:
                 out.append(str(value))
         return out
 
     def shell(self) -> str:
-        return shlex.join(self.argv())
+        return shlex.join([*self.launcher, *self.argv()])
 
 
 def gpus_per_node(gpu: str) -> int:
@@ -168,7 +180,7 @@ def sglang(dep: Deployment, inst: Instance) -> Command:
         ("--port", SERVE_PORT["sglang"]),
     ]
     if inst.dp_attention:
-        s += [("--tp-size", inst.tp), ("--dp-size", inst.tp), ("--enable-dp-attention", None), ("--ep-size", inst.tp)]
+        s += [("--tp-size", inst.tp), ("--attn-dp-size", inst.tp), ("--ep-size", inst.tp)]  # 0.5.23 spelling
     else:
         s += [("--tp-size", inst.tp), ("--pp-size", inst.pp)]
         if inst.ep > 1:
@@ -198,6 +210,8 @@ def sglang(dep: Deployment, inst: Instance) -> Command:
     s += [("--mem-fraction-static", memory_fraction(dep)), ("--context-length", dep.max_model_len)]
     if inst.role != "agg":
         s += [("--disaggregation-mode", inst.role), ("--disaggregation-transfer-backend", "nixl")]
+    if inst.role == "prefill":
+        s.append(("--disaggregation-bootstrap-port", SGLANG_BOOTSTRAP_PORT))
     return Command(
         inst.role, ("python3", "-m", "sglang.launch_server"), tuple(s), inst.count, inst.n_gpus, inst.gpu, inst
     )
@@ -247,12 +261,6 @@ def trtllm(dep: Deployment, inst: Instance, prefix: str = "") -> Command:
     """``trtllm-serve``: TP/PP/EP flags, --max_batch_size (per attention-DP rank), the step's token budget, the
     length and the KV share, the rest in an --extra_llm_api_options YAML file."""
     _common_checks("trtllm", dep, inst)
-    per_node = gpus_per_node(inst.gpu)
-    if inst.n_gpus > per_node:
-        raise Unsupported(
-            f"trtllm: an instance of {inst.n_gpus} GPUs spans nodes of {per_node}; TensorRT-LLM runs such instances "
-            "under MPI (trtllm-llmapi-launch), which this tool does not write"
-        )
     s: list[tuple[str, Any]] = [
         ("--backend", "pytorch"),
         ("--host", "0.0.0.0"),
@@ -278,7 +286,33 @@ def trtllm(dep: Deployment, inst: Instance, prefix: str = "") -> Command:
         s.append(("--extra_llm_api_options", name))
         files[name] = _yaml(options)
     return Command(
-        inst.role, ("trtllm-serve", hf_model(dep.model)), tuple(s), inst.count, inst.n_gpus, inst.gpu, inst, files
+        inst.role,
+        ("trtllm-serve", hf_model(dep.model)),
+        tuple(s),
+        inst.count,
+        inst.n_gpus,
+        inst.gpu,
+        inst,
+        files,
+        launcher=trtllm_launcher(inst),
+    )
+
+
+def trtllm_launcher(inst: Instance) -> tuple[str, ...]:
+    """``srun`` over the nodes of an instance that spans them, one MPI rank per GPU, each running
+    ``trtllm-llmapi-launch`` (TensorRT-LLM's multi-node form); nothing for an instance on one node."""
+    per_node = gpus_per_node(inst.gpu)
+    if inst.n_gpus <= per_node:
+        return ()
+    nodes = -(-inst.n_gpus // per_node)
+    return (
+        "srun",
+        f"--nodes={nodes}",
+        f"--ntasks={inst.n_gpus}",
+        f"--ntasks-per-node={per_node}",
+        "--mpi=pmix",
+        f"--gres=gpu:{per_node}",
+        "trtllm-llmapi-launch",
     )
 
 
@@ -296,8 +330,32 @@ def trtllm_router(dep: Deployment, workers: list[Command], prefix: str = "") -> 
 
 
 def dynamo_frontend() -> Command:
-    """Dynamo's HTTP frontend, routing each request to a prefill then a decode worker."""
-    return Command("frontend", ("python3", "-m", "dynamo.frontend"), (), 1, 0)
+    """Dynamo's HTTP frontend, routing each request to a prefill then a decode worker (round robin over workers)."""
+    settings = (("--http-port", SERVE_PORT["dynamo"]), ("--router-mode", "round-robin"))
+    return Command("frontend", ("python3", "-m", "dynamo.frontend"), settings, 1, 0, table="dynamo-frontend")
+
+
+def pd_router(engine: str, workers: list[Command]) -> Command:
+    """The prefill/decode router of a disaggregated vLLM or SGLang recipe: every prefill and decode server by URL
+    (``ROLE-K`` host names, to be set to the servers' addresses at launch); SGLang's prefill URLs carry their
+    bootstrap port."""
+    port = SERVE_PORT[engine]  # the router listens where the benchmark sends requests: the engine's port
+    s: list[tuple[str, Any]] = [("--host", "0.0.0.0"), ("--port", port)]
+    if engine == "vllm":
+        program: tuple[str, ...] = ("vllm-router",)
+        s.append(("--vllm-pd-disaggregation", None))
+    else:
+        program = ("python3", "-m", "sglang_router.launch_router")
+        s.append(("--pd-disaggregation", None))
+    for w in workers:
+        for k in range(w.count):
+            url = f"http://{w.role}-{k}:{port}"
+            if w.role == "prefill":
+                s.append(("--prefill", (url, SGLANG_BOOTSTRAP_PORT) if engine == "sglang" else (url,)))
+            else:
+                s.append(("--decode", url))
+    s.append(("--policy", "round_robin"))
+    return Command("router", program, tuple(s), 1, 0, table=f"{engine}-router")
 
 
 def commands(engine: str, dep: Deployment, prefix: str = "") -> list[Command]:
@@ -306,10 +364,10 @@ def commands(engine: str, dep: Deployment, prefix: str = "") -> list[Command]:
         raise Unsupported(
             "dynamo: recipes are written for disaggregated answers (serving disagg); use vllm, sglang or trtllm"
         )
-    if engine in ("vllm", "dynamo"):
-        out = [vllm(dep, inst, engine) for inst in dep.instances]
-        return [dynamo_frontend(), *out] if engine == "dynamo" else out
-    if engine == "sglang":
-        return [sglang(dep, inst) for inst in dep.instances]
+    if engine == "dynamo":
+        return [dynamo_frontend(), *(vllm(dep, inst, engine) for inst in dep.instances)]
+    if engine in ("vllm", "sglang"):
+        out = [vllm(dep, inst) if engine == "vllm" else sglang(dep, inst) for inst in dep.instances]
+        return [*out, pd_router(engine, out)] if dep.disaggregated else out
     workers = [trtllm(dep, inst, prefix) for inst in dep.instances]
     return [*workers, trtllm_router(dep, workers, prefix)] if dep.disaggregated else workers

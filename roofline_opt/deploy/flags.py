@@ -14,12 +14,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-VLLM_ARGS = "vllm-project/vllm vllm/engine/arg_utils.py @ 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b"
-VLLM_CACHE = "vllm-project/vllm vllm/config/cache.py @ c1d86421174a87056edc90a41dc9942391509e84"
-VLLM_SPEC = "vllm-project/vllm vllm/config/speculative.py @ f19b16d95e4395790661f4835e4436bc3dd5d9c7"
-VLLM_BENCH = "vllm-project/vllm vllm/benchmarks/serve.py @ def9ce85ba1079af970a58ed3d42dd861ae35d58"
-SGLANG_ARGS = "sgl-project/sglang docs/advanced_features/server_arguments.md @ b36e8e198b71553316b55bce53de6ecf9b3a9a47"
+VLLM_RELEASE = "v0.33.0 (commit 4ba787ec9, the PyPI wheel vllm-0.33.0)"
+VLLM_ARGS = f"vllm-project/vllm vllm/engine/arg_utils.py @ {VLLM_RELEASE}"
+VLLM_CACHE = f"vllm-project/vllm vllm/config/cache.py @ {VLLM_RELEASE}"
+VLLM_SPEC = f"vllm-project/vllm vllm/config/speculative.py @ {VLLM_RELEASE}"
+VLLM_KV = f"vllm-project/vllm vllm/config/kv_transfer.py @ {VLLM_RELEASE}"
+VLLM_PARALLEL = f"vllm-project/vllm vllm/config/parallel.py @ {VLLM_RELEASE}"
+VLLM_QUANT = f"vllm-project/vllm vllm/model_executor/layers/quantization/__init__.py @ {VLLM_RELEASE}"
+VLLM_BENCH = f"vllm-project/vllm vllm/benchmarks/serve.py @ {VLLM_RELEASE}"
+VLLM_ROUTER = "vllm-project/router: vllm_router/router_args.py of the PyPI wheel vllm-router 0.1.17"
+SGLANG_ARGS = "sgl-project/sglang: sglang/srt/server_args.py and sglang/srt/arg_groups/ of the PyPI wheel sglang 0.5.23"
 SGLANG_BENCH = "sgl-project/sglang python/sglang/bench_serving.py @ 50a613687fe1ffc6f1bb630c684a24c428a54a74"
+SGLANG_ROUTER = "sgl-project/sglang: sglang_router/router_args.py of the PyPI wheel sglang-router 0.3.2"
 TRTLLM_SERVE = "NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py @ 4c05a74891e4df8066f08ed4ce14b0972abe4e25"
 TRTLLM_ARGS = (
     "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py (the version whose DraftTargetDecodingConfig has "
@@ -29,7 +35,6 @@ TRTLLM_ARGS = (
 TRTLLM_DISAGG = (
     "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/disagg_utils.py extract_disagg_cfg (context_servers, generation_servers)"
 )
-DYNAMO_VLLM = "ai-dynamo/dynamo examples/backends/vllm/launch/disagg.sh @ 8401366d94c1150040e49510e1a295aa1c010f7b"
 GENAI_PERF_ARGS = (
     "triton-inference-server/perf_analyzer genai-perf/genai_perf/parser.py @ 263c5f6e0c7a6c15472a54409174981f67930cfe"
 )
@@ -38,6 +43,12 @@ GENAI_PERF_ENDPOINTS = (
     "263c5f6e0c7a6c15472a54409174981f67930cfe (endpoint_type_map)"
 )
 AIPERF_ARGS = "ai-dynamo/aiperf aiperf/common/config/{} @ db4f6397d11ee2d4cfbb41f70b2327315163dcf0"
+TRTLLM_MULTINODE = (
+    "NVIDIA/TensorRT-LLM docs/source/commands/trtllm-serve/trtllm-serve.rst 'Multi-node Serving with Slurm' @ "
+    "5c0c175b854e0a1536299990a32a73ade028e0a8 (srun ... trtllm-llmapi-launch trtllm-serve)"
+)
+DYNAMO_VLLM = "ai-dynamo/dynamo: dynamo/vllm/backend_args.py of the PyPI wheel ai-dynamo 1.6.1"
+DYNAMO_FRONTEND = "ai-dynamo/dynamo: dynamo/frontend/frontend_args.py of the PyPI wheel ai-dynamo 1.6.1"
 
 
 @dataclass(frozen=True)
@@ -80,18 +91,18 @@ _VLLM = {
     "--max-model-len": _int(VLLM_ARGS),
     "--kv-cache-dtype": Flag(
         "choice", VLLM_CACHE, choices=("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
-    ),
+    ),  # a subset of CacheDType
     "--gpu-memory-utilization": Flag("float", VLLM_CACHE, minimum=0.0, maximum=1.0, open_minimum=True),
-    "--quantization": Flag("choice", VLLM_ARGS, choices=("fp8",)),
-    "--distributed-executor-backend": Flag("choice", VLLM_ARGS, choices=("mp", "ray")),
-    "--data-parallel-backend": Flag("choice", VLLM_ARGS, choices=("mp", "ray")),
+    "--quantization": Flag("choice", VLLM_QUANT, choices=("fp8",)),
+    "--distributed-executor-backend": Flag("choice", VLLM_PARALLEL, choices=("mp", "ray")),
+    "--data-parallel-backend": Flag("choice", VLLM_PARALLEL, choices=("mp", "ray")),
     "--speculative-config": Flag("json", VLLM_ARGS),
     "--speculative-config.method": Flag("choice", VLLM_SPEC, choices=("draft_model", "mtp")),
     "--speculative-config.model": Flag("text", VLLM_SPEC),
     "--speculative-config.num_speculative_tokens": _int(VLLM_SPEC),
     "--kv-transfer-config": Flag("json", VLLM_ARGS),
-    "--kv-transfer-config.kv_connector": Flag("choice", VLLM_ARGS, choices=("NixlConnector",)),
-    "--kv-transfer-config.kv_role": Flag("choice", VLLM_ARGS, choices=("kv_both",)),
+    "--kv-transfer-config.kv_connector": Flag("choice", VLLM_KV, choices=("NixlConnector",)),
+    "--kv-transfer-config.kv_role": Flag("choice", VLLM_KV, choices=("kv_both",)),
     # the benchmark client (vllm bench serve)
     "--backend": Flag("choice", VLLM_BENCH, choices=("vllm", "openai")),
     "--host": Flag("text", VLLM_BENCH),
@@ -114,9 +125,8 @@ _SGLANG = {
     "--port": _int(SGLANG_ARGS),
     "--tp-size": _int(SGLANG_ARGS),
     "--pp-size": _int(SGLANG_ARGS),
-    "--dp-size": _int(SGLANG_ARGS),
     "--ep-size": _int(SGLANG_ARGS),
-    "--enable-dp-attention": Flag("switch", SGLANG_ARGS),
+    "--attn-dp-size": _int(SGLANG_ARGS),  # replaces --dp-size N --enable-dp-attention (deprecated in 0.5.23)
     "--max-running-requests": _int(SGLANG_ARGS),
     "--chunked-prefill-size": _int(SGLANG_ARGS),
     "--context-length": _int(SGLANG_ARGS),
@@ -130,6 +140,7 @@ _SGLANG = {
     "--speculative-num-draft-tokens": _int(SGLANG_ARGS),
     "--disaggregation-mode": Flag("choice", SGLANG_ARGS, choices=("prefill", "decode")),
     "--disaggregation-transfer-backend": Flag("choice", SGLANG_ARGS, choices=("mooncake", "nixl")),
+    "--disaggregation-bootstrap-port": _int(SGLANG_ARGS),
     "--nnodes": _int(SGLANG_ARGS),
     "--node-rank": Flag("text", SGLANG_ARGS),  # the LeaderWorkerSet worker index, from the environment
     "--dist-init-addr": Flag("text", SGLANG_ARGS),
@@ -214,11 +225,34 @@ _AIPERF = {
     "--artifact-dir": Flag("text", AIPERF_ARGS.format("output_config.py")),
 }
 
+_VLLM_ROUTER = {
+    "--host": Flag("text", VLLM_ROUTER),
+    "--port": _int(VLLM_ROUTER),
+    "--policy": Flag("choice", VLLM_ROUTER, choices=("round_robin", "power_of_two")),
+    "--vllm-pd-disaggregation": Flag("switch", VLLM_ROUTER),
+    "--prefill": Flag("text", VLLM_ROUTER),
+    "--decode": Flag("text", VLLM_ROUTER),
+}
+
+_SGLANG_ROUTER = {
+    "--host": Flag("text", SGLANG_ROUTER),
+    "--port": _int(SGLANG_ROUTER),
+    "--policy": Flag("choice", SGLANG_ROUTER, choices=("round_robin", "power_of_two")),
+    "--pd-disaggregation": Flag("switch", SGLANG_ROUTER),
+    "--prefill": Flag("text", SGLANG_ROUTER),
+    "--decode": Flag("text", SGLANG_ROUTER),
+}
+
+_DYNAMO_FRONTEND = {
+    "--http-port": _int(DYNAMO_FRONTEND),
+    "--router-mode": Flag("choice", DYNAMO_FRONTEND, choices=("round-robin", "kv")),
+}
+
 TABLES: dict[str, EngineTable] = {
-    "vllm": EngineTable("vllm", "0.11 (main @ 99d7eb5d)", _VLLM),
-    "sglang": EngineTable("sglang", "main @ b36e8e19 (server_arguments.md)", _SGLANG),
+    "vllm": EngineTable("vllm", "0.33.0", _VLLM),
+    "sglang": EngineTable("sglang", "0.5.23", _SGLANG),
     "trtllm": EngineTable("trtllm", "trtllm-serve @ 4c05a748", _TRTLLM),
-    "dynamo": EngineTable("dynamo", "dynamo.vllm over vLLM 0.11 (main @ 99d7eb5d)", _DYNAMO),
+    "dynamo": EngineTable("dynamo", "1.6.1 (dynamo.vllm over vLLM 0.33.0)", _DYNAMO),
     "genai-perf": EngineTable("genai-perf", "0.0.16dev (perf_analyzer main @ 263c5f6e)", _GENAI_PERF),
     "aiperf": EngineTable("aiperf", "0.1.1 (main @ db4f6397)", _AIPERF),
 }
@@ -228,6 +262,18 @@ are in their engine's table): the version the recipes are written for (the one w
 CLIENT_TABLES = ("genai-perf", "aiperf")
 """Tables of benchmark clients, not engines."""
 ENGINES = tuple(name for name in TABLES if name not in CLIENT_TABLES)
+
+HELPERS: dict[str, EngineTable] = {
+    "vllm-router": EngineTable("vllm-router", "0.1.17", _VLLM_ROUTER),
+    "sglang-router": EngineTable("sglang-router", "0.3.2", _SGLANG_ROUTER),
+    "dynamo-frontend": EngineTable("dynamo-frontend", "1.6.1", _DYNAMO_FRONTEND),
+}
+"""Tables of the programs a recipe runs beside the engine's servers (the disaggregated routers), not engines."""
+
+
+def table(name: str) -> EngineTable:
+    """The table of an engine or of a helper program."""
+    return TABLES[name] if name in TABLES else HELPERS[name]
 
 
 def _value_problem(name: str, flag: Flag, value: Any) -> str | None:
@@ -272,12 +318,12 @@ def problems(engine: str, settings: Iterable[tuple[str, Any]]) -> list[str]:
     ``settings`` are pairs (flag or dotted key, value or None for a switch); a ``json`` flag's value is a mapping
     whose keys are checked as ``flag.key``.
     """
-    table = TABLES[engine].flags
     found = []
+    flags = table(engine).flags
     for name, value in settings:
-        flag = table.get(name)
+        flag = flags.get(name)
         if flag is None:
-            found.append(f"{name} is not in the {engine} {TABLES[engine].version} table")
+            found.append(f"{name} is not in the {engine} {table(engine).version} table")
             continue
         if flag.kind == "json":
             if not isinstance(value, Mapping):

@@ -31,7 +31,7 @@ not listed is selected by its catalog name, to be relabelled."""
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_RESOURCE = "nvidia.com/gpu"
 IMAGES = {
-    "vllm": "vllm/vllm-openai:v0.11.0",
+    "vllm": "vllm/vllm-openai:v0.33.0",
     "sglang": "lmsysorg/sglang:latest",
     "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:latest",
     "dynamo": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:latest",
@@ -130,11 +130,41 @@ def leader_worker_set(engine: str, app: str, cmd: Command, replicas: int, nodes:
     }
 
 
+ROUTER_INSTALL = {"vllm": "pip install vllm-router==0.1.17 && "}
+"""What a router pod runs before the router where the engine's image lacks it (vLLM's image has no vllm-router)."""
+
+
+def router_deployment(engine: str, app: str, cmd: Command) -> dict[str, Any]:
+    """An apps/v1 Deployment of the disaggregated router: one pod, no GPUs, in the engine's image."""
+    labels = _labels(app, cmd.role)
+    container = {
+        "name": cmd.role,
+        "image": IMAGES[engine],
+        "command": ["/bin/sh", "-c"],
+        "args": [ROUTER_INSTALL.get(engine, "") + cmd.shell()],
+        "ports": [{"containerPort": SERVE_PORT.get(engine, 8000), "name": "http"}],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": _name(f"{app}-{cmd.role}"), "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+
+
 def instance_manifests(engine: str, app: str, cmd: Command) -> list[dict[str, Any]]:
-    """The manifests of one command kind: one per copy when its placement pins copies to servers."""
+    """The manifests of one command kind: one per copy when its placement pins copies to servers; none for a
+    TensorRT-LLM instance spanning nodes (TensorRT-LLM documents its launch under Slurm or mpirun, not on
+    Kubernetes; the serve script holds its srun command)."""
     if cmd.gpus == 0:
-        return []
+        return [router_deployment(engine, app, cmd)] if cmd.role == "router" else []
     spans = cmd.gpus > gpus_per_node(cmd.gpu)
+    if spans and engine == "trtllm":
+        return []
     build = leader_worker_set if spans else deployment
     placement = cmd.instance.placement if cmd.instance is not None else ()
     if not placement:
@@ -199,4 +229,6 @@ def to_yaml(docs: Sequence[Mapping[str, Any]]) -> str:
         def ignore_aliases(self, data: Any) -> bool:
             return True
 
+    if not docs:
+        return "# no manifest: every instance of this recipe is launched by its serve script (see its notes)\n"
     return "".join("---\n" + yaml.dump(dict(d), Dumper=_Plain, sort_keys=False) for d in docs)

@@ -64,10 +64,16 @@ def notes(engine: str, dep: Deployment) -> list[str]:
             f"{dep.weight_bits}-bit weights: serve a checkpoint quantised to {dep.weight_bits} bits (the engine "
             "reads its quantisation config); replace the model id with it"
         )
-    if dep.disaggregated and engine in ("vllm", "sglang"):
+    if dep.disaggregated and engine != "dynamo":
         out.append(
-            "prefill and decode workers need a router that sends each request to a prefill worker, then its "
-            "decode worker (vLLM's disaggregated-serving proxy example, sglang_router, or --engine dynamo)"
+            "the router names each server as ROLE-K (prefill-0, decode-0, ...): set them to the servers' addresses "
+            "(one pod per copy) before starting it; the benchmark sends its requests to the router"
+        )
+    if engine == "trtllm" and any(i.n_gpus > engines.gpus_per_node(i.gpu) for i in dep.instances):
+        out.append(
+            "an instance spanning nodes runs under Slurm as TensorRT-LLM documents (srun, one rank per GPU, "
+            "trtllm-llmapi-launch); k8s.yaml has no manifest for it (TensorRT-LLM documents no Kubernetes launcher; "
+            "Dynamo's DynamoGraphDeployment with multinode is one)"
         )
     if not dep.lengths_stated:
         out.append(
@@ -77,13 +83,16 @@ def notes(engine: str, dep: Deployment) -> list[str]:
     return out
 
 
-def settings_used(cmds: Sequence[engines.Command]) -> list[tuple[str, Any]]:
-    """Every (flag, value) the commands emit, for checking against the engine's table."""
-    return [kv for c in cmds for kv in c.settings]
+def settings_used(cmds: Sequence[engines.Command], engine: str) -> dict[str, list[tuple[str, Any]]]:
+    """Every (flag, value) the commands emit, per flag table they are checked against (the engine's, a router's)."""
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for c in cmds:
+        out.setdefault(c.table or engine, []).extend(c.settings)
+    return out
 
 
 def _sources(engine: str, used: Sequence[tuple[str, Any]]) -> dict[str, str]:
-    table = flags.TABLES[engine].flags
+    table = flags.table(engine).flags
     names = {name for name, _ in used}
     for name, value in used:
         if isinstance(value, Mapping):
@@ -105,7 +114,10 @@ def engine_files(engine: str, dep: Deployment, prefix: str = "") -> dict[str, st
         f"#!/bin/sh\n# the answer's workload against the {engine} servers\n" + "\n".join(lines) + "\n"
     )
     predicted = bench.predicted(dep, engine, rid)
-    predicted["flags"] = _sources(engine, settings_used(cmds))
+    predicted["flags"] = {}
+    for table, used in settings_used(cmds, engine).items():
+        named = _sources(table, used)
+        predicted["flags"].update(named if table == engine else {f"{table} {k}": v for k, v in named.items()})
     for table, program, settings in runs:
         predicted["flags"].update({f"{' '.join(program)} {k}": v for k, v in _sources(table, settings).items()})
     predicted["version"] = flags.TABLES[engine].version
