@@ -45,8 +45,9 @@ def model_alone(fleet: Fleet, i: int, options: SolverOptions) -> tuple[Candidate
 
 
 def per_model_baseline(fleet: Fleet, options: SolverOptions) -> dict | None:
-    """Cost of planning each model alone and whether the results pack onto the pool (None with a profile)."""
-    if fleet.has_profile:
+    """Cost of planning each model alone and whether the results pack onto the pool (None with a profile or a
+    disaggregated model: a single-model answer's xPyD unit is not a fleet candidate yet)."""
+    if fleet.has_profile or any(fm.disaggregated for fm in fleet.models):
         return None
     picks = [model_alone(fleet, i, options) for i in range(len(fleet.models))]
     cands = [c for c, _ in picks]

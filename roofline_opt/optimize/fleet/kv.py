@@ -1,0 +1,105 @@
+"""The KV transfer of a disaggregated pool and the prefill figures it enters: link, service, TTFT (at a percentile).
+
+A model's prefill instances send every request's KV cache to one of its decode instances. In a fleet they are
+placed wherever the MIP finds room, so the transfer is priced across scale-up domains, never inside one:
+
+- on a cluster graph, at the bandwidth and path latency ``topology.collective_figures`` derives over the GPUs of the
+  two types together (per GPU, the worst domain's share of the max-flow out of it, and the worst path's latency);
+  a type pair some of whose domains have no path to the others gets bandwidth 0, so its TTFT is infinite and the
+  pairing is never planned (a cluster of one scale-up domain keeps the cards' scale-out figures);
+- without a graph, at the slower scale-out link of the two accelerators (``requests.kv_link_bytes_per_s``).
+
+The decode accelerator is handed to ``requests`` as a *partner* spec carrying that link (named ``<type>:kv`` so that
+``requests.shares_domain`` never prices it inside one domain); the link is then
+``requests.kv_link_bytes_per_s(prefill, partner, False)``, the same in the candidates, the oracle and the
+re-evaluation, and ``queueing.disaggregated_ttft`` sees the same transfer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from roofline_opt import topology
+from roofline_opt.optimize.pairing import prefill_layout
+from roofline_opt.optimize.space import Layouts, Question
+from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import queueing
+from roofline_opt.physics import requests as rq
+from roofline_opt.physics.specs import GpuSpec
+
+PARTNER_SUFFIX = ":kv"
+
+
+def kv_partner(prefill: GpuSpec, decode: GpuSpec, cluster=None) -> GpuSpec:
+    """The decode accelerator as the KV transfer from ``prefill`` sees it (module docstring)."""
+    partner = dataclasses.replace(decode, name=decode.name + PARTNER_SUFFIX)
+    if cluster is None:
+        return partner
+    ids = topology.gpu_ids(cluster, prefill.name) + topology.gpu_ids(cluster, decode.name)
+    f = topology.collective_figures(cluster, list(dict.fromkeys(ids)))
+    if f.inter_link_bytes_per_s is None:  # one scale-up domain: no scale-out path, the card's figures stand
+        return partner
+    # GpuSpec figures are all-reduce ones, half a direction (topology.effective_gpu)
+    return dataclasses.replace(
+        partner,
+        inter_bytes_per_s=0.5 * f.inter_link_bytes_per_s,
+        inter_hop_latency_s=f.inter_latency_s or 0.0,
+    )
+
+
+def link(prefill: GpuSpec, partner: GpuSpec) -> tuple[float, float]:
+    """KV link bytes/s per GPU and hop latency (s) from ``prefill`` to its partner, as ``requests`` prices it."""
+    hop = max(prefill.inter_hop_latency_s, partner.inter_hop_latency_s)
+    return rq.kv_link_bytes_per_s(prefill, partner, False), hop
+
+
+def prefill_points(question: Question, gi: int, bits: int, lay: Layouts, idx, batch, partner: GpuSpec) -> dict:
+    """Exact figures of prefill layouts ``idx`` at ``batch`` sending to ``partner``: requests/s, TTFT of an idle
+    pool (service + KV transfer, the longest class), fits_in_memory (``requests.prefill_figures``)."""
+    gpu = question.gpus[gi]
+    bandwidth, hop = link(gpu, partner)
+    return rq.prefill_figures(
+        question.model,
+        gpu,
+        question.preset,
+        bits,
+        prefill_layout(lay, idx),
+        batch,
+        question.whole_requests,
+        bandwidth,
+        hop,
+    )
+
+
+def prefill_layout_of(tp: int, tp_2d: bool, pp: int, kv_bits: int) -> ev.Layout:
+    """The evaluator's layout of one prefill instance."""
+    return ev.Layout.of(tp, tp_2d, pp, 0.0, 1.0, 1.0, kv_bits)
+
+
+def percentile_ttft_s(
+    question: Question,
+    gpu: GpuSpec,
+    bits: int,
+    layout: ev.Layout,
+    partner: GpuSpec,
+    instances: int,
+    rate_req_s: float,
+    percentile: float,
+) -> float:
+    """TTFT at ``percentile`` of ``instances`` prefill instances (prefill batch 1) under Poisson arrivals of
+    ``rate_req_s`` (``queueing.disaggregated_ttft``); inf when the pool cannot keep up."""
+    if rate_req_s <= 0.0:
+        rate_req_s = 1e-12
+    out = queueing.disaggregated_ttft(
+        question.model,
+        question.preset,
+        bits,
+        question.whole_requests,
+        (gpu, layout, instances),
+        (partner, layout),
+        queueing.Arrivals(rate_req_s),
+        (percentile,),
+    )
+    return float(np.asarray(out["ttft_s"])[0])
