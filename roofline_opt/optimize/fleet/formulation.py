@@ -19,13 +19,13 @@ t a period (one without a demand profile), u the utilisation cap.
   = hours x (sum_t sum_g reserved_price_g reserved[g] + on_demand_price_g on_demand[g,t]).
 - Budget: hourly spend (per period with a profile) <= max_usd_per_hour.
 - Shortage diagnosis (``extra_gpus``): counts become count_g + extra[g] without placement and sum extra is minimised.
-
 - Disaggregated models (``candidates``: decode candidates, prefill candidates, prefill pools o = n_o copies of
-  prefill candidate k(o) serving up to C_o of the demand): w[o,t] binary, sum_{o of m} w[o,t] <= 1 (one prefill
-  pool); x[k,t] = sum_{o of k} n_o w[o,t] for a prefill candidate; the demand row of m counts decode candidates
-  only and sum_o C_o w[o,t] >= D[m,t] (objective served: served[m,t] <= sum_o C_o w[o,t]) is its prefill row;
-  x[k,t] <= bound_k sum_{o of m with decode accelerator g(k)} w[o,t] (decode instances only of the accelerator the
-  pool's KV link was priced for). Prefill and decode instances are then placed, counted and paid like any other.
+  prefill candidate k(o) serving up to C_o of the demand): pool[o,t] binary, sum_{o of m} pool[o,t] <= 1 (one
+  prefill pool); x[k,t] = sum_{o of k} n_o pool[o,t] for a prefill candidate; the demand row of m counts decode
+  candidates only and sum_o C_o pool[o,t] >= D[m,t] (objective served: served[m,t] <= sum_o C_o pool[o,t]) is
+  its prefill row; x[k,t] <= bound_k sum_{o of m with decode accelerator g(k)} pool[o,t] (decode instances only
+  of the accelerator the pool's KV link was priced for). Prefill and decode instances are then placed, counted and
+  paid like any other.
 
 Replica counts are bounded by ceil(max_t D[m,t] / (u r_k)): more copies of one candidate than its model's demand
 needs alone never lower the cost nor raise the served demand (a prefill candidate: its largest pool).
