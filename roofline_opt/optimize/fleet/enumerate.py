@@ -122,10 +122,10 @@ def _pool_sizes(fleet: Fleet, c: Candidate) -> list[int]:
 
 def _model_vectors(fleet: Fleet, cands: Sequence[Candidate], limit: int) -> list[tuple[int, ...]]:
     """Count vectors over a model's candidates: ``_vectors`` for an aggregated one; for a disaggregated one every
-    prefill pool with every decode vector of its decode accelerator."""
+    prefill pool with every decode vector of its decode accelerator (and, objective served, serving none)."""
     if not cands or not fleet.models[cands[0].model].disaggregated:
         return _vectors(fleet, cands, limit)
-    out = []
+    out = [] if fleet.objective == COST else [(0,) * len(cands)]
     for p, c in enumerate(cands):
         if c.role != PREFILL:
             continue
