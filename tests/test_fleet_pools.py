@@ -13,7 +13,9 @@ from roofline_opt import api, topology
 from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.fleet import kv as fleet_kv
 from roofline_opt.optimize.fleet import parse_fleet, plan_fleet
+from roofline_opt.optimize.fleet import plan as plan_mod
 from roofline_opt.optimize.fleet.placement import PlacedInstance, kv_path_problems
+from roofline_opt.optimize.fleet.results import exact_figures
 from roofline_opt.optimize.queries import SolverOptions
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import queueing
@@ -285,3 +287,14 @@ def test_a_percentile_needs_a_ttft_limit_and_objective_cost() -> None:
     }
     with pytest.raises(InvalidInput, match="objective cost"):
         _spec(served)
+
+
+def test_every_candidate_is_priced_as_it_is_re_evaluated_data_parallel_attention_included() -> None:
+    space = {"weight_bits": [8], "tp_degrees": [8], "pp_degrees": [1], "max_batch": 1024, "isl": 1000, "osl": 500}
+    moe = {**_pooled("moe", "mixtral-8x22b", 20, 50, 1500), **space}
+    agg = {**_agg("moe-agg", "mixtral-8x22b", 20000, 50), **space}
+    spec = _spec({"gpus": {"h100-sxm": 64}, "models": [moe, agg]})
+    cands, _ = plan_mod.fleet_candidates(spec)
+    assert {c.role for c in cands if c.dp_attention} == {"decode", "agg"}
+    for c in cands:
+        assert exact_figures(spec, c)["throughput_tok_s"] == pytest.approx(c.throughput_tok_s, rel=1e-12)

@@ -39,6 +39,7 @@ def model_alone(fleet: Fleet, i: int, options: SolverOptions) -> tuple[Candidate
         s.batch,
         answer.figures["time_per_token_s"],
         gpu.usd_per_hour,
+        dp_attention=s.dp_attention,
     )
     need = max(fm.demand_tok_s) / (fleet.max_utilisation * c.throughput_tok_s)
     return c, max(1, math.ceil(need - 1e-9))

@@ -67,6 +67,8 @@ class Candidate:
     """A prefill candidate's decode accelerator (its KV link); empty otherwise."""
     ttft_s: float | None = None
     """A prefill candidate's TTFT of an idle pool (its batch's service time and the KV transfer, longest class)."""
+    dp_attention: bool = False
+    """Data-parallel attention over the tp GPUs (``dp8ep8``), as the layout it was evaluated with."""
 
     @property
     def n_gpus(self) -> int:
@@ -204,6 +206,7 @@ def model_candidates(index: int, fm: FleetModel, pool: Pool, prune: bool = True)
                 time_per_token_s=float(tau[0]),
                 usd_per_hour=gpu.usd_per_hour,
                 role=DECODE if lay.disagg[j] else AGG,
+                dp_attention=bool(lay.dp_attention[j]),
             )
         )
     if fm.disaggregated:

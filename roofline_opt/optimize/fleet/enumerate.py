@@ -78,6 +78,7 @@ def grid_candidates(fleet: Fleet, i: int) -> list[Candidate]:
                     float(tau[b]),
                     gpu.usd_per_hour,
                     role=DECODE if lay.disagg[j] else AGG,
+                    dp_attention=bool(lay.dp_attention[j]),
                 )
             )
     if fm.disaggregated:

@@ -76,6 +76,7 @@ def exact_figures(fleet: Fleet, c: Candidate) -> dict:
         gamma=c.gamma,
         kv_bits=c.kv_bits,
         chunk_tokens=c.chunk_tokens,
+        dp_attention=c.dp_attention,
     )
     answer = reevaluate(q, setup, "fleet")
     limit, q = fleet.models[c.model].max_time_per_token_s, fleet.models[c.model].question
@@ -96,7 +97,7 @@ def _decode_figures(fleet: Fleet, c: Candidate) -> dict:
     fm = fleet.models[c.model]
     q = fm.question
     gpu = fleet.pool.gpu(c.gpu)
-    layout = ev.Layout.of(c.tp, c.tp_2d, c.pp, q.context, 1, c.ep, c.kv_bits)
+    layout = ev.Layout.of(c.tp, c.tp_2d, c.pp, q.context, 1, c.ep, c.kv_bits, dp_attention=c.dp_attention)
     args = (q.model, gpu, q.preset, c.weight_bits, layout, float(c.batch))
     step = rq.tpot_step(*args, q.whole_requests, 0.0, 0.0)
     fits = bool(np.asarray(rq.aggregated_memory(*args, q.whole_requests, 0.0).fits))
