@@ -3,14 +3,17 @@ with the evaluator and the queueing model, the KV transfer's path and link on th
 
 from __future__ import annotations
 
+import json
 import random
 
 import networkx as nx
 import numpy as np
+import pandas as pd
 import pytest
 
 from roofline_opt import api, topology
-from roofline_opt.errors import InvalidInput
+from roofline_opt.cli import main
+from roofline_opt.errors import Infeasible, InvalidInput
 from roofline_opt.optimize.fleet import kv as fleet_kv
 from roofline_opt.optimize.fleet import parse_fleet, plan_fleet
 from roofline_opt.optimize.fleet import plan as plan_mod
@@ -298,3 +301,29 @@ def test_every_candidate_is_priced_as_it_is_re_evaluated_data_parallel_attention
     assert {c.role for c in cands if c.dp_attention} == {"decode", "agg"}
     for c in cands:
         assert exact_figures(spec, c)["throughput_tok_s"] == pytest.approx(c.throughput_tok_s, rel=1e-12)
+
+
+POOLS_EXAMPLE = "instances/fleets/disagg-pools.yaml"
+
+
+def test_plan_names_the_pools_alike_in_json_csv_and_the_table(tmp_path, capsys) -> None:
+    csv = tmp_path / "plan.csv"
+    assert main(["plan", POOLS_EXAMPLE, "--json", "--csv", str(csv)]) == 0
+    record = json.loads(capsys.readouterr().out)
+    chat = next(m for m in record["models"] if m["model"] == "chat")
+    assert chat["serving"] == "disagg" and chat["ttft_percentile"] == 90
+    assert chat["prefill_instances"] >= 1 and chat["decode_instances"] >= 1
+    roles = {(r["model"], r["role"]) for r in record["rows"]}
+    assert roles == {("chat", "prefill"), ("chat", "decode"), ("code", "agg")}
+    frame = pd.read_csv(csv)
+    assert {"serving", "role", "decode_gpu"} <= set(frame.columns)
+    assert sorted(frame["role"]) == sorted(r["role"] for r in record["rows"])
+    assert main(["plan", POOLS_EXAMPLE]) == 0
+    text = capsys.readouterr().out
+    assert "prefill_instances" in text and "chat:prefill#1" in text
+
+
+def test_an_unreachable_percentile_names_the_model_and_the_idle_ttft() -> None:
+    entry = _pooled("chat", "llama-3-70b", 4, 40, 30, weight_bits=[8], percentile=99)
+    with pytest.raises(Infeasible, match="model chat .*ttft 30 ms at p99"):
+        plan_fleet(_spec({"gpus": {"h100-sxm": 16}, "models": [entry]}), "mip", OPTIONS)
