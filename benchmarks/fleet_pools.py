@@ -14,6 +14,8 @@ import argparse
 import os
 import time
 
+import pyomo.core as pyo
+
 from roofline_opt import api
 from roofline_opt.cli.plan_cmd import plan_text
 from roofline_opt.optimize import fleet as fl
@@ -50,9 +52,9 @@ def fleet() -> dict:
 def size(spec, cands, pools) -> str:
     """Variables, integer variables and constraints of the MIP solved first (over classes of identical domains)."""
     m = build_fleet_model(spec, cands, CLASSES, pools=pools)
-    variables = [v for c in m.component_objects(ctype=__import__("pyomo.core").core.Var) for v in c.values()]
+    variables = [v for c in m.component_objects(ctype=pyo.Var) for v in c.values()]
     integers = sum(1 for v in variables if v.is_integer() or v.is_binary())
-    rows = sum(len(c) for c in m.component_objects(ctype=__import__("pyomo.core").core.Constraint))
+    rows = sum(len(c) for c in m.component_objects(ctype=pyo.Constraint))
     return f"{len(variables)} variables ({integers} integer), {rows} constraints"
 
 

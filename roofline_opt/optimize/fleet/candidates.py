@@ -185,11 +185,12 @@ def model_candidates(index: int, fm: FleetModel, pool: Pool, prune: bool = True)
     speed_excluded = {n: int(np.sum(fits_lo & ~usable & (names == n))) for n in dict.fromkeys(names)}
     fastest = {n: float(np.min(tau_lo[fits_lo & (names == n)], initial=np.inf)) for n in dict.fromkeys(names)}
     found = []
-    for j in np.flatnonzero(usable):
+    rows = np.flatnonzero(usable)
+    tau_at = np.full(len(lay), np.inf)
+    for gi, bits, pos in lay.groups(rows):  # one evaluator call per accelerator and precision
+        tau_at[rows[pos]] = time_and_fit(question, gi, bits, lay, rows[pos], batch[rows[pos]])[0]
+    for j in rows:
         gpu = question.gpus[int(lay.gpu_index[j])]
-        tau, _, _ = time_and_fit(
-            question, int(lay.gpu_index[j]), int(lay.weight_bits[j]), lay, np.array([j]), np.array([batch[j]])
-        )
         found.append(
             Candidate(
                 model=index,
@@ -203,7 +204,7 @@ def model_candidates(index: int, fm: FleetModel, pool: Pool, prune: bool = True)
                 kv_bits=int(lay.kv_bits[j]),
                 chunk_tokens=int(lay.chunk[j]),
                 batch=int(batch[j]),
-                time_per_token_s=float(tau[0]),
+                time_per_token_s=float(tau_at[j]),
                 usd_per_hour=gpu.usd_per_hour,
                 role=DECODE if lay.disagg[j] else AGG,
                 dp_attention=bool(lay.dp_attention[j]),
@@ -278,29 +279,36 @@ def _prefill_ok(question: Question, fig: dict, percentile: float | None) -> np.n
     return ok
 
 
-def prefill_candidate(index: int, fm: FleetModel, gi: int, bits: int, lay: Layouts, j: int, batch: int, partner):
-    """The prefill candidate of layout ``j`` at ``batch`` sending to ``partner`` (its exact figures)."""
+def prefill_candidates_at(index: int, fm: FleetModel, gi: int, bits: int, lay: Layouts, idx, batch, partner):
+    """The prefill candidates of layouts ``idx`` (one accelerator and precision) at ``batch`` sending to
+    ``partner``, with their exact figures (one evaluator call)."""
     q = fm.question
-    fig = kv.prefill_points(q, gi, bits, lay, np.array([j]), np.array([float(batch)]), partner)
-    rate_tok_s = float(fig["requests_per_s"][0]) * q.whole_requests.mean_osl
-    return Candidate(
-        model=index,
-        gpu=q.gpus[gi].name,
-        weight_bits=int(bits),
-        tp=int(lay.tp[j]),
-        tp_2d=bool(lay.tp_2d[j]),
-        pp=int(lay.pp[j]),
-        ep=1,
-        gamma=0,
-        kv_bits=int(lay.kv_bits[j]),
-        chunk_tokens=0,
-        batch=int(batch),
-        time_per_token_s=batch / rate_tok_s,
-        usd_per_hour=q.gpus[gi].usd_per_hour,
-        role=PREFILL,
-        decode_gpu=partner.name.removesuffix(kv.PARTNER_SUFFIX),
-        ttft_s=float(fig["ttft_s"][0]),
-    )
+    idx, batch = np.asarray(idx, dtype=int), np.asarray(batch, dtype=float)
+    if not len(idx):
+        return []
+    fig = kv.prefill_points(q, gi, bits, lay, idx, batch, partner)
+    rate_tok_s = np.asarray(fig["requests_per_s"]) * q.whole_requests.mean_osl
+    return [
+        Candidate(
+            model=index,
+            gpu=q.gpus[gi].name,
+            weight_bits=int(bits),
+            tp=int(lay.tp[j]),
+            tp_2d=bool(lay.tp_2d[j]),
+            pp=int(lay.pp[j]),
+            ep=1,
+            gamma=0,
+            kv_bits=int(lay.kv_bits[j]),
+            chunk_tokens=0,
+            batch=int(b),
+            time_per_token_s=float(b / r),
+            usd_per_hour=q.gpus[gi].usd_per_hour,
+            role=PREFILL,
+            decode_gpu=partner.name.removesuffix(kv.PARTNER_SUFFIX),
+            ttft_s=float(t),
+        )
+        for j, b, r, t in zip(idx, batch, rate_tok_s, np.asarray(fig["ttft_s"]), strict=True)
+    ]
 
 
 def prefill_space(fm: FleetModel, pool: Pool):
@@ -333,9 +341,8 @@ def prefill_candidates(index: int, fm: FleetModel, pool: Pool) -> list[Candidate
         else:
             fig = kv.prefill_points(fm.question, gi, bits, lay, idx, np.ones(len(idx)), partner)
             batch = np.where(_prefill_ok(fm.question, fig, fm.percentile), 1.0, 0.0)
-        for j, b in zip(idx, batch, strict=True):
-            if b >= lay.pp[j]:
-                out.append(prefill_candidate(index, fm, gi, bits, lay, int(j), int(b), partner))
+        ok = batch >= lay.pp[idx]
+        out += prefill_candidates_at(index, fm, gi, bits, lay, idx[ok], batch[ok], partner)
     return out
 
 

@@ -28,7 +28,7 @@ from roofline_opt.optimize.fleet.candidates import (
     best_per_shape,
     max_instances,
     pool_meets_ttft,
-    prefill_candidate,
+    prefill_candidates_at,
     prefill_space,
     time_and_fit,
 )
@@ -102,7 +102,7 @@ def _grid_prefill(fleet: Fleet, i: int) -> list[Candidate]:
                 ok &= fig["ttft_s"] <= q.max_ttft_s * (1 + 1e-12)
             if ok.any():
                 b = int(np.argmax(np.where(ok, fig["requests_per_s"], -np.inf)))
-                found.append(prefill_candidate(i, fm, gi, bits, lay, int(j), int(batches[b]), partner))
+                found += prefill_candidates_at(i, fm, gi, bits, lay, [j], [batches[b]], partner)
     return found
 
 
