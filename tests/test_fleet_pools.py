@@ -327,3 +327,19 @@ def test_an_unreachable_percentile_names_the_model_and_the_idle_ttft() -> None:
     entry = _pooled("chat", "llama-3-70b", 4, 40, 30, weight_bits=[8], percentile=99)
     with pytest.raises(Infeasible, match="model chat .*ttft 30 ms at p99"):
         plan_fleet(_spec({"gpus": {"h100-sxm": 16}, "models": [entry]}), "mip", OPTIONS)
+
+
+def test_pools_over_a_demand_profile_are_sized_per_period() -> None:
+    entry = {k: v for k, v in _pooled("chat", "llama-3-8b", 1, 30, 300, percentile=90).items() if k != "demand_req_s"}
+    profile = [5, 20, 40, 0, 10]
+    spec = _spec({"gpus": {"h100-sxm": 32}, "models": [{**entry, "demand_profile": {"req_s": profile}}]})
+    plan = plan_fleet(spec, "mip", OPTIONS)
+    assert all(r["meets_limits"] for r in plan.rows)
+    for t, demand in enumerate(profile):
+        rows = [r for r in plan.rows if r["period"] == t]
+        prefill = [r for r in rows if r["role"] == "prefill"]
+        assert sum(r["served_req_s"] for r in rows if r["role"] == "decode") == pytest.approx(demand, rel=1e-9)
+        assert len(prefill) == (1 if demand else 0)
+        assert sum(r["served_req_s"] for r in prefill) == pytest.approx(demand, rel=1e-9)
+    instances = [sum(r["replicas"] for r in plan.rows if r["period"] == t and r["role"] == "prefill") for t in range(5)]
+    assert instances[1] <= instances[2] and instances[3] == 0

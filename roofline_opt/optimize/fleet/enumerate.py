@@ -263,7 +263,7 @@ def _score(fleet: Fleet, per_model, combo) -> tuple[float, float] | None:
     cost = value = 0.0
     for i, (cands, v) in enumerate(zip(per_model, combo, strict=True)):
         cost += sum(c.instance_usd_per_hour * n for c, n in zip(cands, v, strict=True))
-        capacity = {}
+        capacity: dict[str, float] = {}
         for c, n in zip(cands, v, strict=True):
             capacity[c.role] = capacity.get(c.role, 0.0) + fleet.max_utilisation * c.throughput_tok_s * n
         demand = fleet.models[i].demand_tok_s[0]
