@@ -281,6 +281,26 @@ def prefill_classes(
     return np.stack(both[: len(service)], axis=-1), np.stack(both[len(service) :], axis=-1)
 
 
+def prefill_slo_rate_per_s(
+    percentile: float,
+    limit_s: float,
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: ev.Layout,
+    workload: rq.Workload,
+    servers,
+    link_bytes_per_s,
+    hop_latency_s: float = 0.0,
+    scv_arrival: float = 1.0,
+) -> np.ndarray:
+    """Requests/s that ``servers`` prefill instances of ``layout`` (batch 1) take with the TTFT ``percentile`` within
+    ``limit_s``, elementwise over layouts and instance counts (``prefill_classes``, ``max_rate_per_s``)."""
+    service, ttft0 = prefill_classes(model, gpu, preset, weight_bits, layout, workload, link_bytes_per_s, hop_latency_s)
+    return max_rate_per_s(percentile, limit_s, workload._w(), service, ttft0, servers, scv_arrival)
+
+
 def disaggregated_ttft(
     model: ModelSpec,
     preset: Preset,
