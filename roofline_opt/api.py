@@ -34,6 +34,10 @@ prefill_gpu, decode_gpu : accelerators offered for prefill and decode instances 
     ``gpu``). max_instances : largest x and y of an xPyD unit (default 4). demand_req_s : requests/s to serve (instead
     of demand_tok_s, output tokens). max_utilisation : fraction of each instance's throughput used, in (0, 1] (default
     1.0: busy instances, as the paper prices them); prices rise and served rates fall by this factor.
+percentile : 50, 90 or 99: ttft_ms holds for that percentile of requests at the answer's own load (queueing of the
+    prefill path, docs/physics/queueing.md), which then sets how busy an instance may be (max_utilisation stays 1);
+    tpot_ms holds for the steady-state TPOT at that load's mean batch. burstiness : c_a^2 of the gaps between
+    arrivals (default 1, Poisson; 0 evenly spaced); or arrival_trace : a CSV of arrival_s, isl, osl whose gaps give it.
 """
 
 from __future__ import annotations
@@ -180,6 +184,9 @@ def question(
     demand_req_s: float | None = None,
     max_utilisation: float = 1.0,
     usd_per_gpu_hour: str | Mapping[str, float] | None = None,
+    percentile: float | None = None,
+    burstiness: float | None = None,
+    arrival_trace: str | os.PathLike[str] | None = None,
 ) -> Question:
     """A validated Question (see the module docstring for every parameter)."""
     prices = parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour)
@@ -253,7 +260,46 @@ def question(
         max_utilisation=utilisation,
         max_instances=checks.positive_int("max_instances", max_instances),
         **roles,
+        **_slo(percentile, burstiness, arrival_trace, load, ttft_ms, tpot_ms, utilisation),
     )
+
+
+SLO_PERCENTILES = (50, 90, 99)
+"""Percentiles a TTFT/TPOT limit may hold at (``percentile``)."""
+
+
+def _slo(percentile, burstiness, arrival_trace, load, ttft_ms, tpot_ms, utilisation: float) -> dict:
+    """The Question fields of a percentile limit: slo_percentile and arrival_scv (from ``burstiness``, c_a^2 of the
+    gaps, or an arrival trace's own gaps)."""
+    if percentile is None:
+        for field, value in (("burstiness", burstiness), ("arrival_trace", arrival_trace)):
+            if value is not None:
+                raise InvalidInput(field, "describes arrivals for a percentile limit: give --percentile 50|90|99 too")
+        return {}
+    if isinstance(percentile, float) and percentile.is_integer():
+        percentile = int(percentile)
+    chosen = float(checks.choice("percentile", percentile, SLO_PERCENTILES))
+    if load is None:
+        raise InvalidInput("percentile", "needs whole requests: give --isl and --osl or --workload")
+    if ttft_ms is None and tpot_ms is None:
+        raise InvalidInput("percentile", "applies to a limit: give --ttft-ms or --tpot-ms")
+    if ttft_ms is not None and utilisation < 1.0:
+        raise InvalidInput("max_utilisation", "follows from the TTFT limit at --percentile: drop --max-utilisation")
+    if arrival_trace is not None and burstiness is not None:
+        raise InvalidInput("arrival_trace", "gives the arrivals' burstiness: drop --burstiness")
+    if arrival_trace is not None:
+        from roofline_opt.physics.queueing import Arrivals
+        from roofline_opt.simulate.arrivals import read_trace
+
+        times = read_trace(arrival_trace, "arrival_trace", MAX_CONTEXT, MAX_CONTEXT).arrival_s
+        scv = Arrivals.of_times(times).scv
+    else:
+        scv = (
+            1.0
+            if burstiness is None
+            else checks.positive_float("burstiness", burstiness, allow_zero=True, maximum=100.0)
+        )
+    return {"slo_percentile": chosen, "arrival_scv": scv}
 
 
 def _demand(demand_tok_s: float) -> float:

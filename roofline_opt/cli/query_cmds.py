@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from roofline_opt import checks
 from roofline_opt.cli import launch_cmd, run_files
 from roofline_opt.cli.helpfmt import HTML_HELP
+from roofline_opt.cli.simulate_cmd import BURSTINESS_HELP
 from roofline_opt.errors import Infeasible, InvalidInput
 from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX, DEFAULT_TP_MODES, MOE_EP_DEGREES
 from roofline_opt.physics.evaluator import DEFAULT_KV_BITS
@@ -53,6 +54,9 @@ SPACE_FIELDS = (
     "demand_req_s",
     "max_utilisation",
     "usd_per_gpu_hour",
+    "percentile",
+    "burstiness",
+    "arrival_trace",
 )
 """Flags passed unchanged to api.question as keyword arguments of the same name."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
@@ -335,6 +339,10 @@ def _request_text(question: Question) -> str:
         for name, value, flag in given
     ]
     serving = "/".join(question.serving)
+    if question.slo_percentile is not None:
+        scv = question.arrival_scv
+        arrivals = "Poisson arrivals" if scv == 1.0 else f"arrivals of c_a^2 {report.format_number(scv)}"
+        limits.append(f"at p{report.format_number(question.slo_percentile)} under load, {arrivals}")
     return f" for whole requests of {lengths} tokens ({', '.join([serving, *limits])})"
 
 
@@ -453,6 +461,12 @@ SHARED_HELP = {
     "--chunk-tokens": "prefill tokens per step of aggregated serving, one or a list (default 2048)",
     "--ttft-ms": "time-to-first-token limit in ms (needs --isl/--osl or --workload)",
     "--tpot-ms": "time-per-output-token limit in ms (the same limit as --min-tok-s 1000/T)",
+    "--percentile": "50, 90 or 99: --ttft-ms holds for that percentile of requests at the answer's own load, "
+    "queueing for prefill included (docs/physics/queueing.md); how busy an instance may be follows from it. "
+    "--tpot-ms then holds for the steady-state TPOT at that load (default: TTFT at no load)",
+    "--burstiness": "with --percentile: " + BURSTINESS_HELP,
+    "--arrival-trace": "with --percentile: a CSV of arrival_s, isl, osl per request whose gaps give the burstiness "
+    "(the lengths still come from --isl/--osl or --workload)",
     "--prefill-gpu": "accelerator(s) offered for prefill instances of disaggregated serving (default: --gpu)",
     "--decode-gpu": "accelerator(s) offered for decode instances of disaggregated serving (default: --gpu)",
     "--max-instances": "largest number of prefill or decode instances in one disaggregated unit",
@@ -494,6 +508,8 @@ METAVARS = {
     "--usd-per-gpu-hour": "NAME=PRICE,...",
     "--workload": "FILE.csv",
     "--serving": "MODES",
+    "--percentile": "{50,90,99}",
+    "--arrival-trace": "FILE.csv",
 }
 
 
@@ -519,6 +535,9 @@ FLAG_GROUPS = {
         "--chunk-tokens",
         "--ttft-ms",
         "--tpot-ms",
+        "--percentile",
+        "--burstiness",
+        "--arrival-trace",
         "--prefill-gpu",
         "--decode-gpu",
         "--max-instances",

@@ -37,6 +37,11 @@ SETUP_FLAGS = (
     "decode_instances",
 )
 """The flags of ``evaluate`` a simulated setup takes (same names, help and defaults)."""
+BURSTINESS_HELP = (
+    "squared coefficient of variation of the gaps between arrivals, c_a^2: 1 is Poisson, above 1 bursty "
+    "(gamma-distributed gaps), 0 evenly spaced (default 1)"
+)
+"""Help of --burstiness, here and in the queries (one definition)."""
 DEFAULT_REQUESTS = 2000
 MAX_OUTPUT_TOKENS = 5_000_000
 """Most output tokens one run decodes (requests x osl): a bound on its steps."""
@@ -200,11 +205,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         if action.dest in SETUP_FLAGS:
             p._add_action(action)
     p.add_argument("--rate-req-s", dest="rate_req_s", help="mean arrivals per second (required unless --trace)")
-    p.add_argument(
-        "--burstiness",
-        help="squared coefficient of variation of the gaps between arrivals, c_a^2: 1 is "
-        "Poisson, above 1 bursty (gamma-distributed gaps), 0 evenly spaced (default 1)",
-    )
+    p.add_argument("--burstiness", help=BURSTINESS_HELP)
     p.add_argument("--trace", metavar="FILE.csv", help="arrivals and lengths: a CSV of arrival_s, isl, osl per request")
     p.add_argument("--requests", help=f"requests drawn (default {DEFAULT_REQUESTS})")
     p.add_argument("--seed", default=0, help="seed of the drawn arrivals and lengths (default 0)")

@@ -13,6 +13,7 @@ import numpy as np
 
 from roofline_opt.optimize.space import Question
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import queueing as qm
 from roofline_opt.physics import requests as rq
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ REQUEST_FIGURES = (
     "usd_per_mtok_blended",
 )
 """Figures of answers about whole requests (a workload), beside FIGURES."""
+QUEUED_FIGURES = ("ttft_no_load_s", "ttft_percentile", "arrival_scv")
+"""Figures of answers whose TTFT limit holds at a percentile under load: ``ttft_s`` is then that percentile at the
+answer's own load, ``ttft_no_load_s`` its service time alone (physics/queueing.py)."""
 DECODE_ONLY, WHOLE_REQUEST = "decode_only", "whole_request"
 """The two scopes of a price (record field ``cost_scope``): decode steps at a fixed context, prefill excluded, or
 whole requests (prefill, decode and, when disaggregated, the prefill instances). Each has its own field name:
@@ -259,6 +263,8 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
     if question.workload is not None:
         out = _request_figures(question, setup, gpu, layout)
         figures = {k: float(np.asarray(out[k])) for k in (*FIGURES, *REQUEST_FIGURES)}
+        if question.queued_ttft:
+            figures.update({k: float(np.asarray(out[k])) for k in QUEUED_FIGURES})
     else:
         draft = question.draft if setup.gamma > 0 else None
         out = ev.evaluate(
@@ -336,6 +342,8 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
     else:
         out = rq.aggregated_figures(model, gpu, preset, bits, layout, setup.batch, w, setup.chunk_tokens, u)
         processed = setup.batch * (1.0 + w.prompt_tokens_per_output)
+    if question.queued_ttft:
+        _queued(question, setup, gpu, layout, out)
     tpot = out["tpot_s"]
     out["time_per_token_s"] = tpot
     out["tok_s_per_request"] = 1.0 / tpot
@@ -343,6 +351,38 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
     out["mfu_fraction"] = flop / (tpot * setup.n_gpus * ev.flop_rate(gpu, bits))
     out["bottleneck"] = _bottleneck(out)
     return out
+
+
+def _queued(question: Question, setup: Setup, gpu, layout: ev.Layout, out: dict) -> None:
+    """Figures at load when the TTFT limit holds at a percentile: an aggregated instance at the arrival rate whose
+    mean decode batch is the answer's batch; a disaggregated unit serving min(x prefill instances' rate at the limit,
+    y decode instances' rate), its prefill queue at that rate (physics/queueing.py)."""
+    p, scv, w = question.slo_percentile, question.arrival_scv, question.whole_requests
+    assert p is not None and question.max_ttft_s is not None
+    model, preset, bits = question.model, question.preset, setup.weight_bits
+    out["ttft_no_load_s"] = out["ttft_s"]
+    out["ttft_percentile"], out["arrival_scv"] = p, scv
+    if not setup.disaggregated:
+        out["ttft_s"] = qm.aggregated_percentile_ttft_s(
+            p, model, gpu, preset, bits, layout, float(setup.batch), w, setup.chunk_tokens, scv
+        )
+        return
+    p_gpu = _gpu(question, setup.prefill_gpu)
+    p_layout = ev.Layout.of(setup.prefill_tp, setup.prefill_tp_2d, setup.prefill_pp, 0, 1, 1, setup.kv_bits)
+    link = float(np.asarray(out["kv_link_bytes_per_s"]))
+    same = bool(rq.shares_domain(p_gpu, gpu, p_layout.n_gpus, layout.n_gpus))
+    hop = p_gpu.intra_hop_latency_s if same else max(p_gpu.inter_hop_latency_s, gpu.inter_hop_latency_s)
+    x = setup.prefill_instances
+    service, ttft0 = qm.prefill_classes(model, p_gpu, preset, bits, p_layout, w, link, hop)
+    prefill_rate = qm.max_rate_per_s(p, question.max_ttft_s, w._w(), service, ttft0, x, scv)
+    served = min(float(prefill_rate), setup.decode_instances * float(out["decode_requests_per_s"]))
+    scale = served / float(out["requests_per_s"])
+    for name in ("requests_per_s", "throughput_tok_s", "tok_s_per_gpu"):
+        out[name] = out[name] * scale
+    for name in ("usd_per_request", "usd_per_mtok", "usd_per_mtok_blended"):
+        out[name] = out[name] / scale
+    out["prefill_requests_per_s"] = prefill_rate / x
+    out["ttft_s"] = qm.percentile_ttft_s(p, w._w(), service, ttft0, served, x, scv)
 
 
 def _bottleneck(out: dict) -> str:
