@@ -234,6 +234,16 @@ def test_a_percentile_limit_needs_at_least_the_prefill_instances_of_an_idle_limi
     assert counts[3] > counts[0]
 
 
+def test_bursty_arrivals_need_at_least_the_prefill_instances_of_poisson_ones() -> None:
+    base = _pooled("chat", "llama-3-8b", 40, 30, 120, tp_degrees=[1], pp_degrees=[1], percentile=90)
+    counts = []
+    for burstiness in (0.25, 1, 4):
+        spec = _spec({"gpus": {"h100-sxm": 64}, "models": [{**base, "burstiness": burstiness}]})
+        assert spec.models[0].question.arrival_scv == burstiness
+        counts.append(plan_fleet(spec, "mip", OPTIONS).models[0]["prefill_instances"])
+    assert counts[0] <= counts[1] < counts[2]
+
+
 def test_the_kv_link_comes_from_the_graph() -> None:
     cluster = topology.load_cluster(MIXED)
     spec = _spec({"cluster": MIXED, "models": [FLEETS["prefill and decode types on a mixed cluster"]["models"][0]]})
@@ -268,6 +278,8 @@ BAD = [
     ({"prefill_gpu": "h100-sxm", "serving": "agg"}, "models[0].prefill_gpu"),
     ({"percentile": 95}, "models[0].percentile"),
     ({"serving": "both"}, "models[0].serving"),
+    ({"burstiness": 2}, "models[0].burstiness"),
+    ({"burstiness": 2, "percentile": 90, "serving": "agg"}, "models[0].percentile"),
 ]
 
 

@@ -22,8 +22,8 @@ b, ``optimize.pairing``), or at batch 1 when the TTFT limit is on a percentile (
 A prefill candidate's throughput is the output tokens/s of the requests it prefills (requests/s x O), so it is
 compared with the demand in the same unit. A *prefill pool* (``PrefillPool``) is n instances of one prefill
 candidate: n the fewest whose capacity u n r covers the demand and, with a percentile, whose TTFT at that
-percentile under Poisson arrivals at the demand is within the limit (more instances only lower it: Erlang C falls
-with the servers, found by doubling and bisection).
+percentile under the model's arrivals at the demand is within the limit (``queueing.percentile_ttft_s``; more
+instances only lower it, Erlang C falls with the servers).
 """
 
 from __future__ import annotations
@@ -352,45 +352,38 @@ def max_instances(pool: Pool, c: Candidate) -> int:
     return UNLIMITED_INSTANCES if have is None else have // c.n_gpus
 
 
-def pool_meets_ttft(fleet: Fleet, c: Candidate, instances: int, demand_tok_s: float) -> bool:
-    """``instances`` copies of prefill candidate ``c`` carry ``demand_tok_s`` within the utilisation cap and, with
-    a percentile, the TTFT limit at that percentile (idle-pool TTFT limits are met by the candidate itself)."""
-    fm = fleet.models[c.model]
-    if fleet.max_utilisation * instances * c.throughput_tok_s < demand_tok_s * (1 - 1e-12):
-        return False
-    q = fm.question
-    if fm.percentile is None or q.max_ttft_s is None:
-        return True
-    gpu = next(g for g in q.gpus if g.name == c.gpu)
+def pool_carries(fleet: Fleet, c: Candidate, instances, demand_tok_s: float) -> np.ndarray:
+    """Whether ``instances`` copies (an array of counts) of prefill candidate ``c`` carry ``demand_tok_s`` within
+    the utilisation cap and, with a percentile, the TTFT limit at that percentile (``kv.percentile_ttft_s``; an
+    idle-pool TTFT limit is met by the candidate itself)."""
+    n = np.asarray(instances, dtype=float)
+    ok = fleet.max_utilisation * n * c.throughput_tok_s >= demand_tok_s * (1 - 1e-12)
+    q = fleet.models[c.model].question
+    if fleet.models[c.model].percentile is None or q.max_ttft_s is None:
+        return ok
+    gpu = fleet.pool.gpu(c.gpu)
     partner = fleet.pool.kv_partners[c.gpu, c.decode_gpu]
     layout = kv.prefill_layout_of(c.tp, c.tp_2d, c.pp, c.kv_bits)
     rate = demand_tok_s / q.whole_requests.mean_osl
-    ttft = kv.percentile_ttft_s(q, gpu, c.weight_bits, layout, partner, instances, rate, fm.percentile)
-    return ttft <= q.max_ttft_s * (1 + LIMIT_RTOL)
+    ttft = kv.percentile_ttft_s(q, gpu, c.weight_bits, layout, partner, n, rate)
+    return ok & (ttft <= q.max_ttft_s * (1 + LIMIT_RTOL))
 
 
 def fewest_instances(fleet: Fleet, c: Candidate, demand_tok_s: float) -> int | None:
-    """Fewest copies of prefill candidate ``c`` carrying ``demand_tok_s`` (``pool_meets_ttft``), None if none the
-    pool holds does: from the utilisation bound, doubling, then bisection (more copies never raise the TTFT)."""
+    """Fewest copies of prefill candidate ``c`` carrying ``demand_tok_s`` (``pool_carries``), None if none the
+    pool holds does (more copies never raise the TTFT, so the most the pool holds is tried first): counts from the
+    utilisation bound up, in windows of growing width, each one evaluator call."""
     top = max_instances(fleet.pool, c)
     lo = max(1, math.ceil(demand_tok_s / (fleet.max_utilisation * c.throughput_tok_s) - 1e-9))
-    if lo > top:
+    if lo > top or not pool_carries(fleet, c, [top], demand_tok_s)[0]:
         return None
-    if pool_meets_ttft(fleet, c, lo, demand_tok_s):
-        return lo
-    step, hi = 1, None
-    while hi is None:
-        probe = min(lo + step, top)
-        if pool_meets_ttft(fleet, c, probe, demand_tok_s):
-            hi = probe
-        elif probe == top:
-            return None
-        else:
-            lo, step = probe, 2 * step
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if pool_meets_ttft(fleet, c, mid, demand_tok_s) else (mid, hi)
-    return hi
+    width = 16
+    while True:
+        n = np.arange(lo, min(top, lo + width - 1) + 1)
+        ok = pool_carries(fleet, c, n, demand_tok_s)
+        if ok.any():
+            return int(n[np.argmax(ok)])
+        lo, width = int(n[-1]) + 1, 4 * width
 
 
 def prefill_pools(fleet: Fleet, cands: list[Candidate]) -> list[PrefillPool]:

@@ -27,7 +27,7 @@ from roofline_opt.optimize.fleet.candidates import (
     Candidate,
     best_per_shape,
     max_instances,
-    pool_meets_ttft,
+    pool_carries,
     prefill_candidates_at,
     prefill_space,
     time_and_fit,
@@ -118,7 +118,9 @@ def _pool_sizes(fleet: Fleet, c: Candidate) -> list[int]:
             if fleet.max_utilisation * n * c.throughput_tok_s >= demand:
                 break
         return sizes
-    return next(([n] for n in range(1, top + 1) if pool_meets_ttft(fleet, c, n, demand)), [])
+    counts = np.arange(1, top + 1)
+    ok = pool_carries(fleet, c, counts, demand)
+    return [int(counts[np.argmax(ok)])] if ok.any() else []
 
 
 def _model_vectors(fleet: Fleet, cands: Sequence[Candidate], limit: int) -> list[tuple[int, ...]]:

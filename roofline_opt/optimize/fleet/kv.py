@@ -79,27 +79,17 @@ def prefill_layout_of(tp: int, tp_2d: bool, pp: int, kv_bits: int) -> ev.Layout:
 
 
 def percentile_ttft_s(
-    question: Question,
-    gpu: GpuSpec,
-    bits: int,
-    layout: ev.Layout,
-    partner: GpuSpec,
-    instances: int,
-    rate_req_s: float,
-    percentile: float,
-) -> float:
-    """TTFT at ``percentile`` of ``instances`` prefill instances (prefill batch 1) under Poisson arrivals of
-    ``rate_req_s`` (``queueing.disaggregated_ttft``); inf when the pool cannot keep up."""
-    if rate_req_s <= 0.0:
-        rate_req_s = 1e-12
-    out = queueing.disaggregated_ttft(
-        question.model,
-        question.preset,
-        bits,
-        question.whole_requests,
-        (gpu, layout, instances),
-        (partner, layout),
-        queueing.Arrivals(rate_req_s),
-        (percentile,),
+    question: Question, gpu: GpuSpec, bits: int, layout: ev.Layout, partner: GpuSpec, instances, rate_req_s: float
+) -> np.ndarray:
+    """TTFT at the question's percentile (``slo_percentile``, arrivals of c_a^2 ``arrival_scv``) of ``instances``
+    prefill instances (prefill batch 1; one or an array of counts) taking ``rate_req_s``: service and TTFT once
+    served per class from ``queueing.prefill_classes`` over the KV link to ``partner``, then
+    ``queueing.percentile_ttft_s``; inf where the pool cannot keep up."""
+    assert question.slo_percentile is not None  # only pools with a percentile limit are queued
+    w = question.whole_requests
+    bandwidth, hop = link(gpu, partner)
+    service, ttft0 = queueing.prefill_classes(question.model, gpu, question.preset, bits, layout, w, bandwidth, hop)
+    rate = max(rate_req_s, 1e-12)
+    return queueing.percentile_ttft_s(
+        question.slo_percentile, w._w(), service, ttft0, rate, np.asarray(instances), question.arrival_scv
     )
-    return float(np.asarray(out["ttft_s"])[0])

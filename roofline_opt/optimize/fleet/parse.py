@@ -52,11 +52,12 @@ REQUEST_KEYS = (
     "prefill_gpu",
     "decode_gpu",
     "percentile",
+    "burstiness",
 )
-"""Whole-request keys (prefill, TTFT, KV precision, chunked prefill, disaggregated pools; physics.md 10.1-10.4):
-all but ``percentile`` are handed to the question."""
+"""Whole-request keys handed to the question (prefill, TTFT, KV precision, chunked prefill, disaggregated pools and
+their TTFT percentile under arrivals of c_a^2 ``burstiness``; physics.md 10.1-10.4, physics/queueing.md)."""
+POOL_KEYS = ("prefill_gpu", "decode_gpu", "percentile", "burstiness")
 SERVING = ("agg", "disagg")
-PERCENTILES = (50, 90, 99)
 MODEL_KEYS = (
     "name",
     "model",
@@ -259,19 +260,15 @@ def _model(where, raw, pool: Pool, make_question: QuestionFactory) -> FleetModel
         limit = 1.0 / checks.positive_float(f"{where}min_tok_s", raw["min_tok_s"])
     space = {k: raw[k] for k in SPACE_KEYS if k in raw}
     serving = checks.choice(f"{where}serving", raw.get("serving", "agg"), SERVING)
-    for key in ("prefill_gpu", "decode_gpu", "percentile"):
+    for key in POOL_KEYS:
         if key in raw and serving != "disagg":
             raise InvalidInput(f"{where}{key}", "applies to disaggregated pools only: give serving: disagg")
-    percentile = None
-    if "percentile" in raw:
-        given = raw["percentile"]
-        given = int(given) if isinstance(given, float) and given.is_integer() else given
-        percentile = float(checks.choice(f"{where}percentile", given, PERCENTILES))
-        if "ttft_ms" not in raw:
-            raise InvalidInput(f"{where}percentile", "is the percentile of the TTFT limit: give ttft_ms too")
+    if "percentile" in raw and "ttft_ms" not in raw:
+        raise InvalidInput(f"{where}percentile", "is the percentile of the TTFT limit: give ttft_ms too")
     if isl is not None:
         space.update(isl=isl, osl=osl)
-    space.update({k: raw[k] for k in ("ttft_ms", "kv_bits", "chunk_tokens", "prefill_gpu", "decode_gpu") if k in raw})
+    passed = ("ttft_ms", "kv_bits", "chunk_tokens", *POOL_KEYS)
+    space.update({k: raw[k] for k in passed if k in raw})
     space["serving"] = serving
     question = _question(where, make_question, raw["model"], pool, space)
     return FleetModel(
@@ -282,7 +279,6 @@ def _model(where, raw, pool: Pool, make_question: QuestionFactory) -> FleetModel
         tok_per_request=per_request,
         max_time_per_token_s=limit,
         weight=checks.positive_float(f"{where}weight", raw.get("weight", 1.0)),
-        percentile=percentile,
     )
 
 

@@ -24,9 +24,9 @@ class FleetModel:
     demand_tok_s has one value per period (one period without a profile). demand_unit is what the user gave
     ("req_s" or "tok_s"); tok_per_request converts (osl) when requests were given. max_time_per_token_s is the TPOT
     limit from tpot_ms or min_tok_s (None: no limit). weight values one served unit of demand (objective served).
-    A model whose question offers disaggregated serving only is planned as a prefill pool and a decode pool;
-    ``percentile`` (50, 90 or 99) makes its TTFT limit one on that percentile under Poisson arrivals at its demand
-    (physics.queueing), None the service time of an idle pool (as single-model answers price it).
+    A model whose question offers disaggregated serving only is planned as a prefill pool and a decode pool; its
+    question's ``slo_percentile`` (50, 90 or 99) makes its TTFT limit one on that percentile under arrivals at its
+    demand (physics.queueing, c_a^2 ``arrival_scv``), None the TTFT of an idle pool (as single-model answers).
     """
 
     name: str
@@ -36,7 +36,11 @@ class FleetModel:
     tok_per_request: float | None = None
     max_time_per_token_s: float | None = None
     weight: float = 1.0
-    percentile: float | None = None
+
+    @property
+    def percentile(self) -> float | None:
+        """The percentile the TTFT limit holds at (disaggregated pools only), or None."""
+        return self.question.slo_percentile if self.question.queued_ttft else None
 
     @property
     def disaggregated(self) -> bool:

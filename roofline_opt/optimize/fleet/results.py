@@ -151,7 +151,7 @@ def _pool_ttft(fleet: Fleet, c: Candidate, f: dict, instances: int, served_tok_s
         layout = kv.prefill_layout_of(c.tp, c.tp_2d, c.pp, c.kv_bits)
         rate = served_tok_s / q.whole_requests.mean_osl
         partner = fleet.pool.kv_partners[c.gpu, c.decode_gpu]
-        ttft = kv.percentile_ttft_s(q, gpu, c.weight_bits, layout, partner, instances, rate, fm.percentile)
+        ttft = float(kv.percentile_ttft_s(q, gpu, c.weight_bits, layout, partner, instances, rate))
     within = q.max_ttft_s is None or ttft <= q.max_ttft_s * (1 + LIMIT_RTOL)
     carried = fleet.max_utilisation * instances * f["throughput_tok_s"] >= served_tok_s * (1 - LIMIT_RTOL)
     return ttft, bool(f["fits_in_memory"] and within and carried)
