@@ -66,7 +66,8 @@ the fleet file (YAML; instances/fleets/*.yaml ship with the package and open fro
       tpot_ms: 40                 or min_tok_s; isl/osl (whole requests), ttft_ms, weight_bits, kv_bits, ... as
                                   the query flags, with underscores
       serving: disagg             prefill and decode pools (xPyD; prefill_gpu/decode_gpu as the query flags)
-      percentile: 90              ttft_ms holds at this percentile (50, 90, 99) under Poisson arrivals
+      percentile: 90              ttft_ms holds at this percentile (50, 90, 99) under Poisson arrivals, or
+                                  burstiness: c_a^2 of the gaps (a pooled model)
 examples:
   roofline-opt plan instances/fleets/chat-and-code.yaml
   roofline-opt plan instances/fleets/day-profile.yaml --json
