@@ -9,10 +9,10 @@ placed wherever the MIP finds room, so the transfer is priced across scale-up do
   pairing is never planned (a cluster of one scale-up domain keeps the cards' scale-out figures);
 - without a graph, at the slower scale-out link of the two accelerators (``requests.kv_link_bytes_per_s``).
 
-The decode accelerator is handed to ``requests`` as a *partner* spec carrying that link (named ``<type>:kv`` so that
-``requests.shares_domain`` never prices it inside one domain); the link is then
-``requests.kv_link_bytes_per_s(prefill, partner, False)``, the same in the candidates, the oracle and the
-re-evaluation, and ``queueing.disaggregated_ttft`` sees the same transfer.
+The decode accelerator is kept as a *partner* spec carrying that link (named ``<type>:kv``, so that
+``requests.shares_domain`` never prices it inside one domain, should it be handed to ``requests`` as a decode
+accelerator); the link is ``requests.kv_link_bytes_per_s(prefill, partner, False)`` (``link``), the same in the
+candidates, the oracle, the queue (``queueing.prefill_classes``) and the re-evaluation.
 """
 
 from __future__ import annotations
