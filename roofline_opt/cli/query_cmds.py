@@ -333,7 +333,8 @@ def _request_text(question: Question) -> str:
             "to price whole requests)"
         )
     lengths = f"{w.isl[0]} in / {w.osl[0]} out" if len(w.isl) == 1 else f"a {len(w.isl)}-class mix"
-    given = (("TTFT", question.max_ttft_s, "--ttft-ms"), ("TPOT", question.max_tpot_s, "--tpot-ms"))
+    at = "" if question.slo_percentile is None else f" p{report.format_number(question.slo_percentile)}"
+    given = ((f"TTFT{at}", question.max_ttft_s, "--ttft-ms"), ("TPOT", question.max_tpot_s, "--tpot-ms"))
     limits = [
         f"{name} <= {report.format_number(value * 1e3)} ms" if value is not None else f"{name} not limited: {flag}"
         for name, value, flag in given
@@ -342,7 +343,7 @@ def _request_text(question: Question) -> str:
     if question.slo_percentile is not None:
         scv = question.arrival_scv
         arrivals = "Poisson arrivals" if scv == 1.0 else f"arrivals of c_a^2 {report.format_number(scv)}"
-        limits.append(f"at p{report.format_number(question.slo_percentile)} under load, {arrivals}")
+        limits.append(arrivals)
     return f" for whole requests of {lengths} tokens ({', '.join([serving, *limits])})"
 
 
