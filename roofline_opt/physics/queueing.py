@@ -286,10 +286,10 @@ def prefill_classes(
     """(service (..., k), TTFT once served (..., k)) of a prefill instance at batch 1 per request class, elementwise
     over layouts: ``requests.prefill_step`` of one prompt, then its KV transfer."""
     service, ttft0 = [], []
-    for i in workload.isl:
-        step = np.asarray(rq.prefill_step(model, gpu, preset, weight_bits, layout, 1.0, i).step_time_s, dtype=float)
-        service.append(step)
-        ttft0.append(step + rq.kv_transfer_s(model, layout, i, link_bytes_per_s, hop_latency_s))
+    for i, p in workload.classes:
+        step = rq.prefill_step(model, gpu, preset, weight_bits, layout, 1.0, i, p).step_time_s
+        service.append(np.asarray(step, dtype=float))
+        ttft0.append(service[-1] + rq.kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s))
     both = np.broadcast_arrays(*service, *ttft0)
     return np.stack(both[: len(service)], axis=-1), np.stack(both[len(service) :], axis=-1)
 
@@ -372,7 +372,7 @@ def mean_decode_batch(
 def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens):
     """(work (..., k), TTFT once at the head (..., k), shift (...), mean step (...)) of an aggregated instance's
     prompt queue at a mean decode batch, elementwise over layouts, batches and chunks (chunk 0: a whole prompt of the
-    longest class per step)."""
+    longest class per step). A cached prefix is not work: a prompt's share is its I - P new tokens."""
     batch = np.asarray(batch, dtype=float)
     given = np.asarray(chunk_tokens, dtype=float)
     chunk = np.where(given > 0, given, float(max(workload.max_isl, 1)))
@@ -380,10 +380,12 @@ def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: 
     full_step = mixed_step(model, gpu, preset, weight_bits, layout, batch, chunk, chunk * (chunk - 1.0) / 2.0, chunk)
     full = np.asarray(full_step.step_time_s, dtype=float)
     work, schedule = [], []
-    for i in workload.isl:
-        t = rq.ttft_aggregated_s(model, gpu, preset, weight_bits, layout, batch, rq.Workload.single(i, 1), given)
+    for i, p in workload.classes:
+        one = rq.Workload((i,), (1,), (1.0,), (p,))
+        t = rq.ttft_aggregated_s(model, gpu, preset, weight_bits, layout, batch, one, given)
         # a prompt longer than a chunk fills whole chunks of its own attention context; shorter ones share a chunk
-        work.append(np.where(i >= chunk, t / np.ceil(i / chunk), full) * i / chunk)
+        new = i - p
+        work.append(np.where(new >= chunk, t / np.ceil(new / chunk), full) * new / chunk)
         schedule.append(t)
     mean_step = rq.tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, given, 1.0).step_time_s
     mean_step = np.asarray(mean_step, dtype=float)
