@@ -34,6 +34,10 @@ prefill_gpu, decode_gpu : accelerators offered for prefill and decode instances 
     ``gpu``). max_instances : largest x and y of an xPyD unit (default 4). demand_req_s : requests/s to serve (instead
     of demand_tok_s, output tokens). max_utilisation : fraction of each instance's throughput used, in (0, 1] (default
     1.0: busy instances, as the paper prices them); prices rise and served rates fall by this factor.
+prefix_tokens : a cached prefix (e.g. a shared system prompt) of that many tokens at the start of every class's
+    prompt, below its isl; prefix_hit_rate : the share of requests that find it cached (default 1). Cached tokens are
+    read, not prefilled, and a disaggregated prefill instance sends only the others' KV cache (the decode side is
+    assumed to hold the prefix). A hit rate splits each class into a hit and a miss class.
 percentile : 50, 90 or 99: ttft_ms holds for that percentile of requests at the answer's own load (queueing of the
     prefill path, docs/physics/queueing.md), which then sets how busy an instance may be (max_utilisation stays 1);
     tpot_ms holds for the steady-state TPOT at that load's mean batch. burstiness : c_a^2 of the gaps between
@@ -187,6 +191,8 @@ def question(
     percentile: float | None = None,
     burstiness: float | None = None,
     arrival_trace: str | os.PathLike[str] | None = None,
+    prefix_tokens: int | None = None,
+    prefix_hit_rate: float | None = None,
 ) -> Question:
     """A validated Question (see the module docstring for every parameter)."""
     prices = parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour)
@@ -209,7 +215,7 @@ def question(
     else:
         gpus = _gpus(gpu)
     gpus, roles = _roles(gpus, prefill_gpu, decode_gpu, cluster is not None)
-    load = _workload(isl, osl, workload)
+    load = prefixed_workload(_workload(isl, osl, workload), prefix_tokens, prefix_hit_rate)
     modes = _serving(serving, load)
     if load is not None and draft_spec is not None:
         raise InvalidInput("draft", "cannot be combined with whole requests (--isl/--workload) yet. Drop one of them.")
@@ -262,6 +268,27 @@ def question(
         **roles,
         **_slo(percentile, burstiness, arrival_trace, load, ttft_ms, tpot_ms, utilisation),
     )
+
+
+def prefixed_workload(load: rq.Workload | None, tokens, hit_rate) -> rq.Workload | None:
+    """The workload with a cached prefix of ``tokens`` found by a share ``hit_rate`` of requests (default 1)."""
+    if tokens is None:
+        if hit_rate is not None:
+            raise InvalidInput("prefix_hit_rate", "needs --prefix-tokens (the length of the cached prefix)")
+        return load
+    if load is None:
+        raise InvalidInput("prefix_tokens", "needs whole requests: give --isl and --osl or --workload")
+    if load.prefix:
+        raise InvalidInput("prefix_tokens", "the workload already has cached prefixes")
+    n = checks.positive_int("prefix_tokens", tokens, minimum=0, maximum=MAX_CONTEXT)
+    if n >= min(load.isl):
+        raise InvalidInput("prefix_tokens", f"must be below every class's isl ({min(load.isl)}). Got {n} instead.")
+    rate = (
+        1.0
+        if hit_rate is None
+        else checks.probability("prefix_hit_rate", hit_rate, include_zero=True, include_one=True)
+    )
+    return load.with_prefix(n, rate)
 
 
 SLO_PERCENTILES = (50, 90, 99)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from roofline_opt import checks
 from roofline_opt.cli import launch_cmd, run_files
 from roofline_opt.cli.helpfmt import HTML_HELP
-from roofline_opt.cli.simulate_cmd import BURSTINESS_HELP
+from roofline_opt.cli.simulate_cmd import BURSTINESS_HELP, PREFIX_HIT_RATE_HELP, PREFIX_TOKENS_HELP
 from roofline_opt.errors import Infeasible, InvalidInput
 from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX, DEFAULT_TP_MODES, MOE_EP_DEGREES
 from roofline_opt.physics.evaluator import DEFAULT_KV_BITS
@@ -57,6 +57,8 @@ SPACE_FIELDS = (
     "percentile",
     "burstiness",
     "arrival_trace",
+    "prefix_tokens",
+    "prefix_hit_rate",
 )
 """Flags passed unchanged to api.question as keyword arguments of the same name."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
@@ -332,8 +334,15 @@ def _request_text(question: Question) -> str:
             " (decode only: usd_per_mtok_decode_only prices the decode steps, prefill excluded; give --isl/--osl "
             "to price whole requests)"
         )
-    lengths = f"{w.isl[0]} in / {w.osl[0]} out" if len(w.isl) == 1 else f"a {len(w.isl)}-class mix"
-    given = (("TTFT", question.max_ttft_s, "--ttft-ms"), ("TPOT", question.max_tpot_s, "--tpot-ms"))
+    pairs = sorted(set(zip(w.isl, w.osl, strict=True)))
+    lengths = f"{pairs[0][0]} in / {pairs[0][1]} out" if len(pairs) == 1 else f"a {len(pairs)}-class mix"
+    lengths += " tokens"
+    if w.prefix:
+        hit = sum(x for x, p in zip(w._w(), w.cached, strict=True) if p > 0)
+        share = "" if hit == 1.0 else f" for {report.format_number(100 * hit)}% of requests"
+        lengths += f", a {max(w.cached)}-token prefix cached{share}"
+    at = "" if question.slo_percentile is None else f" p{report.format_number(question.slo_percentile)}"
+    given = ((f"TTFT{at}", question.max_ttft_s, "--ttft-ms"), ("TPOT", question.max_tpot_s, "--tpot-ms"))
     limits = [
         f"{name} <= {report.format_number(value * 1e3)} ms" if value is not None else f"{name} not limited: {flag}"
         for name, value, flag in given
@@ -342,8 +351,8 @@ def _request_text(question: Question) -> str:
     if question.slo_percentile is not None:
         scv = question.arrival_scv
         arrivals = "Poisson arrivals" if scv == 1.0 else f"arrivals of c_a^2 {report.format_number(scv)}"
-        limits.append(f"at p{report.format_number(question.slo_percentile)} under load, {arrivals}")
-    return f" for whole requests of {lengths} tokens ({', '.join([serving, *limits])})"
+        limits.append(arrivals)
+    return f" for whole requests of {lengths} ({', '.join([serving, *limits])})"
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -465,6 +474,8 @@ SHARED_HELP = {
     "queueing for prefill included (docs/physics/queueing.md); how busy an instance may be follows from it. "
     "--tpot-ms then holds for the steady-state TPOT at that load (default: TTFT at no load)",
     "--burstiness": "with --percentile: " + BURSTINESS_HELP,
+    "--prefix-tokens": PREFIX_TOKENS_HELP,
+    "--prefix-hit-rate": PREFIX_HIT_RATE_HELP,
     "--arrival-trace": "with --percentile: a CSV of arrival_s, isl, osl per request whose gaps give the burstiness "
     "(the lengths still come from --isl/--osl or --workload)",
     "--prefill-gpu": "accelerator(s) offered for prefill instances of disaggregated serving (default: --gpu)",
@@ -538,6 +549,8 @@ FLAG_GROUPS = {
         "--percentile",
         "--burstiness",
         "--arrival-trace",
+        "--prefix-tokens",
+        "--prefix-hit-rate",
         "--prefill-gpu",
         "--decode-gpu",
         "--max-instances",

@@ -118,13 +118,14 @@ def _partners(question: Question) -> Partners:
 
 def _slo_rates(question: Question, lay: Layouts, rep: dict[str, np.ndarray]) -> np.ndarray:
     """Requests/s per prefill instance (batch 1) of each partner row with its x instances under the TTFT percentile
-    (0 where no rate meets it), one row at a time."""
-    x, rates = rep["x"], np.zeros(len(rep["x"]))
+    (0 where no rate meets it), one call per accelerator, precision, decode accelerator and link."""
+    rates = np.zeros(len(rep["x"]))
     k = rep["layout"].astype(int)
-    for row in range(len(x)):
-        gi, bits = int(lay.gpu_index[k[row]]), int(lay.weight_bits[k[row]])
-        d, same = int(rep["decode_gpu"][row]), bool(rep["same_domain"][row])
-        rates[row] = float(pairing.slo_requests_per_s(question, lay, k[row : row + 1], gi, bits, d, same, x[row])[0])
+    keys = np.column_stack([lay.gpu_index[k], lay.weight_bits[k], rep["decode_gpu"], rep["same_domain"]])
+    for key in np.unique(keys, axis=0) if len(k) else ():
+        rows = np.flatnonzero(np.all(keys == key, axis=1))
+        gi, bits, d, same = (int(v) for v in key)
+        rates[rows] = pairing.slo_requests_per_s(question, lay, k[rows], gi, bits, d, bool(same), rep["x"][rows])
     return rates
 
 

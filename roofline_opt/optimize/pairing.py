@@ -141,11 +141,16 @@ def build_options(question: Question) -> PrefillOptions:
                     continue
                 fig = prefill_points(question, lay, idx, gpu, bits, b, d, same)
                 price = question.gpus[gpu].usd_per_s
+                xs = np.unique([x for x, _ in question.ratios])
+                if question.queued_ttft:
+                    at_slo = dict(
+                        zip(xs, slo_requests_per_s(question, lay, idx, gpu, bits, d, same, xs[:, None]), strict=True)
+                    )
                 for x, y in question.ratios:
                     rate = fig["requests_per_s"]
                     keep = np.ones(len(idx), dtype=bool)
                     if question.queued_ttft:
-                        rate = slo_requests_per_s(question, lay, idx, gpu, bits, d, same, x)
+                        rate = at_slo[x]
                         keep = rate > 0.0
                     cols["layout"].append(idx[keep])
                     cols["batch"].append(b[keep])

@@ -99,21 +99,34 @@ def _bisect(lo: np.ndarray, hi: np.ndarray, above, rounds: int) -> tuple[np.ndar
 
 def _decay_per_s(w: np.ndarray, s: np.ndarray, rate: np.ndarray, scv: float) -> np.ndarray:
     """Lundberg's root elementwise for class shares w (k,), per-server service times s (..., k) (service over c) and
-    rates (...): the positive eta with E[exp(eta S / c)] E[exp(-eta A)] = 1; inf beyond 1e12 /s."""
+    rates (...): the positive eta with E[exp(eta S / c)] E[exp(-eta A)] = 1; inf beyond 1e12 /s.
+
+    g(eta) = log E[exp(eta S)] + log E[exp(-eta A)] is convex with g(0) = 0 and g'(0) = E S - E A < 0 when stable,
+    so Newton's method started right of the root (where g > 0, found by doubling) falls to it monotonically."""
     gap = 1.0 / rate
 
     def g(eta):
         gaps = eta * gap if scv == 0.0 else np.log1p(eta * scv * gap) / scv
         return np.log(np.exp(np.minimum(eta[..., None] * s, 700.0)) @ w) - gaps
 
-    hi = 1.0 / np.maximum(s.max(axis=-1), 1e-300)
+    def slope(eta):
+        e = np.exp(np.minimum(eta[..., None] * s, 700.0))
+        return ((e * s) @ w) / (e @ w) - gap / (1.0 + eta * scv * gap)
+
+    eta = 1.0 / np.maximum(s.max(axis=-1), 1e-300)
     while True:
-        low = (g(hi) <= 0.0) & (hi <= 1e12)
+        low = (g(eta) <= 0.0) & (eta <= 1e12)
         if not low.any():
             break
-        hi = np.where(low, hi * 2.0, hi)
-    lo = np.where(g(hi / 2.0) <= 0.0, hi / 2.0, 0.0)
-    return np.where(g(hi) <= 0.0, np.inf, _bisect(lo, hi, lambda eta: g(eta) > 0.0, 200)[1])
+        eta = np.where(low, eta * 2.0, eta)
+    far = g(eta) <= 0.0
+    for _ in range(200):
+        value = g(eta)
+        step = np.where(far | (value <= 0.0), 0.0, value / slope(eta))
+        eta = eta - step
+        if not np.any(step > 1e-15 * eta):
+            break
+    return np.where(far, np.inf, eta)
 
 
 def tail_decay_per_s(servers: int, weights, service_s, arrivals: Arrivals) -> float:
@@ -142,7 +155,7 @@ def _queue(w: np.ndarray, s: np.ndarray, rate: np.ndarray, c: np.ndarray, scv_ar
         wait = np.where(busy, p_c / (c / safe_mean - safe_rate) * (scv_arrival + scv_s) / 2.0, 0.0)
     decay = _decay_per_s(w, s / c[..., None], np.where(busy, rate, 1.0), scv_arrival)
     waits = busy & (wait > 0.0) & np.isfinite(decay)
-    p_wait = np.where(waits, np.minimum(1.0, wait * decay), 0.0)
+    p_wait = np.minimum(1.0, np.where(waits, wait, 0.0) * np.where(waits, decay, 0.0))
     return stable, p_wait, np.where(waits, decay, np.inf), np.where(waits, wait, 0.0)
 
 
@@ -273,10 +286,10 @@ def prefill_classes(
     """(service (..., k), TTFT once served (..., k)) of a prefill instance at batch 1 per request class, elementwise
     over layouts: ``requests.prefill_step`` of one prompt, then its KV transfer."""
     service, ttft0 = [], []
-    for i in workload.isl:
-        step = np.asarray(rq.prefill_step(model, gpu, preset, weight_bits, layout, 1.0, i).step_time_s, dtype=float)
-        service.append(step)
-        ttft0.append(step + rq.kv_transfer_s(model, layout, i, link_bytes_per_s, hop_latency_s))
+    for i, p in workload.classes:
+        step = rq.prefill_step(model, gpu, preset, weight_bits, layout, 1.0, i, p).step_time_s
+        service.append(np.asarray(step, dtype=float))
+        ttft0.append(service[-1] + rq.kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s))
     both = np.broadcast_arrays(*service, *ttft0)
     return np.stack(both[: len(service)], axis=-1), np.stack(both[len(service) :], axis=-1)
 
@@ -359,7 +372,7 @@ def mean_decode_batch(
 def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens):
     """(work (..., k), TTFT once at the head (..., k), shift (...), mean step (...)) of an aggregated instance's
     prompt queue at a mean decode batch, elementwise over layouts, batches and chunks (chunk 0: a whole prompt of the
-    longest class per step)."""
+    longest class per step). A cached prefix is not work: a prompt's share is its I - P new tokens."""
     batch = np.asarray(batch, dtype=float)
     given = np.asarray(chunk_tokens, dtype=float)
     chunk = np.where(given > 0, given, float(max(workload.max_isl, 1)))
@@ -367,10 +380,12 @@ def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: 
     full_step = mixed_step(model, gpu, preset, weight_bits, layout, batch, chunk, chunk * (chunk - 1.0) / 2.0, chunk)
     full = np.asarray(full_step.step_time_s, dtype=float)
     work, schedule = [], []
-    for i in workload.isl:
-        t = rq.ttft_aggregated_s(model, gpu, preset, weight_bits, layout, batch, rq.Workload.single(i, 1), given)
+    for i, p in workload.classes:
+        one = rq.Workload((i,), (1,), (1.0,), (p,))
+        t = rq.ttft_aggregated_s(model, gpu, preset, weight_bits, layout, batch, one, given)
         # a prompt longer than a chunk fills whole chunks of its own attention context; shorter ones share a chunk
-        work.append(np.where(i >= chunk, t / np.ceil(i / chunk), full) * i / chunk)
+        new = i - p
+        work.append(np.where(new >= chunk, t / np.ceil(new / chunk), full) * new / chunk)
         schedule.append(t)
     mean_step = rq.tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, given, 1.0).step_time_s
     mean_step = np.asarray(mean_step, dtype=float)
