@@ -36,8 +36,10 @@ def _pooled(name: str, model: str, req_s: float, tpot: float, ttft: float, **ext
     return {**entry, "tpot_ms": tpot, "ttft_ms": ttft, **SMALL, **extra}
 
 
-def _agg(name: str, model: str, tok_s: float, tpot: float, **extra) -> dict:
-    return {"name": name, "model": model, "demand_tok_s": tok_s, "tpot_ms": tpot, **SMALL, **extra}
+def _agg(name: str, model: str, tok_s: float | None, tpot: float, **extra) -> dict:
+    """An aggregated model entry; ``tok_s`` None when the entry gives demand_req_s."""
+    demand = {} if tok_s is None else {"demand_tok_s": tok_s}
+    return {"name": name, "model": model, "tpot_ms": tpot, **demand, **SMALL, **extra}
 
 
 FLEETS = {
@@ -63,6 +65,13 @@ FLEETS = {
     "prefill and decode types on a mixed cluster": {
         "cluster": MIXED,
         "models": [_pooled("chat", "llama-3-8b", 15, 30, 300, prefill_gpu=["a100-80gb", "h100-sxm"])],
+    },
+    "a cached prompt prefix in both serving modes": {
+        "gpus": {"h100-sxm": 16},
+        "models": [
+            _pooled("chat", "llama-3-8b", 25, 30, 200, prefix_tokens=1500, prefix_hit_rate=0.8, percentile=90),
+            {**_agg("rag", "llama-3-8b", None, 30, isl=4000, osl=200, prefix_tokens=3000), "demand_req_s": 10},
+        ],
     },
     "served within a budget with pools": {
         "cluster": POD4,

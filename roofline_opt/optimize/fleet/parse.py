@@ -53,9 +53,12 @@ REQUEST_KEYS = (
     "decode_gpu",
     "percentile",
     "burstiness",
+    "prefix_tokens",
+    "prefix_hit_rate",
 )
 """Whole-request keys handed to the question (prefill, TTFT, KV precision, chunked prefill, disaggregated pools and
-their TTFT percentile under arrivals of c_a^2 ``burstiness``; physics.md 10.1-10.4, physics/queueing.md)."""
+their TTFT percentile under arrivals of c_a^2 ``burstiness``, a cached prompt prefix; physics.md 10.1-10.4,
+physics/queueing.md)."""
 POOL_KEYS = ("prefill_gpu", "decode_gpu", "percentile", "burstiness")
 SERVING = ("agg", "disagg")
 MODEL_KEYS = (
@@ -267,7 +270,7 @@ def _model(where, raw, pool: Pool, make_question: QuestionFactory) -> FleetModel
         raise InvalidInput(f"{where}percentile", "is the percentile of the TTFT limit: give ttft_ms too")
     if isl is not None:
         space.update(isl=isl, osl=osl)
-    passed = ("ttft_ms", "kv_bits", "chunk_tokens", *POOL_KEYS)
+    passed = ("ttft_ms", "kv_bits", "chunk_tokens", "prefix_tokens", "prefix_hit_rate", *POOL_KEYS)
     space.update({k: raw[k] for k in passed if k in raw})
     space["serving"] = serving
     question = _question(where, make_question, raw["model"], pool, space)
