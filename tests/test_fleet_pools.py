@@ -246,7 +246,7 @@ def test_a_percentile_limit_needs_at_least_the_prefill_instances_of_an_idle_limi
 def test_bursty_arrivals_need_at_least_the_prefill_instances_of_poisson_ones() -> None:
     base = _pooled("chat", "llama-3-8b", 40, 30, 120, tp_degrees=[1], pp_degrees=[1], percentile=90)
     counts = []
-    for burstiness in (0.25, 1, 4):
+    for burstiness in (0, 1, 4):
         spec = _spec({"gpus": {"h100-sxm": 64}, "models": [{**base, "burstiness": burstiness}]})
         assert spec.models[0].question.arrival_scv == burstiness
         counts.append(plan_fleet(spec, "mip", OPTIONS).models[0]["prefill_instances"])
