@@ -229,6 +229,11 @@ def question(
     demand_req_s: float | None = None,
     max_utilisation: float = DEFAULT_MAX_UTILISATION,
     usd_per_gpu_hour: str | Mapping[str, float] | None = None,
+    percentile: float | None = None,
+    burstiness: float | None = None,
+    arrival_trace: str | os.PathLike[str] | None = None,
+    prefix_tokens: int | None = None,
+    prefix_hit_rate: float | None = None,
 ) -> Question:
     """A validated question: the model, the accelerators and the search space a query optimises over.
 
@@ -331,7 +336,7 @@ def question(
     else:
         gpus = _gpus(gpu)
     gpus, roles = _roles(gpus, prefill_gpu, decode_gpu, cluster is not None)
-    load = _workload(isl, osl, workload)
+    load = prefixed_workload(_workload(isl, osl, workload), prefix_tokens, prefix_hit_rate)
     modes = _serving(serving, load)
     if load is not None and draft_spec is not None:
         raise InvalidInput("draft", "cannot be combined with whole requests (`isl`/`workload`) yet. Drop one of them.")
@@ -376,7 +381,67 @@ def question(
         max_utilisation=utilisation,
         max_instances=checks.positive_int("max_instances", max_instances),
         **roles,
+        **_slo(percentile, burstiness, arrival_trace, load, ttft_ms, tpot_ms, utilisation),
     )
+
+
+def prefixed_workload(load: rq.Workload | None, tokens, hit_rate) -> rq.Workload | None:
+    """The workload with a cached prefix of ``tokens`` found by a share ``hit_rate`` of requests (default 1)."""
+    if tokens is None:
+        if hit_rate is not None:
+            raise InvalidInput("prefix_hit_rate", "needs --prefix-tokens (the length of the cached prefix)")
+        return load
+    if load is None:
+        raise InvalidInput("prefix_tokens", "needs whole requests: give --isl and --osl or --workload")
+    if load.prefix:
+        raise InvalidInput("prefix_tokens", "the workload already has cached prefixes")
+    n = checks.positive_int("prefix_tokens", tokens, minimum=0, maximum=MAX_CONTEXT)
+    if n >= min(load.isl):
+        raise InvalidInput("prefix_tokens", f"must be below every class's isl ({min(load.isl)}). Got {n} instead.")
+    rate = (
+        1.0
+        if hit_rate is None
+        else checks.probability("prefix_hit_rate", hit_rate, include_zero=True, include_one=True)
+    )
+    return load.with_prefix(n, rate)
+
+
+SLO_PERCENTILES = (50, 90, 99)
+"""Percentiles a TTFT/TPOT limit may hold at (``percentile``)."""
+
+
+def _slo(percentile, burstiness, arrival_trace, load, ttft_ms, tpot_ms, utilisation: float) -> dict:
+    """The Question fields of a percentile limit: slo_percentile and arrival_scv (from ``burstiness``, c_a^2 of the
+    gaps, or an arrival trace's own gaps)."""
+    if percentile is None:
+        for field, value in (("burstiness", burstiness), ("arrival_trace", arrival_trace)):
+            if value is not None:
+                raise InvalidInput(field, "describes arrivals for a percentile limit: give --percentile 50|90|99 too")
+        return {}
+    if isinstance(percentile, float) and percentile.is_integer():
+        percentile = int(percentile)
+    chosen = float(checks.choice("percentile", percentile, SLO_PERCENTILES))
+    if load is None:
+        raise InvalidInput("percentile", "needs whole requests: give --isl and --osl or --workload")
+    if ttft_ms is None and tpot_ms is None:
+        raise InvalidInput("percentile", "applies to a limit: give --ttft-ms or --tpot-ms")
+    if ttft_ms is not None and utilisation < 1.0:
+        raise InvalidInput("max_utilisation", "follows from the TTFT limit at --percentile: drop --max-utilisation")
+    if arrival_trace is not None and burstiness is not None:
+        raise InvalidInput("arrival_trace", "gives the arrivals' burstiness: drop --burstiness")
+    if arrival_trace is not None:
+        from roofline_opt.physics.queueing import Arrivals
+        from roofline_opt.simulate.arrivals import read_trace
+
+        times = read_trace(arrival_trace, "arrival_trace", MAX_CONTEXT, MAX_CONTEXT).arrival_s
+        scv = Arrivals.of_times(times).scv
+    else:
+        scv = (
+            1.0
+            if burstiness is None
+            else checks.positive_float("burstiness", burstiness, allow_zero=True, maximum=100.0)
+        )
+    return {"slo_percentile": chosen, "arrival_scv": scv}
 
 
 def _demand(demand_tok_s: float) -> float:

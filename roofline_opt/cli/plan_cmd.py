@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 ROW_COLUMNS = (
     "model",
+    "role",
     "gpu",
     "weight_bits",
     "tp",
@@ -42,6 +43,12 @@ MODEL_COLUMNS = (
     "demand_tok_s",
     "served_tok_s",
     "tpot_limit_ms",
+    "serving",
+    "prefill_instances",
+    "decode_instances",
+    "ttft_ms",
+    "ttft_limit_ms",
+    "ttft_percentile",
     "gpus",
     "usd_per_hour",
     "effective_usd_per_mtok",
@@ -58,6 +65,9 @@ the fleet file (YAML; instances/fleets/*.yaml ship with the package and open fro
       demand_req_s: 12            or demand_tok_s, or demand_profile: {tok_s: [...]} per period
       tpot_ms: 40                 or min_tok_s; isl/osl (whole requests), ttft_ms, weight_bits, kv_bits, ... as
                                   the query flags, with underscores
+      serving: disagg             prefill and decode pools (xPyD; prefill_gpu/decode_gpu as the query flags)
+      percentile: 90              ttft_ms holds at this percentile (50, 90, 99) under Poisson arrivals, or
+                                  burstiness: c_a^2 of the gaps (a pooled model)
 examples:
   roofline-opt plan instances/fleets/chat-and-code.yaml
   roofline-opt plan instances/fleets/day-profile.yaml --json
@@ -66,8 +76,18 @@ examples:
 
 FLAG_FIELDS = ("time_limit_s", "mip_gap", "method")
 """Errors about these API parameters are reported under their flag."""
-OPTIONAL = ("kv_bits", "chunk_tokens", "ttft_ms")
-"""Row columns shown only when some row has a value (whole requests)."""
+OPTIONAL = (
+    "kv_bits",
+    "chunk_tokens",
+    "ttft_ms",
+    "role",
+    "serving",
+    "prefill_instances",
+    "decode_instances",
+    "ttft_limit_ms",
+    "ttft_percentile",
+)
+"""Columns shown only when some row has a value (whole requests; disaggregated pools)."""
 PLACEMENT_LINES = 40
 """Placement lines printed in the text answer (all are in --json)."""
 

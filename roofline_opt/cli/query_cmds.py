@@ -14,6 +14,7 @@ from roofline_opt import checks
 from roofline_opt.cli import helpfmt, launch_cmd, run_files
 from roofline_opt.cli.helpfmt import HTML_HELP
 from roofline_opt.cli.names import flag_names
+from roofline_opt.cli.simulate_cmd import BURSTINESS_HELP, PREFIX_HIT_RATE_HELP, PREFIX_TOKENS_HELP
 from roofline_opt.errors import Infeasible, InvalidInput
 from roofline_opt.optimize import space
 from roofline_opt.optimize.space import DEFAULT_CONTEXT, DEFAULT_DRAFT_GAMMA_MAX, MOE_EP_DEGREES
@@ -55,6 +56,11 @@ SPACE_FIELDS = (
     "demand_req_s",
     "max_utilisation",
     "usd_per_gpu_hour",
+    "percentile",
+    "burstiness",
+    "arrival_trace",
+    "prefix_tokens",
+    "prefix_hit_rate",
 )
 """Flags passed to api.question as keyword arguments of the same name (list flags split by api.split_lists)."""
 OBSERVED_COLUMNS = ("tok_s_per_request", "usd_per_mtok")
@@ -322,14 +328,25 @@ def _request_text(question: Question) -> str:
             " (decode only: usd_per_mtok_decode_only prices the decode steps, prefill excluded; give --isl/--osl "
             "to price whole requests)"
         )
-    lengths = f"{w.isl[0]} in / {w.osl[0]} out" if len(w.isl) == 1 else f"a {len(w.isl)}-class mix"
-    given = (("TTFT", question.max_ttft_s, "--ttft-ms"), ("TPOT", question.max_tpot_s, "--tpot-ms"))
+    pairs = sorted(set(zip(w.isl, w.osl, strict=True)))
+    lengths = f"{pairs[0][0]} in / {pairs[0][1]} out" if len(pairs) == 1 else f"a {len(pairs)}-class mix"
+    lengths += " tokens"
+    if w.prefix:
+        hit = sum(x for x, p in zip(w._w(), w.cached, strict=True) if p > 0)
+        share = "" if hit == 1.0 else f" for {report.format_number(100 * hit)}% of requests"
+        lengths += f", a {max(w.cached)}-token prefix cached{share}"
+    at = "" if question.slo_percentile is None else f" p{report.format_number(question.slo_percentile)}"
+    given = ((f"TTFT{at}", question.max_ttft_s, "--ttft-ms"), ("TPOT", question.max_tpot_s, "--tpot-ms"))
     limits = [
         f"{name} <= {report.format_number(value * 1e3)} ms" if value is not None else f"{name} not limited: {flag}"
         for name, value, flag in given
     ]
     serving = "/".join(question.serving)
-    return f" for whole requests of {lengths} tokens ({', '.join([serving, *limits])})"
+    if question.slo_percentile is not None:
+        scv = question.arrival_scv
+        arrivals = "Poisson arrivals" if scv == 1.0 else f"arrivals of c_a^2 {report.format_number(scv)}"
+        limits.append(arrivals)
+    return f" for whole requests of {lengths} ({', '.join([serving, *limits])})"
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -446,6 +463,14 @@ SHARED_HELP = {
     "--chunk-tokens": f"prefill tokens per step of aggregated serving, one or a list (default {DEFAULT_CHUNK_TOKENS})",
     "--ttft-ms": "time-to-first-token limit in ms (needs --isl/--osl or --workload)",
     "--tpot-ms": "time-per-output-token limit in ms (the same limit as --min-tok-s 1000/T)",
+    "--percentile": "50, 90 or 99: --ttft-ms holds for that percentile of requests at the answer's own load, "
+    "queueing for prefill included (docs/physics/queueing.md); how busy an instance may be follows from it. "
+    "--tpot-ms then holds for the steady-state TPOT at that load (default: TTFT at no load)",
+    "--burstiness": "with --percentile: " + BURSTINESS_HELP,
+    "--prefix-tokens": PREFIX_TOKENS_HELP,
+    "--prefix-hit-rate": PREFIX_HIT_RATE_HELP,
+    "--arrival-trace": "with --percentile: a CSV of arrival_s, isl, osl per request whose gaps give the burstiness "
+    "(the lengths still come from --isl/--osl or --workload)",
     "--prefill-gpu": "accelerator(s) offered for prefill instances of disaggregated serving (default: --gpu)",
     "--decode-gpu": "accelerator(s) offered for decode instances of disaggregated serving (default: --gpu)",
     "--max-instances": "largest number of prefill or decode instances in one disaggregated unit",
@@ -488,6 +513,8 @@ METAVARS = {
     "--usd-per-gpu-hour": "NAME=PRICE,...",
     "--workload": "FILE.csv",
     "--serving": "MODES",
+    "--percentile": "{50,90,99}",
+    "--arrival-trace": "FILE.csv",
 }
 
 
@@ -513,6 +540,11 @@ FLAG_GROUPS = {
         "--chunk-tokens",
         "--ttft-ms",
         "--tpot-ms",
+        "--percentile",
+        "--burstiness",
+        "--arrival-trace",
+        "--prefix-tokens",
+        "--prefix-hit-rate",
         "--prefill-gpu",
         "--decode-gpu",
         "--max-instances",

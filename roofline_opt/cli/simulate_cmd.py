@@ -37,6 +37,16 @@ SETUP_FLAGS = (
     "decode_instances",
 )
 """The flags of ``evaluate`` a simulated setup takes (same names, help and defaults)."""
+BURSTINESS_HELP = (
+    "squared coefficient of variation of the gaps between arrivals, c_a^2: 1 is Poisson, above 1 bursty "
+    "(gamma-distributed gaps), 0 evenly spaced (default 1)"
+)
+"""Help of --burstiness, here and in the queries (one definition)."""
+PREFIX_TOKENS_HELP = (
+    "cached prefix tokens at the start of every prompt (a prefix-cache hit: read, not prefilled; a disaggregated "
+    "prefill instance sends only the rest's KV cache, the decode side holding the prefix), below --isl (default 0)"
+)
+PREFIX_HIT_RATE_HELP = "share of requests whose --prefix-tokens prefix is cached, in [0, 1] (default 1)"
 DEFAULT_REQUESTS = 2000
 MAX_OUTPUT_TOKENS = 5_000_000
 """Most output tokens one run decodes (requests x osl): a bound on its steps."""
@@ -76,6 +86,8 @@ def _requests(args: argparse.Namespace):
                 ("--isl", args.isl),
                 ("--osl", args.osl),
                 ("--requests", args.requests),
+                ("--prefix-tokens", args.prefix_tokens),
+                ("--prefix-hit-rate", args.prefix_hit_rate),
             )
             if v is not None
         ]
@@ -99,7 +111,16 @@ def _requests(args: argparse.Namespace):
     osl = checks.positive_int("--osl", args.osl, maximum=MAX_CONTEXT)
     seed = checks.positive_int("--seed", args.seed, minimum=0)
     process = Arrivals(rate, scv)
-    return arrivals.draw(process, Workload.single(isl, osl), n, seed), process
+    workload = Workload.single(isl, osl)
+    if args.prefix_tokens is not None or args.prefix_hit_rate is not None:
+        from roofline_opt.api import prefixed_workload
+
+        with_flags = {"prefix_tokens": "--prefix-tokens", "prefix_hit_rate": "--prefix-hit-rate", "isl": "--isl"}
+        try:
+            workload = prefixed_workload(workload, args.prefix_tokens, args.prefix_hit_rate) or workload
+        except InvalidInput as exc:
+            raise InvalidInput(with_flags.get(exc.field, exc.field), exc.message) from exc
+    return arrivals.draw(process, workload, n, seed), process
 
 
 def run(args: argparse.Namespace) -> int:
@@ -196,12 +217,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         if action.dest in SETUP_FLAGS:
             p._add_action(action)
     p.add_argument("--rate-req-s", dest="rate_req_s", help="mean arrivals per second (required unless --trace)")
-    p.add_argument(
-        "--burstiness",
-        help="squared coefficient of variation of the gaps between arrivals, c_a^2: 1 is "
-        "Poisson, above 1 bursty (gamma-distributed gaps), 0 evenly spaced (default 1)",
-    )
+    p.add_argument("--burstiness", help=BURSTINESS_HELP)
     p.add_argument("--trace", metavar="FILE.csv", help="arrivals and lengths: a CSV of arrival_s, isl, osl per request")
+    p.add_argument("--prefix-tokens", dest="prefix_tokens", help=PREFIX_TOKENS_HELP)
+    p.add_argument("--prefix-hit-rate", dest="prefix_hit_rate", help=PREFIX_HIT_RATE_HELP)
     p.add_argument("--requests", help=f"requests drawn (default {DEFAULT_REQUESTS})")
     p.add_argument("--seed", default=0, help="seed of the drawn arrivals and lengths (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")

@@ -26,7 +26,7 @@ from roofline_opt.optimize.space import (
     replica_caps,
     within_budget,
 )
-from roofline_opt.optimize.tables import group_layout, instance_memory, target_step
+from roofline_opt.optimize.tables import aggregated_ttft_s, group_layout, instance_memory, target_step
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 
@@ -77,7 +77,8 @@ class Partners:
 
 def _partners(question: Question) -> Partners:
     lay = prefill_layouts(question)
-    batches = np.arange(1, question.max_batch + 1, dtype=float)
+    # the queueing model's prefill instance serves one prompt at a time
+    batches = np.arange(1, (1 if question.queued_ttft else question.max_batch) + 1, dtype=float)
     cols: dict[str, list] = {k: [] for k in ("layout", "batch", "requests_per_s", "decode_gpu", "same_domain")}
     decode_gpus = [g for g in range(len(question.gpus)) if question.offers(rq.DISAGG, g)]
     for gi, bits, pos in lay.groups():
@@ -100,6 +101,10 @@ def _partners(question: Question) -> Partners:
     ratios = np.array(question.ratios)
     n = len(base["layout"])
     rep = {k: np.repeat(v, len(ratios)) for k, v in base.items()}
+    rep["x"], rep["y"] = np.tile(ratios[:, 0], n), np.tile(ratios[:, 1], n)
+    if question.queued_ttft:
+        rep["requests_per_s"] = _slo_rates(question, lay, rep)
+        rep = {k: v[rep["requests_per_s"] > 0.0] for k, v in rep.items()}
     return Partners(
         layouts=lay,
         layout=rep["layout"].astype(int),
@@ -107,9 +112,22 @@ def _partners(question: Question) -> Partners:
         requests_per_s=rep["requests_per_s"],
         decode_gpu=rep["decode_gpu"].astype(int),
         same_domain=rep["same_domain"].astype(bool),
-        x=np.tile(ratios[:, 0], n),
-        y=np.tile(ratios[:, 1], n),
+        x=rep["x"],
+        y=rep["y"],
     )
+
+
+def _slo_rates(question: Question, lay: Layouts, rep: dict[str, np.ndarray]) -> np.ndarray:
+    """Requests/s per prefill instance (batch 1) of each partner row with its x instances under the TTFT percentile
+    (0 where no rate meets it), one call per accelerator, precision, decode accelerator and link."""
+    rates = np.zeros(len(rep["x"]))
+    k = rep["layout"].astype(int)
+    keys = np.column_stack([lay.gpu_index[k], lay.weight_bits[k], rep["decode_gpu"], rep["same_domain"]])
+    for key in np.unique(keys, axis=0) if len(k) else ():
+        rows = np.flatnonzero(np.all(keys == key, axis=1))
+        gi, bits, d, same = (int(v) for v in key)
+        rates[rows] = pairing.slo_requests_per_s(question, lay, k[rows], gi, bits, d, bool(same), rep["x"][rows])
+    return rates
 
 
 def _agg_limits(question: Question, gpu_index: int, bits: int, lay: Layouts, idx, batches) -> np.ndarray:
@@ -118,16 +136,7 @@ def _agg_limits(question: Question, gpu_index: int, bits: int, lay: Layouts, idx
     ok = batches[None, :] <= rq.stable_batch_limit(question.whole_requests, lay.chunk[col])
     if question.max_ttft_s is not None:
         layout = group_layout(lay, col, question)
-        ttft = rq.ttft_aggregated_s(
-            question.model,
-            question.gpus[gpu_index],
-            question.preset,
-            bits,
-            layout,
-            batches[None, :],
-            question.whole_requests,
-            lay.chunk[col],
-        )
+        ttft = aggregated_ttft_s(question, question.gpus[gpu_index], bits, layout, batches[None, :], lay.chunk[col])
         ok &= ttft <= question.max_ttft_s * (1 + 1e-12)
     return ok | lay.disagg[col]
 

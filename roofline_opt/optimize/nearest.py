@@ -12,7 +12,14 @@ from roofline_opt import checks
 from roofline_opt.errors import Infeasible
 from roofline_opt.optimize import pairing
 from roofline_opt.optimize.space import Question, layouts, prefill_layouts
-from roofline_opt.optimize.tables import Tables, build_tables, group_layout, option_of_rows, unit_throughput
+from roofline_opt.optimize.tables import (
+    Tables,
+    aggregated_ttft_s,
+    build_tables,
+    group_layout,
+    option_of_rows,
+    unit_throughput,
+)
 from roofline_opt.physics import requests as rq
 
 
@@ -22,16 +29,7 @@ def best_ttft_s(question: Question) -> float:
     lay = layouts(question)
     for gi, bits, idx in lay.groups(np.flatnonzero(~lay.disagg)):
         layout = group_layout(lay, idx, question)
-        ttft = rq.ttft_aggregated_s(
-            question.model,
-            question.gpus[gi],
-            question.preset,
-            bits,
-            layout,
-            lay.pp[idx],
-            question.whole_requests,
-            lay.chunk[idx],
-        )
+        ttft = aggregated_ttft_s(question, question.gpus[gi], bits, layout, lay.pp[idx].astype(float), lay.chunk[idx])
         best = min(best, float(np.min(ttft)))
     pre = prefill_layouts(question)
     for d in (g for g in range(len(question.gpus)) if question.offers(rq.DISAGG, g)):

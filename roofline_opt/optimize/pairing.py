@@ -20,6 +20,7 @@ import numpy as np
 
 from roofline_opt.optimize.space import Layouts, Question, prefill_layouts
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import queueing as qm
 from roofline_opt.physics import requests as rq
 
 
@@ -81,9 +82,35 @@ def _admissible(question: Question, figures) -> np.ndarray:
     return ok
 
 
+def slo_requests_per_s(question: Question, lay: Layouts, idx, gpu: int, bits: int, decode_gpu: int, same, x):
+    """Requests/s per prefill instance (batch 1) of layouts idx when x of them take the requests and the TTFT
+    percentile must stay within the limit (``queueing.prefill_slo_rate_per_s`` over the pair's KV link)."""
+    assert question.slo_percentile is not None and question.max_ttft_s is not None
+    link, hop = link_of(question, gpu, decode_gpu, same)
+    rate = qm.prefill_slo_rate_per_s(
+        question.slo_percentile,
+        question.max_ttft_s,
+        question.model,
+        question.gpus[gpu],
+        question.preset,
+        bits,
+        prefill_layout(lay, idx),
+        question.whole_requests,
+        x,
+        link,
+        hop,
+        question.arrival_scv,
+    )
+    return rate / x
+
+
 def _best_batch(question: Question, lay: Layouts, idx, gpu, bits, decode_gpu, same) -> np.ndarray:
-    """Largest batch in [pp, max_batch] that fits and meets the TTFT limit (pp - 1 where none does)."""
+    """Largest batch in [pp, max_batch] that fits and meets the TTFT limit (pp - 1 where none does); with a TTFT
+    percentile, batch 1 where it fits (the queueing model's prefill instance serves one prompt at a time)."""
     lo = lay.pp[idx].astype(float)
+    if question.queued_ttft:
+        fits = np.asarray(prefill_points(question, lay, idx, gpu, bits, 1.0, decode_gpu, same)["fits_in_memory"])
+        return np.where(fits & (lo <= 1.0), 1.0, lo - 1.0)
     hi = np.full(len(idx), float(question.max_batch))
     start = lo.copy()
     while np.any(lo <= hi):
@@ -114,17 +141,27 @@ def build_options(question: Question) -> PrefillOptions:
                     continue
                 fig = prefill_points(question, lay, idx, gpu, bits, b, d, same)
                 price = question.gpus[gpu].usd_per_s
+                xs = np.unique([x for x, _ in question.ratios])
+                if question.queued_ttft:
+                    at_slo = dict(
+                        zip(xs, slo_requests_per_s(question, lay, idx, gpu, bits, d, same, xs[:, None]), strict=True)
+                    )
                 for x, y in question.ratios:
-                    cols["layout"].append(idx)
-                    cols["batch"].append(b)
-                    cols["x"].append(np.full(len(idx), x))
-                    cols["y"].append(np.full(len(idx), y))
-                    cols["requests_per_s"].append(fig["requests_per_s"])
-                    cols["ttft_s"].append(fig["ttft_s"])
-                    cols["usd_per_s"].append(lay.n_gpus[idx] * price)
-                    cols["n_gpus"].append(lay.n_gpus[idx])
-                    cols["decode_gpu"].append(np.full(len(idx), d))
-                    cols["same_domain"].append(np.full(len(idx), same))
+                    rate = fig["requests_per_s"]
+                    keep = np.ones(len(idx), dtype=bool)
+                    if question.queued_ttft:
+                        rate = at_slo[x]
+                        keep = rate > 0.0
+                    cols["layout"].append(idx[keep])
+                    cols["batch"].append(b[keep])
+                    cols["x"].append(np.full(int(keep.sum()), x))
+                    cols["y"].append(np.full(int(keep.sum()), y))
+                    cols["requests_per_s"].append(np.broadcast_to(rate, keep.shape)[keep])
+                    cols["ttft_s"].append(fig["ttft_s"][keep])
+                    cols["usd_per_s"].append((lay.n_gpus[idx] * price)[keep])
+                    cols["n_gpus"].append(lay.n_gpus[idx][keep])
+                    cols["decode_gpu"].append(np.full(int(keep.sum()), d))
+                    cols["same_domain"].append(np.full(int(keep.sum()), same))
     types = {"layout": int, "x": int, "y": int, "n_gpus": int, "decode_gpu": int, "same_domain": bool}
     arrays = {k: np.concatenate(v) if v else np.zeros(0, dtype=types.get(k, float)) for k, v in cols.items()}
     options = PrefillOptions(layouts=lay, **arrays)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ import numpy as np
 
 from roofline_opt.optimize.space import Question
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import queueing as qm
 from roofline_opt.physics import requests as rq
 
 if TYPE_CHECKING:
@@ -44,6 +46,9 @@ REQUEST_FIGURES = (
     "usd_per_mtok_blended",
 )
 """Figures of answers about whole requests (a workload), beside FIGURES."""
+QUEUED_FIGURES = ("ttft_no_load_s", "ttft_percentile", "arrival_scv")
+"""Figures of answers whose TTFT limit holds at a percentile under load: ``ttft_s`` is then that percentile at the
+answer's own load, ``ttft_no_load_s`` its service time alone (physics/queueing.py)."""
 DECODE_ONLY, WHOLE_REQUEST = "decode_only", "whole_request"
 """The two scopes of a price (record field ``cost_scope``): decode steps at a fixed context, prefill excluded, or
 whole requests (prefill, decode and, when disaggregated, the prefill instances). Each has its own field name:
@@ -257,8 +262,12 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
         setup.tp, setup.tp_2d, setup.pp, question.context, 1, setup.ep, setup.kv_bits, dp_attention=setup.dp_attention
     )
     if question.workload is not None:
+        if setup.disaggregated and not question.queued_ttft:
+            setup = _least_prefill_batch(question, setup, gpu, layout)
         out = _request_figures(question, setup, gpu, layout)
         figures = {k: float(np.asarray(out[k])) for k in (*FIGURES, *REQUEST_FIGURES)}
+        if question.queued_ttft:
+            figures.update({k: float(np.asarray(out[k])) for k in QUEUED_FIGURES})
     else:
         draft = question.draft if setup.gamma > 0 else None
         out = ev.evaluate(
@@ -336,6 +345,8 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
     else:
         out = rq.aggregated_figures(model, gpu, preset, bits, layout, setup.batch, w, setup.chunk_tokens, u)
         processed = setup.batch * (1.0 + w.prompt_tokens_per_output)
+    if question.queued_ttft:
+        _queued(question, setup, gpu, layout, out)
     tpot = out["tpot_s"]
     out["time_per_token_s"] = tpot
     out["tok_s_per_request"] = 1.0 / tpot
@@ -343,6 +354,67 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
     out["mfu_fraction"] = flop / (tpot * setup.n_gpus * ev.flop_rate(gpu, bits))
     out["bottleneck"] = _bottleneck(out)
     return out
+
+
+def _prefill_side(question: Question, setup: Setup, gpu, layout: ev.Layout):
+    """(prefill accelerator, prefill layout, KV link bytes/s per GPU, hop latency s) of a disaggregated setup, the link
+    as ``requests.disaggregated_figures`` picks it."""
+    p_gpu = _gpu(question, setup.prefill_gpu)
+    p_layout = ev.Layout.of(setup.prefill_tp, setup.prefill_tp_2d, setup.prefill_pp, 0, 1, 1, setup.kv_bits)
+    same = bool(rq.shares_domain(p_gpu, gpu, p_layout.n_gpus, layout.n_gpus))
+    hop = p_gpu.intra_hop_latency_s if same else max(p_gpu.inter_hop_latency_s, gpu.inter_hop_latency_s)
+    return p_gpu, p_layout, rq.kv_link_bytes_per_s(p_gpu, gpu, same), hop
+
+
+def _least_prefill_batch(question: Question, setup: Setup, gpu, layout: ev.Layout) -> Setup:
+    """The setup with the smallest prefill batch that serves as many requests/s as its own: where the decode side
+    limits a unit, a smaller prefill batch costs the same and gives a lower TTFT (ties go to the better latency).
+    Requests/s of a prefill instance never fall with its batch, so the batch is found by bisection."""
+    w, x = question.whole_requests, setup.prefill_instances
+    p_gpu, p_layout, link, hop = _prefill_side(question, setup, gpu, layout)
+
+    def prefill_rate(batch: float) -> float:
+        fig = rq.prefill_figures(
+            question.model, p_gpu, question.preset, setup.weight_bits, p_layout, batch, w, link, hop
+        )
+        return x * float(fig["requests_per_s"])
+
+    tpot = rq.tpot_step(question.model, gpu, question.preset, setup.weight_bits, layout, setup.batch, w, 0.0, 0.0)
+    decode_rate = setup.decode_instances * setup.batch / (w.mean_osl * float(tpot.step_time_s))
+    served = min(prefill_rate(setup.prefill_batch), decode_rate)
+    lo, hi = setup.prefill_pp, setup.prefill_batch
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if prefill_rate(mid) >= served else (mid + 1, hi)
+    return dataclasses.replace(setup, prefill_batch=hi)
+
+
+def _queued(question: Question, setup: Setup, gpu, layout: ev.Layout, out: dict) -> None:
+    """Figures at load when the TTFT limit holds at a percentile: an aggregated instance at the arrival rate whose
+    mean decode batch is the answer's batch; a disaggregated unit serving min(x prefill instances' rate at the limit,
+    y decode instances' rate), its prefill queue at that rate (physics/queueing.py)."""
+    p, scv, w = question.slo_percentile, question.arrival_scv, question.whole_requests
+    assert p is not None and question.max_ttft_s is not None
+    model, preset, bits = question.model, question.preset, setup.weight_bits
+    out["ttft_no_load_s"] = out["ttft_s"]
+    out["ttft_percentile"], out["arrival_scv"] = p, scv
+    if not setup.disaggregated:
+        out["ttft_s"] = qm.aggregated_percentile_ttft_s(
+            p, model, gpu, preset, bits, layout, float(setup.batch), w, setup.chunk_tokens, scv
+        )
+        return
+    p_gpu, p_layout, link, hop = _prefill_side(question, setup, gpu, layout)
+    x = setup.prefill_instances
+    service, ttft0 = qm.prefill_classes(model, p_gpu, preset, bits, p_layout, w, link, hop)
+    prefill_rate = qm.max_rate_per_s(p, question.max_ttft_s, w._w(), service, ttft0, x, scv)
+    served = min(float(prefill_rate), setup.decode_instances * float(out["decode_requests_per_s"]))
+    scale = served / float(out["requests_per_s"])
+    for name in ("requests_per_s", "throughput_tok_s", "tok_s_per_gpu"):
+        out[name] = out[name] * scale
+    for name in ("usd_per_request", "usd_per_mtok", "usd_per_mtok_blended"):
+        out[name] = out[name] / scale
+    out["prefill_requests_per_s"] = prefill_rate / x
+    out["ttft_s"] = qm.percentile_ttft_s(p, w._w(), service, ttft0, served, x, scv)
 
 
 def _bottleneck(out: dict) -> str:

@@ -160,6 +160,17 @@ class Question:
     prefill_gpu_index: tuple[int, ...] | None = None
     decode_gpu_index: tuple[int, ...] | None = None
     """Indices into ``gpus`` offered for aggregated instances, prefill instances and decode instances (None: all)."""
+    slo_percentile: float | None = None
+    """Percentile of requests (50, 90 or 99) that ``max_ttft_s`` holds for at load, requests arriving with gaps of
+    squared coefficient of variation ``arrival_scv`` (physics/queueing.py); None: TTFT is the service time at no
+    load. TPOT limits hold for the steady-state TPOT at the load's mean batch either way."""
+    arrival_scv: float = 1.0
+    """c_a^2 of the gaps between arrivals (1 Poisson, > 1 bursty), with ``slo_percentile``."""
+
+    @property
+    def queued_ttft(self) -> bool:
+        """Whether TTFT is limited at a percentile under load (the queueing model) rather than as a service time."""
+        return self.slo_percentile is not None and self.max_ttft_s is not None and self.workload is not None
 
     def __post_init__(self) -> None:
         digest = None if self.cluster is None else graph_fingerprint(self.cluster)

@@ -64,6 +64,7 @@ from roofline_opt.optimize.pieces import (
 )
 from roofline_opt.optimize.space import Layouts, Question, layouts, replica_caps
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import queueing as qm
 from roofline_opt.physics import requests as rq
 
 MOE_CHORD_TOLERANCE = 1e-5
@@ -295,6 +296,27 @@ def option_of_rows(tables: Tables) -> np.ndarray:
     return np.full(len(tables), -1) if tables.option_of is None else tables.option_of
 
 
+def aggregated_ttft_s(question: Question, gpu, bits: int, layout: ev.Layout, batch, chunk_tokens) -> np.ndarray:
+    """The TTFT an aggregated layout's limit applies to at ``batch``: its chunk schedule at no load or, with a
+    percentile, that percentile under arrivals at the load whose mean decode batch is ``batch`` (rising in it)."""
+    w = question.whole_requests
+    if question.queued_ttft:
+        assert question.slo_percentile is not None
+        return qm.aggregated_percentile_ttft_s(
+            question.slo_percentile,
+            question.model,
+            gpu,
+            question.preset,
+            bits,
+            layout,
+            batch,
+            w,
+            chunk_tokens,
+            question.arrival_scv,
+        )
+    return rq.ttft_aggregated_s(question.model, gpu, question.preset, bits, layout, batch, w, chunk_tokens)
+
+
 def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, batch_lo, batch_hi, why) -> None:
     """Aggregated layouts: the batch range meeting the TTFT limit (bisection) and the chunk budget (B I/O <= chunk)."""
     agg = ~lay.disagg[idx]
@@ -307,10 +329,7 @@ def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, bat
         layout = group_layout(lay, idx, question)
 
         def too_slow(batch):
-            ttft = rq.ttft_aggregated_s(
-                question.model, gpu, question.preset, bits, layout, batch, question.workload, lay.chunk[idx]
-            )
-            return agg & (ttft > limit)
+            return agg & (aggregated_ttft_s(question, gpu, bits, layout, batch, lay.chunk[idx]) > limit)
 
         first_slow = _first_batch(lo, hi, too_slow)
         why[idx[(hi >= lo) & (first_slow <= lo)]] = "ttft"

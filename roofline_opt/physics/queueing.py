@@ -60,12 +60,19 @@ class Arrivals:
 
 def erlang_c(servers: int, offered: float) -> float:
     """Probability that an arrival waits in an M/M/c queue with ``offered`` = lambda / mu < c (Erlang C)."""
-    rho = offered / servers
-    term, total = 1.0, 1.0
-    for k in range(1, servers):
-        term *= offered / k
-        total += term
-    last = term * offered / servers / (1.0 - rho)
+    return float(_erlang_c(np.asarray(float(servers)), np.asarray(float(offered))))
+
+
+def _erlang_c(servers: np.ndarray, offered: np.ndarray) -> np.ndarray:
+    """Erlang C elementwise (offered < servers where it is used)."""
+    term = np.ones_like(offered)
+    total = np.ones_like(offered)
+    for k in range(1, int(np.max(servers, initial=1))):
+        more = k < servers
+        term = np.where(more, term * offered / k, term)
+        total = np.where(more, total + term, total)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        last = term * offered / servers / (1.0 - offered / servers)
     return last / (total + last)
 
 
@@ -81,30 +88,91 @@ def gg_wait(servers: int, rate_per_s: float, service_s: float, scv_arrival: floa
     return p_wait, wait
 
 
+def _bisect(lo: np.ndarray, hi: np.ndarray, above, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+    """Elementwise bisection of where ``above(t)`` (monotone: False, then True) turns True: the final (lo, hi)."""
+    for _ in range(rounds):
+        mid = (lo + hi) / 2.0
+        up = above(mid)
+        lo, hi = np.where(up, lo, mid), np.where(up, mid, hi)
+    return lo, hi
+
+
+def _decay_per_s(w: np.ndarray, s: np.ndarray, rate: np.ndarray, scv: float) -> np.ndarray:
+    """Lundberg's root elementwise for class shares w (k,), per-server service times s (..., k) (service over c) and
+    rates (...): the positive eta with E[exp(eta S / c)] E[exp(-eta A)] = 1; inf beyond 1e12 /s.
+
+    g(eta) = log E[exp(eta S)] + log E[exp(-eta A)] is convex with g(0) = 0 and g'(0) = E S - E A < 0 when stable,
+    so Newton's method started right of the root (where g > 0, found by doubling) falls to it monotonically."""
+    gap = 1.0 / rate
+
+    def g(eta):
+        gaps = eta * gap if scv == 0.0 else np.log1p(eta * scv * gap) / scv
+        return np.log(np.exp(np.minimum(eta[..., None] * s, 700.0)) @ w) - gaps
+
+    def slope(eta):
+        e = np.exp(np.minimum(eta[..., None] * s, 700.0))
+        return ((e * s) @ w) / (e @ w) - gap / (1.0 + eta * scv * gap)
+
+    eta = 1.0 / np.maximum(s.max(axis=-1), 1e-300)
+    while True:
+        low = (g(eta) <= 0.0) & (eta <= 1e12)
+        if not low.any():
+            break
+        eta = np.where(low, eta * 2.0, eta)
+    far = g(eta) <= 0.0
+    for _ in range(200):
+        value = g(eta)
+        step = np.where(far | (value <= 0.0), 0.0, value / slope(eta))
+        eta = eta - step
+        if not np.any(step > 1e-15 * eta):
+            break
+    return np.where(far, np.inf, eta)
+
+
 def tail_decay_per_s(servers: int, weights, service_s, arrivals: Arrivals) -> float:
     """Decay rate eta of the waiting-time tail, P(W > t) ~ exp(-eta t): the positive root of Lundberg's equation
     E[exp(eta S / c)] E[exp(-eta A)] = 1 for gaps A of ``arrivals`` and the c servers as one c-times faster server
     (exact for M/M/c: eta = c mu - lambda); inf without waiting, 0 when unstable."""
     w = np.asarray(weights, dtype=float) / np.sum(weights)
     s = np.asarray(service_s, dtype=float) / servers
-    scv, mean_gap = arrivals.scv, 1.0 / arrivals.rate_per_s
-
-    def g(eta: float) -> float:
-        gaps = eta * mean_gap if scv == 0.0 else math.log1p(eta * scv * mean_gap) / scv
-        return float(np.log(w @ np.exp(np.minimum(eta * s, 700.0)))) - gaps
-
     if float(w @ s) * arrivals.rate_per_s >= 1.0:
         return 0.0
-    hi = 1.0 / float(s.max())
-    while g(hi) <= 0.0:
-        hi *= 2.0
-        if hi > 1e12:
-            return math.inf
-    lo = hi / 2.0 if g(hi / 2.0) <= 0.0 else 0.0
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if g(mid) <= 0.0 else (lo, mid)
-    return hi
+    return float(_decay_per_s(w, s, np.asarray(arrivals.rate_per_s), arrivals.scv))
+
+
+def _queue(w: np.ndarray, s: np.ndarray, rate: np.ndarray, c: np.ndarray, scv_arrival: float):
+    """(stable, probability of waiting, tail decay per s, mean wait s) of G/G/c prefill queues, elementwise: the
+    tail's decay from Lundberg's equation, Allen-Cunneen's mean wait (Erlang C's M/M/c wait scaled by
+    (c_a^2 + c_s^2) / 2), and the probability of waiting that gives the exponential tail that mean."""
+    mean = s @ w
+    stable = rate * mean < c
+    busy = stable & (mean > 0.0) & (rate > 0.0)
+    safe_mean = np.where(mean > 0.0, mean, 1.0)
+    safe_rate = np.where(busy, rate, 0.0)
+    scv_s = ((s - mean[..., None]) ** 2 @ w) / safe_mean**2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_c = _erlang_c(c, safe_rate * mean)
+        wait = np.where(busy, p_c / (c / safe_mean - safe_rate) * (scv_arrival + scv_s) / 2.0, 0.0)
+    decay = _decay_per_s(w, s / c[..., None], np.where(busy, rate, 1.0), scv_arrival)
+    waits = busy & (wait > 0.0) & np.isfinite(decay)
+    p_wait = np.minimum(1.0, np.where(waits, wait, 0.0) * np.where(waits, decay, 0.0))
+    return stable, p_wait, np.where(waits, decay, np.inf), np.where(waits, wait, 0.0)
+
+
+def _percentile(percentile: float, w: np.ndarray, t0: np.ndarray, p_wait, decay, shift) -> np.ndarray:
+    """Percentile of wait + t0 elementwise: the wait is 0 with probability 1 - p_wait, else ``shift`` plus an
+    exponential of rate ``decay``; t0 (..., k) for a share w of requests (bisection)."""
+    tail = 1.0 - percentile / 100.0
+    eta = np.where(p_wait > 0.0, decay, 1.0)
+
+    def exceeded(t):
+        gap = t[..., None] - t0
+        queued = p_wait[..., None] * np.exp(-np.maximum(gap - shift[..., None], 0.0) * eta[..., None])
+        return np.where(gap < 0, 1.0, queued) @ w <= tail
+
+    lo = t0.min(axis=-1)
+    hi = t0.max(axis=-1) + np.where(p_wait > 0.0, shift + 50.0 / eta, 0.0)
+    return _bisect(lo, hi, exceeded, 100)[1]
 
 
 class QueueingTtft(TypedDict):
@@ -118,52 +186,132 @@ class QueueingTtft(TypedDict):
     decode_batch: NotRequired[float]
 
 
+def percentile_ttft_s(
+    percentile: float,
+    weights,
+    service_s,
+    ttft0_s,
+    rate_per_s,
+    servers=1,
+    scv_arrival: float = 1.0,
+    shift_s=0.0,
+) -> np.ndarray:
+    """TTFT at a percentile of requests arriving at ``rate_per_s`` to a G/G/c prefill queue, elementwise.
+
+    The queue of this module (Allen-Cunneen mean wait, exponential tail of Lundberg's decay rate; see the module
+    docstring), vectorised over setups: the one function that query tables, the enumeration oracle, fleets and
+    ``disaggregated_ttft``/``aggregated_ttft`` compute a percentile TTFT with.
+
+    Parameters
+    ----------
+    percentile : in (0, 100), e.g. 90.
+    weights : (k,) shares of the request classes.
+    service_s : (..., k) seconds one server is busy with a request of each class.
+    ttft0_s : (..., k) TTFT of each class once its wait is over (its service plus what follows: the KV transfer, or
+        the aggregated chunk schedule and the residual step).
+    rate_per_s : (...) requests/s arriving to the c servers together.
+    servers : (...) c, whole numbers >= 1.
+    scv_arrival : c_a^2 of the gaps between arrivals (1 Poisson, > 1 bursty).
+    shift_s : (...) seconds every positive wait starts with (the aggregated schedule's half step).
+
+    Returns
+    -------
+    (...) seconds; inf where the queue is unstable (utilisation >= 1).
+    """
+    w = np.asarray(weights, dtype=float)
+    w = w / w.sum()
+    s, t0 = np.asarray(service_s, dtype=float), np.asarray(ttft0_s, dtype=float)
+    shape = np.broadcast_shapes(s.shape[:-1], t0.shape[:-1], np.shape(rate_per_s), np.shape(servers), np.shape(shift_s))
+    s, t0 = np.broadcast_to(s, (*shape, len(w))), np.broadcast_to(t0, (*shape, len(w)))
+    rate = np.broadcast_to(np.asarray(rate_per_s, dtype=float), shape)
+    c = np.broadcast_to(np.asarray(servers, dtype=float), shape)
+    shift = np.broadcast_to(np.asarray(shift_s, dtype=float), shape)
+    stable, p_wait, decay, _ = _queue(w, s, rate, c, scv_arrival)
+    return np.where(stable, _percentile(percentile, w, t0, p_wait, decay, shift), np.inf)
+
+
+def max_rate_per_s(
+    percentile: float, limit_s, weights, service_s, ttft0_s, servers=1, scv_arrival: float = 1.0, shift_s=0.0
+) -> np.ndarray:
+    """Highest arrival rate (requests/s, elementwise) whose ``percentile_ttft_s`` is within ``limit_s``: the prefill
+    path's capacity at an SLO, 0 where even an idle queue misses it. TTFT rises with the rate, so the rate is found
+    by bisection below the stable rate c / mean service, to 2^-45 of it, on the side that meets the limit."""
+    w = np.asarray(weights, dtype=float)
+    w = w / w.sum()
+    s = np.asarray(service_s, dtype=float)
+    limit = np.asarray(limit_s, dtype=float) * (1 + 1e-12)
+    top = np.asarray(servers, dtype=float) / np.maximum(s @ w, 1e-300)
+    top = np.broadcast_to(top, np.broadcast_shapes(top.shape, limit.shape, np.shape(ttft0_s)[:-1]))
+
+    def too_fast(rate):
+        return percentile_ttft_s(percentile, w, s, ttft0_s, rate, servers, scv_arrival, shift_s) > limit
+
+    rate = _bisect(np.zeros_like(top), top.copy(), too_fast, 45)[0]
+    return np.where(too_fast(np.zeros_like(top)), 0.0, rate)
+
+
 def response_percentiles(
     weights, service_s, p_wait: float, decay_per_s: float, percentiles=PERCENTILES, shift_s: float = 0.0
 ) -> np.ndarray:
     """Percentiles of wait + service: the wait is 0 with probability 1 - p_wait, else ``shift_s`` plus an exponential
     of rate ``decay_per_s``; the service is ``service_s[k]`` for a share ``weights[k]`` of requests (bisection)."""
     w = np.asarray(weights, dtype=float) / np.sum(weights)
-    s = np.asarray(service_s, dtype=float)
     if decay_per_s <= 0.0:
         return np.full(len(percentiles), math.inf)
-    out = []
-    for p in percentiles:
-        tail = 1.0 - p / 100.0
-
-        def exceed(t: float) -> float:
-            gap = t - s
-            if p_wait == 0.0:
-                return float(w @ (gap < 0))
-            return float(w @ np.where(gap < 0, 1.0, p_wait * np.exp(-np.maximum(gap - shift_s, 0.0) * decay_per_s)))
-
-        lo, hi = float(s.min()), float(s.max()) + shift_s + (50.0 / decay_per_s if math.isfinite(decay_per_s) else 0.0)
-        for _ in range(100):
-            mid = (lo + hi) / 2.0
-            lo, hi = (mid, hi) if exceed(mid) > tail else (lo, mid)
-        out.append(hi)
-    return np.asarray(out)
+    t0, p, eta, shift = (np.asarray(v, dtype=float) for v in (service_s, p_wait, decay_per_s, shift_s))
+    return np.array([float(_percentile(q, w, t0, p, eta, shift)) for q in percentiles])
 
 
 def _wait_tail(servers: int, weights, service_s, arrivals: Arrivals) -> tuple[float, float, float]:
-    """(probability of waiting, tail decay per s, mean wait s) of the G/G/c prefill queue: the tail's decay rate from
-    Lundberg's equation, Allen-Cunneen's mean wait (Erlang C's M/M/c wait scaled by (c_a^2 + c_s^2) / 2), and the
-    probability of waiting that gives the exponential tail that mean."""
-    mean = float(np.asarray(weights) @ np.asarray(service_s)) / float(np.sum(weights))
-    if mean == 0.0:
-        return 0.0, math.inf, 0.0
-    _, wait = gg_wait(servers, arrivals.rate_per_s, mean, arrivals.scv, _scv(weights, service_s))
-    decay = tail_decay_per_s(servers, weights, service_s, arrivals)
-    if wait == 0.0 or math.isinf(decay):
-        return 0.0, math.inf, 0.0
-    return min(1.0, wait * decay), decay, wait
-
-
-def _scv(weights, values) -> float:
+    """(probability of waiting, tail decay per s, mean wait s) of one G/G/c prefill queue (``_queue``)."""
     w = np.asarray(weights, dtype=float) / np.sum(weights)
-    v = np.asarray(values, dtype=float)
-    mean = float(w @ v)
-    return float(w @ (v - mean) ** 2) / mean**2
+    s = np.asarray(service_s, dtype=float)
+    rate, c = np.asarray(arrivals.rate_per_s, dtype=float), np.asarray(float(servers))
+    stable, p_wait, decay, wait = _queue(w, s, rate, c, arrivals.scv)
+    if not stable:
+        return 1.0, 0.0, math.inf
+    return float(p_wait), float(decay), float(wait)
+
+
+def prefill_classes(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: ev.Layout,
+    workload: rq.Workload,
+    link_bytes_per_s,
+    hop_latency_s: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(service (..., k), TTFT once served (..., k)) of a prefill instance at batch 1 per request class, elementwise
+    over layouts: ``requests.prefill_step`` of one prompt, then its KV transfer."""
+    service, ttft0 = [], []
+    for i, p in workload.classes:
+        step = rq.prefill_step(model, gpu, preset, weight_bits, layout, 1.0, i, p).step_time_s
+        service.append(np.asarray(step, dtype=float))
+        ttft0.append(service[-1] + rq.kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s))
+    both = np.broadcast_arrays(*service, *ttft0)
+    return np.stack(both[: len(service)], axis=-1), np.stack(both[len(service) :], axis=-1)
+
+
+def prefill_slo_rate_per_s(
+    percentile: float,
+    limit_s: float,
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: ev.Layout,
+    workload: rq.Workload,
+    servers,
+    link_bytes_per_s,
+    hop_latency_s: float = 0.0,
+    scv_arrival: float = 1.0,
+) -> np.ndarray:
+    """Requests/s that ``servers`` prefill instances of ``layout`` (batch 1) take with the TTFT ``percentile`` within
+    ``limit_s``, elementwise over layouts and instance counts (``prefill_classes``, ``max_rate_per_s``)."""
+    service, ttft0 = prefill_classes(model, gpu, preset, weight_bits, layout, workload, link_bytes_per_s, hop_latency_s)
+    return max_rate_per_s(percentile, limit_s, workload._w(), service, ttft0, servers, scv_arrival)
 
 
 def disaggregated_ttft(
@@ -178,23 +326,20 @@ def disaggregated_ttft(
 ) -> QueueingTtft:
     """TTFT percentiles of x prefill instances (prefill = (gpu, layout, x), prefill batch 1) as a G/G/x queue.
 
-    Service time and TTFT at no load of each class come from ``requests.disaggregated_figures``; the KV transfer
-    adds to TTFT after the queue. Returns ttft_s (one per percentile), utilisation, p_wait, mean wait_s."""
+    Service time and TTFT at no load of each class from ``prefill_classes`` over the link ``requests`` picks for the
+    pair; the KV transfer adds to TTFT after the queue. Returns ttft_s (one per percentile), utilisation, p_wait, mean
+    wait_s."""
     p_gpu, p_layout, x = prefill
     d_gpu, d_layout = decode
-    service, ttft0 = [], []
-    for i, o in zip(workload.isl, workload.osl, strict=True):
-        fig = rq.disaggregated_figures(
-            model, preset, weight_bits, rq.Workload.single(i, o), (p_gpu, p_layout, 1.0, x), (d_gpu, d_layout, 1.0, 1)
-        )
-        service.append(float(fig["prefill_step_s"]))
-        ttft0.append(float(fig["ttft_s"]))
+    same = bool(rq.shares_domain(p_gpu, d_gpu, p_layout.n_gpus, d_layout.n_gpus))
+    hop = p_gpu.intra_hop_latency_s if same else max(p_gpu.inter_hop_latency_s, d_gpu.inter_hop_latency_s)
+    link = rq.kv_link_bytes_per_s(p_gpu, d_gpu, same)
+    service, ttft0 = prefill_classes(model, p_gpu, preset, weight_bits, p_layout, workload, link, hop)
     w = workload._w()
-    mean_service = float(w @ np.asarray(service))
     p_wait, decay, wait = _wait_tail(x, w, service, arrivals)
     return {
         "ttft_s": response_percentiles(w, ttft0, p_wait, decay, percentiles),
-        "utilisation": arrivals.rate_per_s * mean_service / x,
+        "utilisation": arrivals.rate_per_s * float(service @ w) / x,
         "p_wait": p_wait,
         "wait_s": wait,
     }
@@ -224,6 +369,59 @@ def mean_decode_batch(
     return b
 
 
+def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens):
+    """(work (..., k), TTFT once at the head (..., k), shift (...), mean step (...)) of an aggregated instance's
+    prompt queue at a mean decode batch, elementwise over layouts, batches and chunks (chunk 0: a whole prompt of the
+    longest class per step). A cached prefix is not work: a prompt's share is its I - P new tokens."""
+    batch = np.asarray(batch, dtype=float)
+    given = np.asarray(chunk_tokens, dtype=float)
+    chunk = np.where(given > 0, given, float(max(workload.max_isl, 1)))
+    # a step carrying a full chunk: the schedule of a prompt of exactly one chunk (``ttft_aggregated_s``, n = 1)
+    full_step = mixed_step(model, gpu, preset, weight_bits, layout, batch, chunk, chunk * (chunk - 1.0) / 2.0, chunk)
+    full = np.asarray(full_step.step_time_s, dtype=float)
+    work, schedule = [], []
+    for i, p in workload.classes:
+        one = rq.Workload((i,), (1,), (1.0,), (p,))
+        t = rq.ttft_aggregated_s(model, gpu, preset, weight_bits, layout, batch, one, given)
+        # a prompt longer than a chunk fills whole chunks of its own attention context; shorter ones share a chunk
+        new = i - p
+        work.append(np.where(new >= chunk, t / np.ceil(new / chunk), full) * new / chunk)
+        schedule.append(t)
+    mean_step = rq.tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, given, 1.0).step_time_s
+    mean_step = np.asarray(mean_step, dtype=float)
+    shape = np.broadcast_shapes(full.shape, mean_step.shape, *(np.shape(t) for t in schedule))
+    stack = [np.stack(np.broadcast_arrays(*v, np.zeros(shape))[:-1], axis=-1) for v in (work, schedule)]
+    residual = np.broadcast_to(mean_step / 2.0, shape)
+    return (
+        stack[0],
+        stack[1] + residual[..., None],
+        np.broadcast_to(full / 2.0, shape),
+        np.broadcast_to(mean_step, shape),
+    )
+
+
+def aggregated_percentile_ttft_s(
+    percentile: float,
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: ev.Layout,
+    batch,
+    workload: rq.Workload,
+    chunk_tokens,
+    scv_arrival: float = 1.0,
+) -> np.ndarray:
+    """TTFT at a percentile of an aggregated instance loaded to a mean of ``batch`` sequences decoding, elementwise
+    over layouts, batches and chunks: requests arrive at rate = B / (O TPOT(B)) (Little's law; the instance's
+    throughput B / TPOT), the chunk schedule's prompt queue as in ``aggregated_ttft``."""
+    work, head, shift, mean_step = _aggregated_parts(
+        model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens
+    )
+    rate = np.asarray(batch, dtype=float) / (workload.mean_osl * mean_step)
+    return percentile_ttft_s(percentile, workload._w(), work, head, rate, 1, scv_arrival, shift)
+
+
 def aggregated_ttft(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -243,28 +441,12 @@ def aggregated_ttft(
     if not math.isfinite(batch):
         inf = np.full(len(percentiles), math.inf)
         return {"ttft_s": inf, "utilisation": math.inf, "decode_batch": batch, "p_wait": 1.0, "wait_s": math.inf}
-
-    def schedule_s(isl: int) -> float:
-        single = rq.Workload.single(isl, 1)
-        return float(rq.ttft_aggregated_s(model, gpu, preset, weight_bits, layout, batch, single, chunk_tokens))
-
-    full_step = schedule_s(chunk_tokens)
-    schedule = [schedule_s(i) for i in workload.isl]
-    # a prompt longer than a chunk fills whole chunks of its own attention context; shorter ones share a first chunk
-    work = [
-        i / chunk_tokens * (t / math.ceil(i / chunk_tokens) if i >= chunk_tokens else full_step)
-        for i, t in zip(workload.isl, schedule, strict=True)
-    ]
+    work, head, shift, _ = _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens)
     w = workload._w()
-    mean_work = float(w @ np.asarray(work))
     p_wait, decay, wait = _wait_tail(1, w, work, arrivals)
-    mean_step = float(
-        rq.tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens, 1.0).step_time_s
-    )
-    residual = mean_step / 2.0
     return {
-        "ttft_s": response_percentiles(w, np.asarray(schedule) + residual, p_wait, decay, percentiles, full_step / 2.0),
-        "utilisation": arrivals.rate_per_s * mean_work,
+        "ttft_s": response_percentiles(w, head, p_wait, decay, percentiles, float(shift)),
+        "utilisation": arrivals.rate_per_s * float(work @ w),
         "decode_batch": batch,
         "p_wait": p_wait,
         "wait_s": wait,

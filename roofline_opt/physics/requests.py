@@ -33,11 +33,45 @@ SERVING_MODES = (AGG, DISAGG)
 
 @dataclass(frozen=True)
 class Workload:
-    """Request classes served by one deployment: input tokens, output tokens and weights (shares of requests)."""
+    """Request classes served by one deployment: input tokens, output tokens and weights (shares of requests).
+
+    ``prefix``: per class, the first prompt tokens whose KV cache is already held (a prefix-cache hit; empty: none).
+    They are read, not computed: prefill computes the I - P new tokens, each attending over the cached prefix too, and
+    a disaggregated prefill instance sends only the new tokens' KV cache (the decode side holds the prefix). The
+    decode context and the prices per input token still count all I tokens."""
 
     isl: tuple[int, ...]
     osl: tuple[int, ...]
     weight: tuple[float, ...]
+    prefix: tuple[int, ...] = ()
+
+    @property
+    def cached(self) -> tuple[int, ...]:
+        """Cached prefix tokens of each class (0 where none)."""
+        return self.prefix if self.prefix else (0,) * len(self.isl)
+
+    @property
+    def classes(self) -> tuple[tuple[int, int], ...]:
+        """(isl, cached prefix) of each class."""
+        return tuple(zip(self.isl, self.cached, strict=True))
+
+    def with_prefix(self, tokens: int, hit_rate: float = 1.0) -> Workload:
+        """This mix with a cached prefix of ``tokens`` (at most isl - 1 of each class) found by a share ``hit_rate`` of
+        requests: each class splits into a hit and a miss class (a rate of 1 or 0 keeps one)."""
+        isl, osl, weight, prefix = [], [], [], []
+        for i, o, w in zip(self.isl, self.osl, self.weight, strict=True):
+            for p, share in ((min(tokens, max(i - 1, 0)), hit_rate), (0, 1.0 - hit_rate)):
+                if share > 0.0:
+                    isl.append(i)
+                    osl.append(o)
+                    weight.append(w * share)
+                    prefix.append(p)
+        return Workload(tuple(isl), tuple(osl), tuple(weight), tuple(prefix))
+
+    @property
+    def mean_computed_isl(self) -> float:
+        """Prompt tokens prefilled per request (I minus its cached prefix), averaged over the mix."""
+        return float(self._w() @ (np.asarray(self.isl, dtype=float) - np.asarray(self.cached, dtype=float)))
 
     @classmethod
     def single(cls, isl: int, osl: int) -> Workload:
@@ -69,24 +103,27 @@ class Workload:
 
     @property
     def prompt_tokens_per_output(self) -> float:
-        """I / O over the mix: prompt tokens prefilled per output token decoded."""
-        return self.mean_isl / self.mean_osl
+        """I / O over the mix: prompt tokens prefilled per output token decoded (a cached prefix is not prefilled)."""
+        return self.mean_computed_isl / self.mean_osl
 
     @property
     def prompt_attention_per_output(self) -> float:
-        """Attention context summed over a prompt's tokens (I (I - 1) / 2, causal), per output token."""
-        i = np.asarray(self.isl, dtype=float)
-        return float(self._w() @ (i * (i - 1.0) / 2.0) / self.mean_osl)
+        """Attention context summed over a prompt's prefilled tokens, per output token: N (N - 1) / 2 (causal) plus
+        N P for N = I - P new tokens over a cached prefix of P."""
+        p = np.asarray(self.cached, dtype=float)
+        n = np.asarray(self.isl, dtype=float) - p
+        return float(self._w() @ (n * (n - 1.0) / 2.0 + n * p) / self.mean_osl)
 
     def prefix_reads_per_output(self, chunk_tokens) -> np.ndarray:
-        """KV tokens re-read by later chunks of a chunked prompt (chunk n reads the n earlier chunks), per output."""
+        """KV tokens re-read by the chunks of a prompt, per output: chunk n reads the n earlier chunks, and every
+        chunk reads the cached prefix (chunk 0: the whole prompt in one step, the prefix read once)."""
         chunk = np.asarray(chunk_tokens, dtype=float)
         safe = np.where(chunk > 0, chunk, 1.0)
         total = np.zeros_like(chunk)
-        for w, i in zip(self._w(), self.isl, strict=True):
-            n = np.ceil(i / safe)
-            total = total + w * safe * n * (n - 1.0) / 2.0
-        return np.where(chunk > 0, total / self.mean_osl, 0.0)
+        for w, (i, p) in zip(self._w(), self.classes, strict=True):
+            n = np.ceil((i - p) / safe)
+            total = total + w * np.where(chunk > 0, safe * n * (n - 1.0) / 2.0 + n * p, p)
+        return total / self.mean_osl
 
 
 def _loaded_step(
@@ -205,7 +242,7 @@ def chunk_carried_tokens(workload: Workload, chunk_tokens, prompt_tokens_per_ste
     """Prompt tokens a chunk-carrying step holds: the chunk budget (a whole mean prompt where chunking is off, chunk
     0), or every step's share where the budget is exceeded (then every step carries prompt tokens)."""
     chunk = np.asarray(chunk_tokens, dtype=float)
-    return np.maximum(np.where(chunk > 0, chunk, workload.mean_isl), prompt_tokens_per_step)
+    return np.maximum(np.where(chunk > 0, chunk, workload.mean_computed_isl), prompt_tokens_per_step)
 
 
 def tpot_step(
@@ -227,7 +264,7 @@ def tpot_step(
         zero = np.zeros(np.broadcast_shapes(batch.shape, agg.shape))
         return _loaded_step(model, gpu, preset, weight_bits, layout, batch, zero, zero, zero)
     per_output = batch * agg / workload.mean_osl
-    prompt = per_output * workload.mean_isl
+    prompt = per_output * workload.mean_computed_isl
     attention = per_output * workload.mean_osl * workload.prompt_attention_per_output
     kv = prompt + per_output * workload.mean_osl * workload.prefix_reads_per_output(chunk_tokens)
     if not preset.prefill_cycle:
@@ -259,15 +296,18 @@ def ttft_aggregated_s(
     workload: Workload,
     chunk_tokens,
 ) -> np.ndarray:
-    """Time to first token, aggregated: ceil(I / chunk) steps of B decode tokens plus one chunk, the longest class."""
+    """Time to first token, aggregated: ceil(N / chunk) steps of B decode tokens plus one chunk of the N = I - P
+    prompt tokens not cached, the longest class; each chunk attends over and reads the cached prefix P too."""
     given = np.asarray(chunk_tokens, dtype=float)
     worst = None
-    for i in sorted(set(workload.isl)):
-        chunk = np.where(given > 0, given, float(max(i, 1)))
-        n = np.ceil(i / chunk)
-        piece = np.minimum(chunk, float(i))
-        kv = piece + chunk * (n - 1.0) / 2.0
-        s = _loaded_step(model, gpu, preset, weight_bits, layout, batch, piece, piece * (i - 1.0) / 2.0, kv)
+    for i, p in sorted(set(workload.classes)):
+        new = i - p
+        chunk = np.where(given > 0, given, float(max(new, 1)))
+        n = np.ceil(new / chunk)
+        piece = np.minimum(chunk, float(new))
+        kv = piece + chunk * (n - 1.0) / 2.0 + p
+        attention = piece * ((new - 1.0) / 2.0 + p)
+        s = _loaded_step(model, gpu, preset, weight_bits, layout, batch, piece, attention, kv)
         t = n * s.step_time_s
         worst = t if worst is None else np.maximum(worst, t)
     assert worst is not None
@@ -275,22 +315,39 @@ def ttft_aggregated_s(
 
 
 def prefill_step(
-    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: ev.Layout, batch, isl: int
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: ev.Layout,
+    batch,
+    isl: int,
+    prefix: int = 0,
 ) -> ev.StepFigures:
-    """One prefill step: ``batch`` prompts of ``isl`` tokens at C = 0 (causal mean (I - 1) / 2), KV cache written."""
+    """One prefill step: ``batch`` prompts of ``isl`` tokens at C = 0 (causal mean (I - 1) / 2), KV cache written.
+
+    With a cached ``prefix`` of P tokens the step computes the I - P others at context P (their attention reads the
+    prefix's KV cache) and writes their KV cache only."""
     gpu = ev.hardware(gpu, preset)
     batch = np.asarray(batch, dtype=float)
-    prompt = replace(layout, context=np.zeros_like(layout.context), tokens_per_step=np.full_like(layout.context, isl))
+    prompt = replace(
+        layout,
+        context=np.full_like(layout.context, float(prefix)),
+        tokens_per_step=np.full_like(layout.context, isl - prefix),
+    )
     base = ev.step(model, gpu, preset, weight_bits, prompt, batch)
     # every GPU holding a copy of the cache (kv_copies) writes it
     written = (
-        ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * isl * batch * ev.kv_copies(model, preset, prompt)
+        ev.kv_bytes_per_token(model, layout.kv_bytes_per_value)
+        * (isl - prefix)
+        * batch
+        * ev.kv_copies(model, preset, prompt)
     )
     written_s = written / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
     memory_s = base.memory_s + written_s
     if not base.per_kernel_class:
         return replace(base, memory_s=memory_s)
-    # at C = 0 the step's attention is all prompt attention: one prefill class with the KV cache it writes
+    # the step's attention is all prompt attention: one prefill class with the KV cache it reads and writes
     return replace(
         base,
         memory_s=memory_s,
@@ -345,17 +402,19 @@ def prefill_figures(
 ) -> dict[str, np.ndarray]:
     """A prefill instance batching ``batch`` prompts of one class per step: requests/s over the mix and TTFT.
 
-    requests/s = b / sum_k w_k T_pre(b, I_k); TTFT = max_k T_pre(b, I_k) + KV transfer of I_k tokens.
+    requests/s = b / sum_k w_k T_pre(b, I_k); TTFT = max_k T_pre(b, I_k) + KV transfer of I_k tokens (I_k - P_k
+    with a cached prefix).
     """
     batch = np.asarray(batch, dtype=float)
     w = workload._w()
     busy = 0.0
     ttft = None
     compute = None
-    for wk, i in zip(w, workload.isl, strict=True):
-        step = prefill_step(model, gpu, preset, weight_bits, layout, batch, i)
+    for wk, (i, p) in zip(w, workload.classes, strict=True):
+        step = prefill_step(model, gpu, preset, weight_bits, layout, batch, i, p)
         busy = busy + wk * step.step_time_s
-        t = step.step_time_s + kv_transfer_s(model, layout, i, link_bytes_per_s, hop_latency_s)
+        # the decode side holds the cached prefix: only the new tokens' KV cache moves
+        t = step.step_time_s + kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s)
         ttft = t if ttft is None else np.maximum(ttft, t)
         compute = step.step_time_s if compute is None else np.maximum(compute, step.step_time_s)
     mem = prefill_memory(model, gpu, preset, weight_bits, layout, batch, workload)

@@ -19,11 +19,18 @@ TRACE_COLUMNS = ("arrival_s", "isl", "osl")
 
 @dataclass(frozen=True)
 class Requests:
-    """Requests sorted by arrival: arrival_s (seconds), isl and osl (tokens), as arrays of one length."""
+    """Requests sorted by arrival: arrival_s (seconds), isl and osl (tokens), as arrays of one length; prefix: the
+    cached prefix tokens of each (None: none)."""
 
     arrival_s: np.ndarray
     isl: np.ndarray
     osl: np.ndarray
+    prefix: np.ndarray | None = None
+
+    @property
+    def cached(self) -> np.ndarray:
+        """Cached prefix tokens of each request (zeros without a prefix)."""
+        return np.zeros_like(self.isl) if self.prefix is None else self.prefix
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -31,9 +38,9 @@ class Requests:
     @property
     def workload(self) -> Workload:
         """The request classes of these requests, weighted by their counts."""
-        pairs, counts = np.unique(np.stack([self.isl, self.osl], axis=1), axis=0, return_counts=True)
-        isl, osl = tuple(int(i) for i in pairs[:, 0]), tuple(int(o) for o in pairs[:, 1])
-        return Workload(isl, osl, tuple(float(c) for c in counts))
+        rows, counts = np.unique(np.stack([self.isl, self.osl, self.cached], axis=1), axis=0, return_counts=True)
+        isl, osl, prefix = (tuple(int(v) for v in rows[:, k]) for k in range(3))
+        return Workload(isl, osl, tuple(float(c) for c in counts), prefix if any(prefix) else ())
 
 
 def draw(arrivals: Arrivals, workload: Workload, n: int, seed: int) -> Requests:
@@ -41,7 +48,8 @@ def draw(arrivals: Arrivals, workload: Workload, n: int, seed: int) -> Requests:
     rng = np.random.default_rng(seed)
     times = np.concatenate([[0.0], np.cumsum(arrivals.gaps_s(rng, n - 1))])
     k = rng.choice(len(workload.isl), size=n, p=workload._w())
-    return Requests(times, np.asarray(workload.isl)[k], np.asarray(workload.osl)[k])
+    prefix = np.asarray(workload.cached)[k] if workload.prefix else None
+    return Requests(times, np.asarray(workload.isl)[k], np.asarray(workload.osl)[k], prefix)
 
 
 def read_trace(path: str | os.PathLike[str], field: str, max_isl: int, max_osl: int) -> Requests:

@@ -113,7 +113,8 @@ def aggregated(
     n = len(reqs)
     # plain lists: the loop below runs once per step, numpy scalars would dominate it
     arrival, isl, left = reqs.arrival_s.tolist(), reqs.isl.tolist(), reqs.osl.tolist()
-    first, finish, done_tokens = [math.nan] * n, [math.nan] * n, [0] * n
+    # a cached prefix counts as prefilled: later pieces attend over it and read it, as the evaluator prices them
+    first, finish, done_tokens = [math.nan] * n, [math.nan] * n, reqs.cached.tolist()
     waiting: deque[int] = deque()
     prefilling: deque[int] = deque()
     decoding: list[int] = []
@@ -156,13 +157,14 @@ def prefill_pool(
 ) -> tuple[np.ndarray, float]:
     """End of each request's prefill on ``instances`` prefill instances (first come, first served) and their busy
     seconds."""
-    cache: dict[tuple[int, int], float] = {}
+    cache: dict[tuple[int, int, int], float] = {}
+    new = reqs.isl - reqs.cached
 
-    def step_s(k: int, isl: int) -> float:
-        if (k, isl) not in cache:
-            s = rq.prefill_step(physics.model, gpu, physics.preset, physics.weight_bits, layout, float(k), isl)
-            cache[k, isl] = float(s.step_time_s)
-        return cache[k, isl]
+    def step_s(k: int, isl: int, prefix: int) -> float:
+        if (k, isl, prefix) not in cache:
+            s = rq.prefill_step(physics.model, gpu, physics.preset, physics.weight_bits, layout, float(k), isl, prefix)
+            cache[k, isl, prefix] = float(s.step_time_s)
+        return cache[k, isl, prefix]
 
     n = len(reqs)
     end = np.empty(n)
@@ -174,7 +176,8 @@ def prefill_pool(
         k = 1
         while k < batch and i + k < n and reqs.arrival_s[i + k] <= start:
             k += 1
-        tau = step_s(k, int(reqs.isl[i : i + k].max()))
+        longest = i + int(np.argmax(new[i : i + k]))  # k prompts priced as k of the most new tokens among them
+        tau = step_s(k, int(reqs.isl[longest]), int(reqs.cached[longest]))
         end[i : i + k] = start + tau
         busy += tau
         i += k
@@ -217,17 +220,18 @@ def disaggregated(
     d_gpu, d_layout, d_batch, y = decode
     prefilled, busy = prefill_pool(physics, p_gpu, p_layout, x, p_batch, reqs)
     transfer = {}
-    for i in set(reqs.isl.tolist()):
+    classes = list(zip(reqs.isl.tolist(), reqs.cached.tolist(), strict=True))
+    for i, p in set(classes):
         fig = rq.disaggregated_figures(
             physics.model,
             physics.preset,
             physics.weight_bits,
-            rq.Workload.single(i, 1),
+            rq.Workload((i,), (1,), (1.0,), (p,)),
             (p_gpu, p_layout, 1.0, 1),
             (d_gpu, d_layout, 1.0, 1),
         )
-        transfer[i] = float(fig["ttft_s"] - fig["prefill_step_s"])  # the KV transfer as the evaluator prices it
-    ready = prefilled + np.array([transfer[int(i)] for i in reqs.isl])
+        transfer[i, p] = float(fig["ttft_s"] - fig["prefill_step_s"])  # the KV transfer as the evaluator prices it
+    ready = prefilled + np.array([transfer[c] for c in classes])
     args = (physics.model, d_gpu, physics.preset, physics.weight_bits, d_layout)
     step_s = rq.tpot_step(*args, np.arange(1.0, d_batch + 1.0), None, 0.0, 0.0).step_time_s
     finish = np.empty(len(reqs))

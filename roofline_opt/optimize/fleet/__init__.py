@@ -6,9 +6,12 @@ its throughput (``candidates``: exact, by bisection on the evaluator); placement
 scale-up domain (a TP group inside one domain, pipeline stages on distinct domains, no GPU used twice, per-type
 counts); the objective is provisioned $/hour (idle capacity is paid, physics.md 10.6) or the most weighted demand
 served (then the least cost serving it). With a demand profile, per-period replica counts and a reserved/on-demand
-split of GPUs per type minimise the day's cost. Decoded plans are placed on GPU ids (``placement``), checked against
-the graph, and every instance is re-evaluated by the evaluator (``results``). ``enumerate`` is the brute-force
-oracle for small fleets; ``baseline`` plans each model alone and packs the results, for comparison.
+split of GPUs per type minimise the day's cost. A model with ``serving: disagg`` is a prefill pool (n instances of
+one prefill layout, sized for its demand and TTFT limit, at a percentile through physics.queueing) and decode
+instances, the KV transfer priced over the cluster graph's links (``kv``). Decoded plans are placed on GPU ids
+(``placement``), checked against the graph, and every instance is re-evaluated by the evaluator (``results``).
+``enumerate`` is the brute-force oracle for small fleets; ``baseline`` plans each model alone and packs the results,
+for comparison.
 
 Formulation (see ``formulation`` for the constraint list):
 

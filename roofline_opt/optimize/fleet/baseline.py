@@ -39,14 +39,16 @@ def model_alone(fleet: Fleet, i: int, options: SolverOptions) -> tuple[Candidate
         s.batch,
         answer.figures["time_per_token_s"],
         gpu.usd_per_hour,
+        dp_attention=s.dp_attention,
     )
     need = max(fm.demand_tok_s) / (fleet.max_utilisation * c.throughput_tok_s)
     return c, max(1, math.ceil(need - 1e-9))
 
 
 def per_model_baseline(fleet: Fleet, options: SolverOptions) -> dict | None:
-    """Cost of planning each model alone and whether the results pack onto the pool (None with a profile)."""
-    if fleet.has_profile:
+    """Cost of planning each model alone and whether the results pack onto the pool (None with a profile or a
+    disaggregated model: a single-model answer's xPyD unit is not a fleet candidate yet)."""
+    if fleet.has_profile or any(fm.disaggregated for fm in fleet.models):
         return None
     picks = [model_alone(fleet, i, options) for i in range(len(fleet.models))]
     cands = [c for c, _ in picks]

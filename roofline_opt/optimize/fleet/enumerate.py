@@ -1,6 +1,11 @@
 """Brute-force oracle for small fleets: its own candidates from the full batch grid, every replica-count vector,
 and an exhaustive placement search; independent of the MIP, its bisection and its dominance pruning.
 
+A disaggregated model's plans are one prefill pool (every prefill layout and decode accelerator at the batch of
+highest requests/s among all batches meeting the limits; its instance count the first, counting up one by one,
+that carries the demand within the TTFT limit: fewer fail, more cost more for nothing) combined with every decode
+vector over decode candidates of that pool's decode accelerator.
+
 Limits (``--method enumerate``): one period, at most MAX_MODELS models, MAX_GPUS GPUs in the pool, and at most
 MAX_COMBINATIONS count vectors in all; larger fleets are refused with that message.
 """
@@ -14,7 +19,19 @@ from collections.abc import Sequence
 import numpy as np
 
 from roofline_opt.errors import Infeasible, InvalidInput
-from roofline_opt.optimize.fleet.candidates import Candidate, best_per_shape, time_and_fit
+from roofline_opt.optimize.fleet import kv
+from roofline_opt.optimize.fleet.candidates import (
+    AGG,
+    DECODE,
+    PREFILL,
+    Candidate,
+    best_per_shape,
+    max_instances,
+    pool_carries,
+    prefill_candidates_at,
+    prefill_space,
+    time_and_fit,
+)
 from roofline_opt.optimize.fleet.problem import COST, Fleet
 from roofline_opt.optimize.space import layouts
 
@@ -60,9 +77,73 @@ def grid_candidates(fleet: Fleet, i: int) -> list[Candidate]:
                     int(batches[b]),
                     float(tau[b]),
                     gpu.usd_per_hour,
+                    role=DECODE if lay.disagg[j] else AGG,
+                    dp_attention=bool(lay.dp_attention[j]),
                 )
             )
+    if fm.disaggregated:
+        found += _grid_prefill(fleet, i)
     return best_per_shape(found)
+
+
+def _grid_prefill(fleet: Fleet, i: int) -> list[Candidate]:
+    """Prefill candidates at the batch of most requests/s among all meeting memory and the idle TTFT limit (batch
+    1 with a percentile limit)."""
+    fm = fleet.models[i]
+    q = fm.question
+    lay, groups = prefill_space(fm, fleet.pool)
+    batches = np.arange(1, (1 if fm.percentile is not None else q.max_batch) + 1, dtype=float)
+    found = []
+    for gi, bits, idx, partner in groups:
+        for j in idx:
+            fig = kv.prefill_points(q, gi, bits, lay, np.array([j]), batches, partner)
+            ok = np.asarray(fig["fits_in_memory"], dtype=bool) & (batches >= lay.pp[j])
+            if q.max_ttft_s is not None and fm.percentile is None:
+                ok &= fig["ttft_s"] <= q.max_ttft_s * (1 + 1e-12)
+            if ok.any():
+                b = int(np.argmax(np.where(ok, fig["requests_per_s"], -np.inf)))
+                found += prefill_candidates_at(i, fm, gi, bits, lay, [j], [batches[b]], partner)
+    return found
+
+
+def _pool_sizes(fleet: Fleet, c: Candidate) -> list[int]:
+    """Instance counts of prefill candidate ``c`` worth trying: objective cost the first that carries the demand
+    (counting up), objective served every count up to the first that carries the whole demand."""
+    demand = fleet.models[c.model].demand_tok_s[0]
+    top = max_instances(fleet.pool, c)
+    if fleet.objective != COST:
+        sizes = []
+        for n in range(1, top + 1):
+            sizes.append(n)
+            if fleet.max_utilisation * n * c.throughput_tok_s >= demand:
+                break
+        return sizes
+    counts = np.arange(1, top + 1)
+    ok = pool_carries(fleet, c, counts, demand)
+    return [int(counts[np.argmax(ok)])] if ok.any() else []
+
+
+def _model_vectors(fleet: Fleet, cands: Sequence[Candidate], limit: int) -> list[tuple[int, ...]]:
+    """Count vectors over a model's candidates: ``_vectors`` for an aggregated one; for a disaggregated one every
+    prefill pool with every decode vector of its decode accelerator (and, objective served, serving none)."""
+    if not cands or not fleet.models[cands[0].model].disaggregated:
+        return _vectors(fleet, cands, limit)
+    out = [] if fleet.objective == COST else [(0,) * len(cands)]
+    for p, c in enumerate(cands):
+        if c.role != PREFILL:
+            continue
+        decode = [j for j, d in enumerate(cands) if d.role == DECODE and d.gpu == c.decode_gpu]
+        sub = _vectors(fleet, [cands[j] for j in decode], limit) if decode else []
+        for n in _pool_sizes(fleet, c):
+            for v in sub:
+                full = [0] * len(cands)
+                full[p] = n
+                for j, count in zip(decode, v, strict=True):
+                    full[j] = count
+                out.append(tuple(full))
+                if len(out) > limit:
+                    raise InvalidInput("method", f"enumerate handles small fleets only: over {limit} plans per model")
+    return out
 
 
 def _vectors(fleet: Fleet, cands: Sequence[Candidate], limit: int) -> list[tuple[int, ...]]:
@@ -147,9 +228,9 @@ def enumerate_plan(fleet: Fleet):
         raise InvalidInput("method", msg)
     per_model = [grid_candidates(fleet, i) for i in range(len(fleet.models))]
     for i, cands in enumerate(per_model):
-        if not cands:
+        if not any(c.role != PREFILL for c in cands):
             raise Infeasible(f"model {fleet.models[i].name}: no layout meets its limits", reason="target")
-    vectors = [_vectors(fleet, cands, MAX_COMBINATIONS) for cands in per_model]
+    vectors = [_model_vectors(fleet, cands, MAX_COMBINATIONS) for cands in per_model]
     if math.prod(len(v) for v in vectors) > MAX_COMBINATIONS:
         raise InvalidInput("method", f"enumerate handles small fleets only: more than {MAX_COMBINATIONS} plans")
     flat = [c for cands in per_model for c in cands]
@@ -184,8 +265,14 @@ def _score(fleet: Fleet, per_model, combo) -> tuple[float, float] | None:
     cost = value = 0.0
     for i, (cands, v) in enumerate(zip(per_model, combo, strict=True)):
         cost += sum(c.instance_usd_per_hour * n for c, n in zip(cands, v, strict=True))
-        capacity = sum(fleet.max_utilisation * c.throughput_tok_s * n for c, n in zip(cands, v, strict=True))
-        value += fleet.models[i].value_per_tok_s() * min(capacity, fleet.models[i].demand_tok_s[0])
+        capacity: dict[str, float] = {}
+        for c, n in zip(cands, v, strict=True):
+            capacity[c.role] = capacity.get(c.role, 0.0) + fleet.max_utilisation * c.throughput_tok_s * n
+        demand = fleet.models[i].demand_tok_s[0]
+        served = min([demand, *capacity.values()])
+        if fleet.objective == COST and served < demand * (1 - RTOL):
+            return None
+        value += fleet.models[i].value_per_tok_s() * served
     if fleet.max_usd_per_hour is not None and cost > fleet.max_usd_per_hour * (1 + RTOL):
         return None
     return (0.0 if fleet.objective == COST else -round(value, 9), round(cost, 9))

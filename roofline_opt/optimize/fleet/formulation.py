@@ -19,9 +19,16 @@ t a period (one without a demand profile), u the utilisation cap.
   = hours x (sum_t sum_g reserved_price_g reserved[g] + on_demand_price_g on_demand[g,t]).
 - Budget: hourly spend (per period with a profile) <= max_usd_per_hour.
 - Shortage diagnosis (``extra_gpus``): counts become count_g + extra[g] without placement and sum extra is minimised.
+- Disaggregated models (``candidates``: decode candidates, prefill candidates, prefill pools o = n_o copies of
+  prefill candidate k(o) serving up to C_o of the demand): pool[o,t] binary, sum_{o of m} pool[o,t] <= 1 (one
+  prefill pool); x[k,t] = sum_{o of k} n_o pool[o,t] for a prefill candidate; the demand row of m counts decode
+  candidates only and sum_o C_o pool[o,t] >= D[m,t] (objective served: served[m,t] <= sum_o C_o pool[o,t]) is
+  its prefill row; x[k,t] <= bound_k sum_{o of m with decode accelerator g(k)} pool[o,t] (decode instances only
+  of the accelerator the pool's KV link was priced for). Prefill and decode instances are then placed, counted and
+  paid like any other.
 
 Replica counts are bounded by ceil(max_t D[m,t] / (u r_k)): more copies of one candidate than its model's demand
-needs alone never lower the cost nor raise the served demand.
+needs alone never lower the cost nor raise the served demand (a prefill candidate: its largest pool).
 """
 
 from __future__ import annotations
@@ -31,12 +38,14 @@ from collections.abc import Sequence
 
 import pyomo.core as pyo
 
-from roofline_opt.optimize.fleet.candidates import Candidate
+from roofline_opt.optimize.fleet.candidates import PREFILL, Candidate, PrefillPool
 from roofline_opt.optimize.fleet.problem import COST, SERVED, Fleet
 
 
-def replica_bound(fleet: Fleet, c: Candidate) -> int:
-    """Most replicas of ``c`` any optimal plan uses."""
+def replica_bound(fleet: Fleet, c: Candidate, pools: Sequence[PrefillPool] = (), k: int | None = None) -> int:
+    """Most replicas of ``c`` (flat index ``k``) any optimal plan uses."""
+    if c.role == PREFILL:
+        return max((o.instances for o in pools if o.candidate == k), default=0)
     need = max(fleet.models[c.model].demand_tok_s)
     return max(1, math.ceil(need / (fleet.max_utilisation * c.throughput_tok_s) - 1e-9))
 
@@ -66,21 +75,26 @@ def domain_classes(fleet: Fleet) -> dict[tuple[str, int], int]:
 
 
 def build_fleet_model(
-    fleet: Fleet, cands: Sequence[Candidate], place: str = DOMAINS, extra_gpus: bool = False
+    fleet: Fleet,
+    cands: Sequence[Candidate],
+    place: str = DOMAINS,
+    extra_gpus: bool = False,
+    pools: Sequence[PrefillPool] = (),
 ) -> pyo.ConcreteModel:
     """The unsolved fleet model (module docstring): ``place`` DOMAINS (exact placement), CLASSES (its relaxation
-    over classes of identical domains) or None; ``extra_gpus`` the shortage diagnosis."""
+    over classes of identical domains) or None; ``extra_gpus`` the shortage diagnosis; ``pools`` the prefill pools
+    of disaggregated models."""
     m = pyo.ConcreteModel(name="roofline_opt_fleet")
     pool, u = fleet.pool, fleet.max_utilisation
     m.K = pyo.RangeSet(0, len(cands) - 1)
     m.T = pyo.RangeSet(0, fleet.periods - 1)
     m.M = pyo.RangeSet(0, len(fleet.models) - 1)
     types = [g.name for g in pool.gpus]
-    m.x = pyo.Var(m.K, m.T, domain=pyo.NonNegativeIntegers, bounds=lambda _, k, t: (0, replica_bound(fleet, cands[k])))
+    bound = [replica_bound(fleet, c, pools, k) for k, c in enumerate(cands)]
+    m.x = pyo.Var(m.K, m.T, domain=pyo.NonNegativeIntegers, bounds=lambda _, k, t: (0, bound[k]))
+    serving = [(k, c) for k, c in enumerate(cands) if c.role != PREFILL]  # prefill pools have their own rows
     capacity = {
-        (i, t): sum(u * c.throughput_tok_s * m.x[k, t] for k, c in enumerate(cands) if c.model == i)
-        for i in m.M
-        for t in m.T
+        (i, t): sum(u * c.throughput_tok_s * m.x[k, t] for k, c in serving if c.model == i) for i in m.M for t in m.T
     }
     demand = {(i, t): fm.demand_tok_s[t] for i, fm in enumerate(fleet.models) for t in m.T}
     if fleet.objective == COST:
@@ -89,6 +103,8 @@ def build_fleet_model(
         m.served = pyo.Var(m.M, m.T, domain=pyo.NonNegativeReals, bounds=lambda _, i, t: (0, demand[i, t]))
         m.served_capacity = pyo.Constraint(m.M, m.T, rule=lambda m, i, t: m.served[i, t] <= capacity[i, t])
         m.value = pyo.Expression(expr=sum(fleet.models[i].value_per_tok_s() * m.served[i, t] for i in m.M for t in m.T))
+    if any(fm.disaggregated for fm in fleet.models):
+        _prefill_pools(m, fleet, cands, pools, bound, demand)
     if place == DOMAINS and pool.has_graph and not extra_gpus:
         _placement(m, fleet, cands)
     elif place == CLASSES and pool.has_graph and not extra_gpus:
@@ -106,6 +122,40 @@ def build_fleet_model(
         m.cost_objective = pyo.Objective(expr=m.cost, sense=pyo.minimize)
         m.cost_objective.deactivate()
     return m
+
+
+def _prefill_pools(m, fleet: Fleet, cands: Sequence[Candidate], pools: Sequence[PrefillPool], bound, demand) -> None:
+    """One prefill pool per disaggregated model and period, its instances, its capacity, and decode instances only
+    of its decode accelerator (module docstring)."""
+    m.P = pyo.RangeSet(0, len(pools) - 1) if pools else pyo.Set(initialize=[])
+    m.pool = pyo.Var(m.P, m.T, domain=pyo.Binary)
+    disagg = [i for i, fm in enumerate(fleet.models) if fm.disaggregated]
+    of_model = {i: [o for o, p in enumerate(pools) if p.model == i] for i in disagg}
+    m.one_pool = pyo.Constraint(disagg, m.T, rule=lambda m, i, t: sum(m.pool[o, t] for o in of_model[i]) <= 1)
+    prefill = [k for k, c in enumerate(cands) if c.role == PREFILL]
+    m.prefill_instances = pyo.Constraint(
+        prefill,
+        m.T,
+        rule=lambda m, k, t: (
+            m.x[k, t] == sum(p.instances * m.pool[o, t] for o, p in enumerate(pools) if p.candidate == k)
+        ),
+    )
+
+    def pooled(m, i, t):
+        return sum(pools[o].capacity_tok_s * m.pool[o, t] for o in of_model[i])
+
+    if fleet.objective == COST:
+        m.prefill_demand = pyo.Constraint(disagg, m.T, rule=lambda m, i, t: pooled(m, i, t) >= demand[i, t])
+    else:
+        m.prefill_served = pyo.Constraint(disagg, m.T, rule=lambda m, i, t: m.served[i, t] <= pooled(m, i, t))
+    decode = [k for k, c in enumerate(cands) if fleet.models[c.model].disaggregated and c.role != PREFILL]
+
+    def partner(m, k, t):
+        c = cands[k]
+        linked = [o for o in of_model[c.model] if pools[o].decode_gpu == c.gpu]
+        return m.x[k, t] <= bound[k] * sum(m.pool[o, t] for o in linked)
+
+    m.decode_partner = pyo.Constraint(decode, m.T, rule=partner)
 
 
 def _placement(m: pyo.ConcreteModel, fleet: Fleet, cands: Sequence[Candidate]) -> None:

@@ -15,8 +15,10 @@ import networkx as nx
 
 from roofline_opt import catalog, checks, files, topology
 from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize.fleet.kv import kv_partner
 from roofline_opt.optimize.fleet.placement import pool_domains
 from roofline_opt.optimize.fleet.problem import (
+    COST,
     DEFAULT_ON_DEMAND_FACTOR,
     DEFAULT_RESERVED_FACTOR,
     OBJECTIVES,
@@ -40,8 +42,25 @@ SPACE_KEYS = (
     "gamma_max",
     "preset",
 )
-REQUEST_KEYS = ("isl", "osl", "ttft_ms", "kv_bits", "chunk_tokens", "serving")
-"""Whole-request keys handed to the question (prefill, TTFT, KV precision, chunked prefill; physics.md 10.1-10.3)."""
+REQUEST_KEYS = (
+    "isl",
+    "osl",
+    "ttft_ms",
+    "kv_bits",
+    "chunk_tokens",
+    "serving",
+    "prefill_gpu",
+    "decode_gpu",
+    "percentile",
+    "burstiness",
+    "prefix_tokens",
+    "prefix_hit_rate",
+)
+"""Whole-request keys handed to the question (prefill, TTFT, KV precision, chunked prefill, disaggregated pools and
+their TTFT percentile under arrivals of c_a^2 ``burstiness``, a cached prompt prefix; physics.md 10.1-10.4,
+physics/queueing.md)."""
+POOL_KEYS = ("prefill_gpu", "decode_gpu", "percentile", "burstiness")
+SERVING = ("agg", "disagg")
 MODEL_KEYS = (
     "name",
     "model",
@@ -95,6 +114,11 @@ def parse_fleet(data: Any, make_question: QuestionFactory, base: Path | None = N
     models = []
     for i, raw in enumerate(models_raw):
         models.append(_model(f"models[{i}].", _mapping(f"models[{i}]", raw), pool, make_question))
+    objective = checks.choice("objective", data.get("objective", "cost"), OBJECTIVES)
+    for i, m in enumerate(models):
+        if m.percentile is not None and objective != COST:
+            msg = "needs objective cost: the queue's load is the model's whole demand (served objective: drop it)"
+            raise InvalidInput(f"models[{i}].percentile", msg)
     names = [m.name for m in models]
     if len(set(names)) != len(names):
         raise InvalidInput("models", f"must have distinct names. Got {', '.join(names)} instead.")
@@ -104,16 +128,30 @@ def parse_fleet(data: Any, make_question: QuestionFactory, base: Path | None = N
     if periods:
         n = periods.pop()
         models = [m if len(m.demand_tok_s) == n else _broadcast(m, n) for m in models]
-    objective = checks.choice("objective", data.get("objective", "cost"), OBJECTIVES)
     budget = data.get("max_usd_per_hour")
     return Fleet(
         models=tuple(models),
-        pool=pool,
+        pool=_with_kv_partners(pool, models),
         objective=objective,
         max_usd_per_hour=None if budget is None else checks.positive_float("max_usd_per_hour", budget),
         max_utilisation=checks.probability("max_utilisation", data.get("max_utilisation", 1.0), include_one=True),
         period_hours=checks.positive_float("period_hours", data.get("period_hours", 1.0)),
     )
+
+
+def _with_kv_partners(pool: Pool, models: list[FleetModel]) -> Pool:
+    """The pool with the KV transfer's partner spec of every (prefill, decode) type pair a disaggregated model
+    offers."""
+    partners = {}
+    for m in models:
+        if not m.disaggregated:
+            continue
+        q = m.question
+        for p in (g for i, g in enumerate(q.gpus) if q.offers("prefill", i)):
+            for d in (g for i, g in enumerate(q.gpus) if q.offers("disagg", i)):
+                if (p.name, d.name) not in partners:
+                    partners[p.name, d.name] = kv_partner(p, d, pool.cluster)
+    return dataclasses.replace(pool, kv_partners=partners) if partners else pool
 
 
 def _broadcast(m: FleetModel, n: int) -> FleetModel:
@@ -224,14 +262,17 @@ def _model(where, raw, pool: Pool, make_question: QuestionFactory) -> FleetModel
     elif "min_tok_s" in raw:
         limit = 1.0 / checks.positive_float(f"{where}min_tok_s", raw["min_tok_s"])
     space = {k: raw[k] for k in SPACE_KEYS if k in raw}
-    if raw.get("serving", "agg") != "agg":
-        msg = (
-            "must be agg: a fleet plans aggregated instances (chunked prefill); disaggregated pools are not planned yet"
-        )
-        raise InvalidInput(f"{where}serving", msg)
+    serving = checks.choice(f"{where}serving", raw.get("serving", "agg"), SERVING)
+    for key in POOL_KEYS:
+        if key in raw and serving != "disagg":
+            raise InvalidInput(f"{where}{key}", "applies to disaggregated pools only: give serving: disagg")
+    if "percentile" in raw and "ttft_ms" not in raw:
+        raise InvalidInput(f"{where}percentile", "is the percentile of the TTFT limit: give ttft_ms too")
     if isl is not None:
         space.update(isl=isl, osl=osl)
-    space.update({k: raw[k] for k in ("ttft_ms", "kv_bits", "chunk_tokens") if k in raw})
+    passed = ("ttft_ms", "kv_bits", "chunk_tokens", "prefix_tokens", "prefix_hit_rate", *POOL_KEYS)
+    space.update({k: raw[k] for k in passed if k in raw})
+    space["serving"] = serving
     question = _question(where, make_question, raw["model"], pool, space)
     return FleetModel(
         name=name,

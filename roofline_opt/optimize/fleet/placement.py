@@ -23,9 +23,11 @@ class PlacedInstance:
     tp: int
     pp: int
     stages: tuple[tuple[str, ...], ...]
+    role: str = "agg"
+    """agg, or prefill / decode for an instance of a disaggregated model's pools."""
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "instance": self.name,
             "model": self.model,
             "gpu": self.gpu,
@@ -33,6 +35,15 @@ class PlacedInstance:
             "pp": self.pp,
             "stages": [list(s) for s in self.stages],
         }
+        return out if self.role == "agg" else {**out, "role": self.role}
+
+
+def _placed(model_names: Sequence[str], k: int, c: Candidate, serial: dict[str, int], groups) -> PlacedInstance:
+    """The next replica of ``c``: ``chat#2``, or ``chat:prefill#1`` / ``chat:decode#3`` in a disaggregated model."""
+    name = model_names[c.model]
+    label = name if c.role == "agg" else f"{name}:{c.role}"
+    serial[label] = serial.get(label, 0) + 1
+    return PlacedInstance(f"{label}#{serial[label]}", name, k, c.gpu, c.tp, c.pp, tuple(groups), c.role)
 
 
 def pool_domains(cluster: nx.Graph) -> tuple[Domain, ...]:
@@ -70,9 +81,7 @@ def decompose(
                 left[k, d] -= 1
                 groups.append(tuple(free[d][: c.tp]))
                 del free[d][: c.tp]
-            name = model_names[c.model]
-            serial[name] = serial.get(name, 0) + 1
-            placed.append(PlacedInstance(f"{name}#{serial[name]}", name, k, c.gpu, c.tp, c.pp, tuple(groups)))
+            placed.append(_placed(model_names, k, c, serial, groups))
     return placed
 
 
@@ -106,6 +115,20 @@ def placement_problems(cluster: nx.Graph, instances: Sequence[PlacedInstance]) -
     return problems
 
 
+def kv_path_problems(cluster: nx.Graph, instances: Sequence[PlacedInstance]) -> list[str]:
+    """Prefill instances with no path in the graph to any decode instance of their model (the KV transfer's)."""
+    component = {n: i for i, comp in enumerate(nx.connected_components(cluster)) for n in comp}
+    reach: dict[str, set[int]] = {}
+    for inst in instances:
+        if inst.role == "decode":
+            reach.setdefault(inst.model, set()).update(component[g] for s in inst.stages for g in s)
+    return [
+        f"{inst.name}: no path to a decode instance of {inst.model} for the KV transfer"
+        for inst in instances
+        if inst.role == "prefill" and component[inst.stages[0][0]] not in reach.get(inst.model, set())
+    ]
+
+
 def greedy_place(
     pool: Pool, cands: Sequence[Candidate], model_names: Sequence[str], replicas: Mapping[int, int]
 ) -> list[PlacedInstance] | None:
@@ -125,7 +148,5 @@ def greedy_place(
             for d in chosen:
                 groups.append(tuple(free[d][: c.tp]))
                 del free[d][: c.tp]
-            name = model_names[c.model]
-            serial[name] = serial.get(name, 0) + 1
-            placed.append(PlacedInstance(f"{name}#{serial[name]}", name, k, c.gpu, c.tp, c.pp, tuple(groups)))
+            placed.append(_placed(model_names, k, c, serial, groups))
     return placed

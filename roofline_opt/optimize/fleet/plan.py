@@ -15,9 +15,22 @@ import pyomo.core as pyo
 
 from roofline_opt import checks
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
-from roofline_opt.optimize.fleet.candidates import Candidate, ModelCandidates, model_candidates
+from roofline_opt.optimize.fleet.candidates import (
+    PREFILL,
+    Candidate,
+    ModelCandidates,
+    PrefillPool,
+    model_candidates,
+    prefill_pools,
+)
 from roofline_opt.optimize.fleet.formulation import CLASSES, DOMAINS, build_fleet_model, use_cost_objective
-from roofline_opt.optimize.fleet.placement import PlacedInstance, decompose, greedy_place, placement_problems
+from roofline_opt.optimize.fleet.placement import (
+    PlacedInstance,
+    decompose,
+    greedy_place,
+    kv_path_problems,
+    placement_problems,
+)
 from roofline_opt.optimize.fleet.problem import COST, Fleet
 from roofline_opt.optimize.fleet.results import FleetPlan, build_plan
 from roofline_opt.optimize.queries import SolverOptions
@@ -29,15 +42,41 @@ VALUE_RTOL = 1e-7
 METHODS = ("mip", "enumerate")
 
 
-def fleet_candidates(fleet: Fleet) -> list[Candidate]:
-    """Every model's candidates, flattened; Infeasible naming the model and accelerators when one has none."""
+def fleet_candidates(fleet: Fleet) -> tuple[list[Candidate], list[PrefillPool]]:
+    """Every model's candidates, flattened, and the prefill pools of disaggregated models; Infeasible naming the
+    model and accelerators when one has none."""
     out: list[Candidate] = []
     for i, fm in enumerate(fleet.models):
         mc = model_candidates(i, fm, fleet.pool)
-        if not mc.candidates:
+        if not any(c.role != PREFILL for c in mc.candidates):
             raise _no_candidate(fleet, i, mc)
         out += mc.candidates
-    return out
+    pools = prefill_pools(fleet, out)
+    for i, fm in enumerate(fleet.models):
+        if fm.disaggregated and not any(p.model == i for p in pools):
+            raise _no_prefill_pool(fleet, i, [c for c in out if c.model == i and c.role == PREFILL])
+    return out, pools
+
+
+def _no_prefill_pool(fleet: Fleet, i: int, prefill: Sequence[Candidate]) -> Infeasible:
+    fm = fleet.models[i]
+    q = fm.question
+    where = f"model {fm.name} ({q.model.name})"
+    limit = "" if q.max_ttft_s is None else f"ttft {checks.figure(q.max_ttft_s * 1e3)} ms"
+    if fm.percentile is not None:
+        limit += f" at p{fm.percentile:g}"
+    if not prefill:
+        return Infeasible(
+            f"{where}: no prefill layout fits in memory and meets {limit or 'its limits'}",
+            reason="target",
+            nearest="offer more tp/pp degrees, fewer weight bits or a looser ttft_ms",
+        )
+    fastest = min(c.ttft_s for c in prefill if c.ttft_s is not None)
+    return Infeasible(
+        f"{where}: no prefill pool the GPUs allow meets {limit} at its demand",
+        reason="target",
+        nearest=f"an idle prefill instance takes {checks.figure(fastest * 1e3)} ms to the first token",
+    )
 
 
 def _no_candidate(fleet: Fleet, i: int, mc: ModelCandidates) -> Infeasible:
@@ -71,12 +110,12 @@ def _report(rep: SolveReport, unit: str) -> dict:
     }
 
 
-def _solve_model(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions, place: str):
+def _solve_model(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions, place: str, pools=()):
     """Build and solve (both phases for objective served); the solved model and its report."""
-    m = build_fleet_model(fleet, cands, place)
+    m = build_fleet_model(fleet, cands, place, pools=pools)
     rep = _solve(m, options)
     if rep.infeasible:
-        raise diagnose(fleet, cands, options)
+        raise diagnose(fleet, cands, options, pools)
     if not rep.has_solution:
         raise SolverFailure(f"HiGHS stopped ({rep.termination}) without a plan; raise the time limit")
     unit = ("usd" if fleet.has_profile else "usd_per_hour") if fleet.objective == COST else "value"
@@ -90,7 +129,13 @@ def _solve_model(fleet: Fleet, cands: Sequence[Candidate], options: SolverOption
     return m, solve
 
 
-def solve_mip(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions, exact_placement: bool = False):
+def solve_mip(
+    fleet: Fleet,
+    cands: Sequence[Candidate],
+    options: SolverOptions,
+    exact_placement: bool = False,
+    pools: Sequence[PrefillPool] = (),
+):
     """Decoded plan (replicas, placement, reserved/on-demand split) and solve report of the fleet MIP.
 
     On a graph the model over classes of identical domains is solved first; it is a relaxation of the exact
@@ -100,13 +145,13 @@ def solve_mip(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions, 
     """
     names = [fm.name for fm in fleet.models]
     if fleet.pool.has_graph and not exact_placement:
-        m, solve = _solve_model(fleet, cands, options, CLASSES)
+        m, solve = _solve_model(fleet, cands, options, CLASSES, pools)
         replicas, _, split = decode(fleet, cands, m)
         placed = [greedy_place(fleet.pool, cands, names, r) for r in replicas]
         if all(p is not None for p in placed):
             solve["placement_model"] = "classes of identical domains (relaxation), placed by best fit"
             return replicas, placed, split, solve
-    m, solve = _solve_model(fleet, cands, options, DOMAINS)
+    m, solve = _solve_model(fleet, cands, options, DOMAINS, pools)
     replicas, stages, split = decode(fleet, cands, m)
     solve["placement_model"] = "per domain (exact)" if fleet.pool.has_graph else "GPU counts"
     return replicas, place_all(fleet, cands, replicas, stages), split, solve
@@ -138,11 +183,11 @@ def place_all(fleet: Fleet, cands: Sequence[Candidate], replicas, stages) -> lis
     return [decompose(fleet.pool, cands, names, r, s) for r, s in zip(replicas, stages, strict=True)]
 
 
-def diagnose(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions) -> Infeasible:
+def diagnose(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions, pools=()) -> Infeasible:
     """Why no plan exists: the budget, a GPU shortage per type, or packing into the scale-up domains."""
     if fleet.max_usd_per_hour is not None:
         free = dataclasses.replace(fleet, max_usd_per_hour=None)
-        m = build_fleet_model(free, cands, CLASSES)
+        m = build_fleet_model(free, cands, CLASSES, pools=pools)
         rep = _solve(m, options)
         if rep.has_solution:
             cost = pyo.value(m.cost) / (fleet.periods * fleet.period_hours)
@@ -152,7 +197,7 @@ def diagnose(fleet: Fleet, cands: Sequence[Candidate], options: SolverOptions) -
                 nearest=f"the cheapest plan costs ${cost:.6g}/hour",
             )
         fleet = free
-    m = build_fleet_model(fleet, cands, extra_gpus=True)
+    m = build_fleet_model(fleet, cands, extra_gpus=True, pools=pools)
     rep = _solve(m, options)
     if rep.has_solution:
         extra = {g: round(pyo.value(m.extra[g])) for g in m.extra}
@@ -188,11 +233,15 @@ def plan_fleet(
         cands, replicas, stages, split, solve = enumerate_plan(fleet)
         placement = place_all(fleet, cands, replicas, stages)
     else:
-        cands = fleet_candidates(fleet)
-        replicas, placement, split, solve = solve_mip(fleet, cands, options, exact_placement)
+        cands, pools = fleet_candidates(fleet)
+        replicas, placement, split, solve = solve_mip(fleet, cands, options, exact_placement, pools)
+        if pools:
+            solve["prefill_pools"] = len(pools)
     solve["candidates"] = len(cands)
     if fleet.pool.has_graph:
-        problems = [p for period in placement for p in placement_problems(fleet.pool.cluster, period)]
+        cluster = fleet.pool.cluster
+        checks_of = (placement_problems, kv_path_problems)
+        problems = [p for period in placement for check in checks_of for p in check(cluster, period)]
         if problems:
             raise SolverFailure(f"the decoded placement is invalid on the graph ({problems[0]}); please report this")
     return build_plan(fleet, cands, replicas, placement, split, solve)

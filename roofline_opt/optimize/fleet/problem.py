@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from roofline_opt.optimize.space import Question
+from roofline_opt.physics import requests as rq
 from roofline_opt.physics.specs import GpuSpec
 
 COST, SERVED = "cost", "served"
@@ -23,6 +24,9 @@ class FleetModel:
     demand_tok_s has one value per period (one period without a profile). demand_unit is what the user gave
     ("req_s" or "tok_s"); tok_per_request converts (osl) when requests were given. max_time_per_token_s is the TPOT
     limit from tpot_ms or min_tok_s (None: no limit). weight values one served unit of demand (objective served).
+    A model whose question offers disaggregated serving only is planned as a prefill pool and a decode pool; its
+    question's ``slo_percentile`` (50, 90 or 99) makes its TTFT limit one on that percentile under arrivals at its
+    demand (physics.queueing, c_a^2 ``arrival_scv``), None the TTFT of an idle pool (as single-model answers).
     """
 
     name: str
@@ -32,6 +36,16 @@ class FleetModel:
     tok_per_request: float | None = None
     max_time_per_token_s: float | None = None
     weight: float = 1.0
+
+    @property
+    def percentile(self) -> float | None:
+        """The percentile the TTFT limit holds at (disaggregated pools only), or None."""
+        return self.question.slo_percentile if self.question.queued_ttft else None
+
+    @property
+    def disaggregated(self) -> bool:
+        """Planned as prefill and decode pools (the question offers disaggregated serving only)."""
+        return self.question.workload is not None and self.question.serving == (rq.DISAGG,)
 
     def value_per_tok_s(self) -> float:
         """Objective value of one served tok/s: weight per request/s when demand came in requests."""
@@ -65,6 +79,9 @@ class Pool:
     cluster_name: str | None = None
     reserved_usd_per_hour: dict[str, float] = field(default_factory=dict)
     on_demand_usd_per_hour: dict[str, float] = field(default_factory=dict)
+    kv_partners: dict[tuple[str, str], GpuSpec] = field(default_factory=dict)
+    """Per (prefill type, decode type) of a disaggregated model: the decode accelerator as the KV transfer sees it
+    (``kv.kv_partner``), set by the parser."""
 
     @property
     def has_graph(self) -> bool:

@@ -3,6 +3,12 @@
 Per model the load is spread over its instances in proportion to their capacity, so every instance of a model runs
 at the same utilisation = served / capacity. Capacity is replicas x throughput at the planned batch; the TPOT shown
 is the one at that batch (the fully loaded instance), so it is the worst a request sees.
+
+A disaggregated model has a prefill row (its pool: instances, the batch, requests/s per instance, the TTFT at the
+plan's load: at the model's percentile from the queueing model, else of an idle pool) and decode rows; it serves
+min(u x decode capacity, u x prefill capacity, demand), and each pool's utilisation is that over its own capacity.
+Rows and model summaries then carry ``serving`` and ``role`` and the summaries the xPyD counts under the names of
+single-model answers (prefill_instances, decode_instances, prefill_gpu, prefill_layout, prefill_batch).
 """
 
 from __future__ import annotations
@@ -10,10 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
-from roofline_opt.optimize.fleet.candidates import Candidate
+import numpy as np
+
+from roofline_opt.optimize.fleet import kv
+from roofline_opt.optimize.fleet.candidates import AGG, DECODE, PREFILL, Candidate
 from roofline_opt.optimize.fleet.placement import PlacedInstance
 from roofline_opt.optimize.fleet.problem import Fleet
-from roofline_opt.optimize.results import Setup, reevaluate
+from roofline_opt.optimize.results import Setup, _bottleneck, layout_label, reevaluate
+from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import requests as rq
 
 LIMIT_RTOL = 1e-9
 
@@ -49,6 +60,10 @@ class FleetPlan:
 
 def exact_figures(fleet: Fleet, c: Candidate) -> dict:
     """The evaluator's figures of candidate ``c`` at its batch (the only source of printed numbers)."""
+    if c.role == DECODE:
+        return _decode_figures(fleet, c)
+    if c.role == PREFILL:
+        return _prefill_figures(fleet, c)
     q = fleet.models[c.model].question
     setup = Setup(
         gpu=c.gpu,
@@ -61,6 +76,7 @@ def exact_figures(fleet: Fleet, c: Candidate) -> dict:
         gamma=c.gamma,
         kv_bits=c.kv_bits,
         chunk_tokens=c.chunk_tokens,
+        dp_attention=c.dp_attention,
     )
     answer = reevaluate(q, setup, "fleet")
     limit, q = fleet.models[c.model].max_time_per_token_s, fleet.models[c.model].question
@@ -74,6 +90,71 @@ def exact_figures(fleet: Fleet, c: Candidate) -> dict:
         "fits_in_memory": answer.fits_in_memory,
         "meets_limits": bool(meets),
     }
+
+
+def _decode_figures(fleet: Fleet, c: Candidate) -> dict:
+    """A decode instance of a disaggregated model: its steps without prefill load (``requests.tpot_step``)."""
+    fm = fleet.models[c.model]
+    q = fm.question
+    gpu = fleet.pool.gpu(c.gpu)
+    layout = ev.Layout.of(c.tp, c.tp_2d, c.pp, q.context, 1, c.ep, c.kv_bits, dp_attention=c.dp_attention)
+    args = (q.model, gpu, q.preset, c.weight_bits, layout, float(c.batch))
+    step = rq.tpot_step(*args, q.whole_requests, 0.0, 0.0)
+    fits = bool(np.asarray(rq.aggregated_memory(*args, q.whole_requests, 0.0).fits))
+    tpot = float(np.asarray(step.step_time_s))
+    parts = {k: float(np.asarray(getattr(step, k))) for k in ("network_s", "memory_s", "compute_s")}
+    limit = fm.max_time_per_token_s
+    return {
+        "time_per_token_s": tpot,
+        "tok_s_per_request": 1.0 / tpot,
+        "throughput_tok_s": c.batch / tpot,
+        "usd_per_mtok": float(rq.usd_per_mtok(c.n_gpus, gpu.usd_per_s, tpot, c.batch)),
+        "bottleneck": _bottleneck(parts),
+        "fits_in_memory": fits,
+        "meets_limits": fits and (limit is None or tpot <= limit * (1 + LIMIT_RTOL)),
+    }
+
+
+def _prefill_figures(fleet: Fleet, c: Candidate) -> dict:
+    """A prefill instance of a disaggregated model at its batch, sending to its decode accelerator: requests/s, the
+    TTFT of an idle pool (``requests.prefill_figures``) and its step's bottleneck."""
+    q = fleet.models[c.model].question
+    gpu = fleet.pool.gpu(c.gpu)
+    partner = fleet.pool.kv_partners[c.gpu, c.decode_gpu]
+    layout = kv.prefill_layout_of(c.tp, c.tp_2d, c.pp, c.kv_bits)
+    bandwidth, hop = kv.link(gpu, partner)
+    args = (q.model, gpu, q.preset, c.weight_bits, layout, float(c.batch))
+    fig = rq.prefill_figures(*args, q.whole_requests, bandwidth, hop)
+    step = rq.prefill_step(*args, q.whole_requests.max_isl)
+    parts = {k: float(np.asarray(getattr(step, k))) for k in ("network_s", "memory_s", "compute_s")}
+    requests_per_s = float(np.asarray(fig["requests_per_s"]))
+    throughput = requests_per_s * q.whole_requests.mean_osl
+    return {
+        "requests_per_s": requests_per_s,
+        "throughput_tok_s": throughput,
+        "ttft_s": float(np.asarray(fig["ttft_s"])),
+        "kv_link_bytes_per_s": bandwidth,
+        "usd_per_mtok": 1e6 * c.n_gpus * gpu.usd_per_s / throughput,
+        "bottleneck": _bottleneck(parts),
+        "fits_in_memory": bool(np.asarray(fig["fits_in_memory"])),
+    }
+
+
+def _pool_ttft(fleet: Fleet, c: Candidate, f: dict, instances: int, served_tok_s: float) -> tuple[float, bool]:
+    """TTFT of ``instances`` copies of prefill candidate ``c`` serving ``served_tok_s`` (at the model's percentile
+    from the queueing model, else of an idle pool) and whether every limit holds."""
+    fm = fleet.models[c.model]
+    q = fm.question
+    ttft = f["ttft_s"]
+    if fm.percentile is not None:
+        gpu = fleet.pool.gpu(c.gpu)
+        layout = kv.prefill_layout_of(c.tp, c.tp_2d, c.pp, c.kv_bits)
+        rate = served_tok_s / q.whole_requests.mean_osl
+        partner = fleet.pool.kv_partners[c.gpu, c.decode_gpu]
+        ttft = float(kv.percentile_ttft_s(q, gpu, c.weight_bits, layout, partner, instances, rate))
+    within = q.max_ttft_s is None or ttft <= q.max_ttft_s * (1 + LIMIT_RTOL)
+    carried = fleet.max_utilisation * instances * f["throughput_tok_s"] >= served_tok_s * (1 - LIMIT_RTOL)
+    return ttft, bool(f["fits_in_memory"] and within and carried)
 
 
 def gpu_prices(fleet: Fleet, usage: Sequence[Mapping[str, int]], split: Mapping[str, tuple] | None) -> dict[str, float]:
@@ -109,20 +190,33 @@ def build_plan(
     price = gpu_prices(fleet, usage, split)
     rows, models = [], []
     u = fleet.max_utilisation
+    pooled = any(fm.disaggregated for fm in fleet.models)
     for i, fm in enumerate(fleet.models):
         served_total = spend_total = gpu_hours = 0.0
+        pools: list[dict] = []
         for t, counts in enumerate(replicas):
             mine = {k: n for k, n in counts.items() if cands[k].model == i and n > 0}
-            capacity = sum(n * figures[k]["throughput_tok_s"] for k, n in mine.items())
-            served = min(fm.demand_tok_s[t], u * capacity)
-            util = served / capacity if capacity else 0.0
-            for k, n in sorted(mine.items()):
-                rows.append(_row(fleet, i, t, cands[k], n, figures[k], util, price[cands[k].gpu]))
+            capacity = {
+                role: sum(n * figures[k]["throughput_tok_s"] for k, n in mine.items() if cands[k].role == role)
+                for role in dict.fromkeys(cands[k].role for k in mine)
+            }
+            served = min([fm.demand_tok_s[t], *(u * cap for cap in capacity.values())])
+            if t == 0:
+                pools.append(_pool_summary(fleet, cands, mine, figures, served) if fm.disaggregated else {})
+            for k, n in sorted(mine.items(), key=lambda item: (cands[item[0]].role != PREFILL, item[0])):
+                cap = capacity[cands[k].role]
+                f = figures[k]
+                if cands[k].role == PREFILL:
+                    ttft, meets = _pool_ttft(fleet, cands[k], f, n, served)
+                    f = {**f, "ttft_s": ttft, "meets_limits": meets}
+                row = _row(fleet, i, t, cands[k], n, f, served / cap if cap else 0.0, price[cands[k].gpu])
+                rows.append(_with_roles(row, fm, cands[k]) if pooled else row)
             served_total += served * fleet.period_hours
             spend = sum(n * cands[k].n_gpus * price[cands[k].gpu] for k, n in mine.items())
             spend_total += spend * fleet.period_hours
             gpu_hours += sum(n * cands[k].n_gpus for k, n in mine.items()) * fleet.period_hours
-        models.append(_model_summary(fleet, i, served_total, spend_total, gpu_hours))
+        summary = _model_summary(fleet, i, served_total, spend_total, gpu_hours)
+        models.append({**summary, **_pool_fields(fm, pools[0] if pools else {})} if pooled else summary)
     return FleetPlan(
         rows,
         models,
@@ -132,19 +226,23 @@ def build_plan(
     )
 
 
+CANDIDATE_ONLY = ("model", "time_per_token_s", "usd_per_hour", "role", "decode_gpu", "ttft_s")
+"""Candidate fields that are not row columns (the roles go in only for fleets with pools, ``_with_roles``)."""
+
+
 def _row(fleet: Fleet, i: int, t: int, c: Candidate, n: int, f: dict, util: float, gpu_price: float) -> dict:
     fm = fleet.models[i]
     capacity = n * f["throughput_tok_s"]
     served = util * capacity
     usd_per_hour = n * c.n_gpus * gpu_price
     row = {"period": t, "model": fm.name, "model_spec": fm.question.model.name}
-    row.update({k: v for k, v in asdict(c).items() if k not in ("model", "time_per_token_s", "usd_per_hour")})
+    row.update({k: v for k, v in asdict(c).items() if k not in CANDIDATE_ONLY})
     row.update(
         replicas=n,
         n_gpus=c.n_gpus,
         total_gpus=n * c.n_gpus,
-        tok_s_per_request=f["tok_s_per_request"],
-        tpot_ms=f["time_per_token_s"] * 1e3,
+        tok_s_per_request=f.get("tok_s_per_request"),
+        tpot_ms=f["time_per_token_s"] * 1e3 if "time_per_token_s" in f else None,
         ttft_ms=f["ttft_s"] * 1e3 if "ttft_s" in f else None,
         throughput_tok_s_per_instance=f["throughput_tok_s"],
         capacity_tok_s=capacity,
@@ -160,6 +258,59 @@ def _row(fleet: Fleet, i: int, t: int, c: Candidate, n: int, f: dict, util: floa
         meets_limits=f["meets_limits"],
     )
     return row
+
+
+def _with_roles(row: dict, fm, c: Candidate) -> dict:
+    """A row of a fleet with pools: its serving mode and role, a prefill row's requests/s and KV link too."""
+    serving = rq.DISAGG if fm.disaggregated else rq.AGG
+    out = {**row, "serving": serving, "role": c.role if c.role != AGG else serving}
+    out["decode_gpu"] = c.decode_gpu or None
+    return out
+
+
+def _pool_summary(fleet: Fleet, cands: Sequence[Candidate], mine: Mapping[int, int], figures, served: float) -> dict:
+    """The xPyD counts of a disaggregated model in period 0, named as in single-model answers."""
+    prefill = [k for k in mine if cands[k].role == PREFILL]
+    decode = [k for k in mine if cands[k].role == DECODE]
+    out: dict = {"prefill_instances": sum(mine[k] for k in prefill), "decode_instances": sum(mine[k] for k in decode)}
+    if prefill:
+        c = cands[prefill[0]]
+        ttft, _ = _pool_ttft(fleet, c, figures[prefill[0]], mine[prefill[0]], served)
+        out.update(
+            prefill_gpu=c.gpu,
+            prefill_layout=layout_label(c.tp, c.tp_2d, c.pp),
+            prefill_batch=c.batch,
+            ttft_ms=ttft * 1e3,
+        )
+    if decode:
+        out["decode_gpu"] = cands[decode[0]].gpu
+    return out
+
+
+POOL_FIELDS = (
+    "serving",
+    "prefill_instances",
+    "decode_instances",
+    "prefill_gpu",
+    "prefill_layout",
+    "prefill_batch",
+    "decode_gpu",
+    "ttft_ms",
+    "ttft_limit_ms",
+    "ttft_percentile",
+)
+
+
+def _pool_fields(fm, pool: dict) -> dict:
+    """Model-summary fields of a fleet with pools (None where they do not apply)."""
+    q = fm.question
+    out = dict.fromkeys(POOL_FIELDS)
+    out["serving"] = rq.DISAGG if fm.disaggregated else rq.AGG
+    if fm.disaggregated:
+        out.update(pool)
+        out["ttft_limit_ms"] = None if q.max_ttft_s is None else q.max_ttft_s * 1e3
+        out["ttft_percentile"] = fm.percentile
+    return out
 
 
 def _model_summary(fleet: Fleet, i: int, served_tok: float, spend: float, gpu_hours: float) -> dict:
