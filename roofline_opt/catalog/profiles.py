@@ -10,6 +10,7 @@ reads back to an equal profile. The schema: docs/profiles/index.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,12 @@ def profile_names() -> list[str]:
 def list_profiles() -> list[EngineProfile]:
     """Every packaged profile, sorted by name."""
     return [load_profile(str(path)) for path in cards._card_index(PROFILES_SUBDIR).values()]
+
+
+@functools.lru_cache(maxsize=16)
+def packaged_profile(name: str) -> EngineProfile:
+    """A packaged profile by name, read once per process (the neutral one every default answer's interval uses)."""
+    return load_profile(str(cards._card_index(PROFILES_SUBDIR)[name]))
 
 
 def load_profile(name_or_path: str, field: str = "profile") -> EngineProfile:
