@@ -239,7 +239,6 @@ def _emit(
 
 def _answers_text(headline: str, records: Sequence[Mapping[str, Any]]) -> str:
     from roofline_opt import report
-
     from roofline_opt.report.intervals import interval_line
 
     rows = summary_rows(records)
@@ -395,7 +394,8 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
         [
             f"frontier of {question.model.name}{_request_text(question)}; decode context "
             f"{report.format_number(question.context)} tokens, "
-            f"{_physics_text(question)}: {len(frame)} optimal setups from the cheapest to the fastest ({monotone}); * = preferred: "
+            f"{_physics_text(question)}: {len(frame)} optimal setups from the cheapest to the fastest ({monotone}); "
+            "* = preferred: "
             f"max speed^{report.format_number(float(exponent))} / price over the whole frontier",
             report.records_table(rows),
             *([line] if (line := interval_line(records)) else []),
