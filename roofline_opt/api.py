@@ -589,10 +589,9 @@ def plan(
 
     from roofline_opt.optimize import fleet as fl
 
+    question_of: Callable[..., Question] = question
     if engine is not None or profile is not None:
         question_of = functools.partial(question, engine=engine, profile=resolve_profile(engine, profile))
-    else:
-        question_of = question
     is_path = isinstance(fleet, str | os.PathLike)
     fleet = catalog.data_file(fleet) if is_path else fleet  # instances/fleets/... ship with the package
     spec = fl.load_fleet_file(fleet, question_of) if is_path else fl.parse_fleet(fleet, question_of)
