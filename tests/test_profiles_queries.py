@@ -192,3 +192,20 @@ def test_validate_prices_each_row_with_its_engine_profile():
     ]
     assert changed and all(a.ratio == b.ratio for a, b in changed)  # the bound is the preset's
     assert np.median([b.estimate_ratio for _, b in changed]) < np.median([a.estimate_ratio for a, _ in changed])
+
+
+def test_a_study_axis_of_engines_answers_each_question_under_its_profile(tmp_path):
+    import yaml
+
+    from roofline_opt.study import load_study
+    from roofline_opt.study.execute import answer_row
+
+    path = tmp_path / "engines.yaml"
+    axes = {"engine": [None, "sglang"], "model": ["llama-3-70b"], "gpu": ["mi300x"], "max_usd_per_mtok": [2]}
+    path.write_text(yaml.safe_dump({"kind": "fastest", "axes": axes}))
+    study = load_study(str(path))
+    rows = {q.values["engine"]: answer_row(study.kind, q.id, q.values) for q in study.questions}
+    assert len({q.id for q in study.questions}) == 2
+    expected = api.fastest_answer(api.question("llama-3-70b", "mi300x", engine="sglang"), 2).to_record()
+    assert rows["sglang"]["profile"] == "sglang" and rows[None]["profile"] == "neutral"
+    assert rows["sglang"]["tok_s_per_request"] == pytest.approx(expected["tok_s_per_request"])
