@@ -333,13 +333,15 @@ def held_out(neutral: list[Residual]) -> list[dict]:
     return out
 
 
-def held_out_table(rows: list[dict]) -> str:
+def held_out_table(rows: list[dict], engine: str | None = None) -> str:
     lines = [
         "| rows held out | n | neutral median abs error | held-out profile median abs error | better |",
         "|---|---:|---:|---:|---|",
     ]
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
+        if engine is not None and r["engine"] != engine:
+            continue
         groups[f"engine {r['engine']}"].append(r)
         groups[f"file {Path(r['file']).name}"].append(r)
         groups["all"].append(r)
@@ -349,7 +351,7 @@ def held_out_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def in_sample_table(neutral: list[Residual], under: list[Residual]) -> str:
+def in_sample_table(neutral: list[Residual], under: list[Residual], engine: str | None = None) -> str:
     lines = [
         "| engine | family | rows | median ratio measured/neutral | neutral median abs error | "
         "profile median abs error |",
@@ -358,7 +360,7 @@ def in_sample_table(neutral: list[Residual], under: list[Residual]) -> str:
     groups: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     by_key = {(r.file, r.line): r for r in under}
     for r in neutral:
-        if r.engine and (r.file, r.line) in by_key:
+        if r.engine and (engine is None or r.engine == engine) and (r.file, r.line) in by_key:
             groups[(r.engine, r.family or "-")].append((r.r, by_key[(r.file, r.line)].r))
     for (engine, family), pairs in sorted(groups.items()):
         ratio = math.exp(float(np.median([a for a, _ in pairs])))
@@ -367,6 +369,94 @@ def in_sample_table(neutral: list[Residual], under: list[Residual]) -> str:
             f"{_mae([b for _, b in pairs]):.1%} |"
         )
     return "\n".join(lines)
+
+
+PAGE_TITLES = {"neutral": "Neutral", "vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
+
+def entries_table(profile: EngineProfile) -> str:
+    lines = [
+        "| accelerators | flop_efficiency | hbm_efficiency | rows | log_error_quantiles (10%, 90%) | interval factor |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for e in profile.accelerators:
+        low, high = e.log_error_quantiles
+        lines.append(
+            f"| {', '.join(e.accelerators)} | {e.flop_efficiency:g} | {e.hbm_efficiency:g} | {e.rows} | "
+            f"{low:+.3f}, {high:+.3f} | {math.exp(low):.2f}x-{math.exp(high):.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def engine_page(profile: EngineProfile, neutral: list[Residual], under: list[Residual], held: list[dict]) -> str:
+    """docs/profiles/NAME.md: what the profile sets, with sources, and how it fares on measured rows."""
+    name = profile.name
+    title = PAGE_TITLES[name]
+    out = [
+        f"# {title} profile",
+        "",
+        "<!-- Written by tools/derive_profiles.py --write: rerun it rather than editing this page. -->",
+        "",
+        f"`--engine {name}`" if profile.engine else "The default: no `--engine`, or `--profile neutral`.",
+        f"({profile.engine_versions}). File: `instances/profiles/{name}.yaml`.",
+        "",
+    ]
+    if profile.engine:
+        out += ["## Settings and their sources", ""]
+        out += [
+            f"- {line.strip()}" if not line.startswith("  ") else f"  {line.strip()}" for line in ENGINES[name].sources
+        ]
+        out += [
+            "",
+            f"Default prefill chunk: {profile.default_chunk_tokens} tokens per step; default KV precision: "
+            f"{profile.default_kv_bits} bits; deployable layouts: {', '.join(profile.deployable)} (2-D TP only on "
+            "request with `--tp-modes`, whatever the profile).",
+            "",
+        ]
+    else:
+        out += [
+            "The default preset's physics on every accelerator (FLOP efficiency 0.70, HBM efficiency 0.75, its "
+            "memory reserve and serving model): every figure without `--engine` is unchanged by profiles. Its entries "
+            "only carry the residual quantiles that give default answers their interval.",
+            "",
+        ]
+    out += [
+        "## Efficiencies per accelerator family",
+        "",
+        "Derived by `python tools/derive_profiles.py` (its docstring states the method): per engine and family, the "
+        f"median of ln(measured / neutral estimate) over the measured rows, shrunk by n / (n + {PRIOR_ROWS}) towards "
+        "the neutral profile, applied to both efficiencies (capped at 1). The interval factor is the range answers "
+        "show as `*_low`/`*_high`: the 10-90% range of measured/estimate on the rows behind the entry (its own "
+        f"rows when it has at least {MIN_QUANTILE_ROWS}, else the engine's, else every row's). It is an empirical "
+        "residual range, not a confidence interval of the physics.",
+        "",
+        entries_table(profile),
+        "",
+    ]
+    if profile.engine:
+        out += [
+            "## Validation",
+            "",
+            "Median absolute error = median of |estimate / measured - 1| over the rows "
+            f"({', '.join(MEASURED)}), under the neutral profile and under this one (rows it was derived from):",
+            "",
+            in_sample_table(neutral, under, name),
+            "",
+            "Held out: for each source of rows (file and repository or site), the profiles are derived from the other "
+            "sources only and that source's rows are re-validated:",
+            "",
+            held_out_table(held, name),
+            "",
+        ]
+    out += [
+        "## Calibrating your own",
+        "",
+        "Fit a profile on your own measurements and pass it to any command with `--profile FILE.yaml` "
+        "(`roofline-opt calibrate --measured FILE.csv --gpu GPU --engine ENGINE --out mine.yaml`; see "
+        "[Validation and calibration](../how-to/validation.md)). The file's format is [Engine profiles](index.md).",
+        "",
+    ]
+    return "\n".join(out)
 
 
 def _yaml_with_sources(profile: EngineProfile) -> str:
@@ -389,10 +479,12 @@ def main(argv: list[str] | None = None) -> int:
     print("In sample (rows the profiles are derived from):\n")
     print(in_sample_table(neutral, under))
     print("\nHeld out by source (profiles derived without the source's rows):\n")
-    print(held_out_table(held_out(neutral)))
+    held = held_out(neutral)
+    print(held_out_table(held))
     if args.write:
         for name, profile in final.items():
             (ROOT / PROFILES_SUBDIR / f"{name}.yaml").write_text(_yaml_with_sources(profile))
+            (ROOT / "docs" / "profiles" / f"{name}.md").write_text(engine_page(profile, neutral, under, held))
         print(f"\nwrote {', '.join(sorted(final))} to {PROFILES_SUBDIR}")
     return 0
 
