@@ -182,7 +182,7 @@ class _Specs:
             profile = packaged_profile(NEUTRAL)
         entry = None if profile is None else profile.efficiency_named(str(record["gpu"]))
         quantiles = None if entry is None else entry.log_error_quantiles
-        return {"profile": None if profile is None else profile.name, **interval_fields(record, quantiles)}
+        return {} if profile is None else {"profile": profile.name, **interval_fields(record, quantiles)}
 
     def model(self, text: str, field: str) -> tuple[ModelSpec, int | None]:
         from roofline_opt import catalog
@@ -518,8 +518,14 @@ def evaluate_setups(setups: list[Setup], specs: _Specs) -> pd.DataFrame:
         figures = _evaluate_group([setups[i] for i in indices], specs)
         for position, i in enumerate(indices):
             rows[i] = _inputs(setups[i], specs) | {k: v[position].item() for k, v in figures.items()}
-            rows[i] |= specs.interval_fields(rows[i])
+            rows[i] = _before_verdicts(rows[i], specs.interval_fields(rows[i]))
     return pd.DataFrame(rows)
+
+
+def _before_verdicts(row: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with ``extra`` inserted before its verdict fields (bottleneck, fits_in_memory), which end a table."""
+    verdicts = {k: row[k] for k in ("bottleneck", "fits_in_memory") if k in row}
+    return {k: v for k, v in row.items() if k not in verdicts} | extra | verdicts
 
 
 def _inputs(setup: Setup, specs: _Specs) -> dict[str, Any]:

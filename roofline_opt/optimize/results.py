@@ -214,15 +214,15 @@ INTERVAL_BASIS = (
 
 
 def interval_fields(record: dict, quantiles: tuple[float, float] | None) -> dict:
-    """``<figure>_low`` and ``<figure>_high`` for each figure of INTERVAL_FIGURES in ``record`` (None without
-    quantiles): the figure times exp(q10) and exp(q90), inverted for prices and times."""
+    """``<figure>_low`` and ``<figure>_high`` for each figure of INTERVAL_FIGURES in ``record`` (none without
+    quantiles: the paper preset has no measured basis): the figure times exp(q10) and exp(q90), inverted for prices
+    and times."""
     out: dict[str, float | None] = {}
+    if quantiles is None:
+        return out
     for name, sign in INTERVAL_FIGURES.items():
-        if name not in record:
-            continue
-        value = record[name]
-        if quantiles is None or value is None:
-            out[f"{name}_low"] = out[f"{name}_high"] = None
+        value = record.get(name)
+        if value is None:
             continue
         low, high = sorted(value * math.exp(sign * q) for q in quantiles)
         out[f"{name}_low"], out[f"{name}_high"] = low, high
@@ -364,7 +364,7 @@ def question_fields(question: Question, gpu) -> dict:
         "model": question.model.name,
         "context": question.context,
         "preset": question.preset.name,
-        "profile": None if profile is None else profile.name,
+        **({} if profile is None else {"profile": profile.name}),
         "usd_per_gpu_hour": gpu.usd_per_hour,
         "price_basis": gpu.price_basis,
     }
