@@ -28,6 +28,7 @@ from roofline_opt.optimize.offers import (
     modern_defaults,
     weight_bits_offered,
 )
+from roofline_opt.optimize.profile_offers import apply_profile, resolve_profile
 from roofline_opt.optimize.queries import Prepared, SolverOptions, prepare, solve_prepared
 from roofline_opt.optimize.queries import top_n as _top_n
 from roofline_opt.optimize.results import Answer, Setup, reevaluate
@@ -58,6 +59,7 @@ from roofline_opt.optimize.space import DEFAULT_TP_DEGREES as _TP
 from roofline_opt.optimize.sweep import frontier_answers, is_monotone, preferred_index
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics.evaluator import DEFAULT_KV_BITS, KV_BITS
+from roofline_opt.physics.profiles import EngineProfile
 from roofline_opt.physics.specs import PRESETS, GpuSpec, ModelSpec
 
 if TYPE_CHECKING:
@@ -234,6 +236,8 @@ def question(
     arrival_trace: str | os.PathLike[str] | None = None,
     prefix_tokens: int | None = None,
     prefix_hit_rate: float | None = None,
+    engine: str | None = None,
+    profile: str | EngineProfile | None = None,
 ) -> Question:
     """A validated question: the model, the accelerators and the search space a query optimises over.
 
@@ -305,6 +309,25 @@ def question(
         instances, as the paper prices them); prices rise and served rates fall by this factor.
     usd_per_gpu_hour : str or mapping, optional
         Price overrides for this question, ``"h100-sxm=2.5,h200=3.2"`` or a mapping name -> $/GPU-hour.
+    percentile : {50, 90, 99}, optional
+        ``ttft_ms`` holds for that percentile of requests at the answer's own load (queueing of the prefill path,
+        docs/physics/queueing.md), which then sets how busy an instance may be; ``tpot_ms`` holds for the
+        steady-state TPOT at that load's mean batch. Default: TTFT is the service time at no load.
+    burstiness : float, optional
+        c_a^2 of the gaps between arrivals, with ``percentile`` (default 1, Poisson; 0 evenly spaced).
+    arrival_trace : str or path, optional
+        A CSV of arrival_s, isl, osl whose gaps give the burstiness (instead of ``burstiness``).
+    prefix_tokens : int, optional
+        A cached prefix (a shared system prompt) of that many tokens at the start of every class's prompt, below its
+        isl: read, not prefilled; a disaggregated prefill instance sends only the rest's KV cache.
+    prefix_hit_rate : float, optional
+        The share of requests that find the prefix cached (default 1); a hit rate splits each class in two.
+    engine : {"vllm", "sglang", "trtllm"}, optional
+        That engine's packaged profile: efficiencies per accelerator family, memory settings, default chunk and KV
+        precision, deployable layouts (docs/profiles/). Neither engine nor profile: the preset alone.
+    profile : str, path or EngineProfile, optional
+        A profile name or YAML file (``calibrate --out`` writes one); it wins over ``engine``'s packaged profile
+        (their engines must match).
 
     Returns
     -------
@@ -316,6 +339,7 @@ def question(
     InvalidInput
         A parameter that is not valid, named as the parameter (``tp_degrees``), what would be valid in the message.
     """
+    engine_profile = resolve_profile(engine, profile, str(preset))
     prices = parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour)
     spec, suffix_bits = _model(model)
     preset = checks.choice("preset", preset, PRESETS)
@@ -352,7 +376,7 @@ def question(
     utilisation = checks.positive_float("max_utilisation", max_utilisation)
     if utilisation > 1.0:
         raise InvalidInput("max_utilisation", f"must be in (0, 1]. Got {max_utilisation!r} instead.")
-    return Question(
+    question = Question(
         model=spec,
         gpus=with_prices(gpus, prices, "usd_per_gpu_hour"),
         weight_bits=weight_bits_offered(weight_bits, suffix_bits, native_bits),
@@ -382,6 +406,9 @@ def question(
         max_instances=checks.positive_int("max_instances", max_instances),
         **roles,
         **_slo(percentile, burstiness, arrival_trace, load, ttft_ms, tpot_ms, utilisation),
+    )
+    return apply_profile(
+        question, engine_profile, kv_bits_given=kv_bits is not None, chunk_given=chunk_tokens is not None
     )
 
 
@@ -999,6 +1026,8 @@ def evaluate(
     acceptance: float = DEFAULT_ACCEPTANCE,
     preset: str = DEFAULT_PRESET,
     usd_per_gpu_hour: str | Mapping[str, float] | None = None,
+    engine: str | None = None,
+    profile: str | EngineProfile | None = None,
 ) -> pd.Series:
     """Every figure of one fully specified setup, as the unit-named fields an answer of ``fastest`` carries.
 
@@ -1062,6 +1091,8 @@ def evaluate(
         acceptance=row.acceptance,
         gamma_max=row.gamma_max,
         preset=row.preset,
+        engine=engine,
+        profile=profile,
     )
     setup = Setup(
         gpu=q.gpus[0].name,
@@ -1078,7 +1109,11 @@ def evaluate(
 
 
 def evaluate_setups(
-    rows: Sequence[Mapping[str, object]], *, usd_per_gpu_hour: str | Mapping[str, float] | None = None
+    rows: Sequence[Mapping[str, object]],
+    *,
+    usd_per_gpu_hour: str | Mapping[str, float] | None = None,
+    engine: str | None = None,
+    profile: str | EngineProfile | None = None,
 ) -> pd.DataFrame:
     """Every figure of each fully specified setup, one row each in input order, from the evaluator.
 
@@ -1089,6 +1124,9 @@ def evaluate_setups(
         ``optimize.setups.DEFAULTS`` (absent or None: the default). Values may be numbers or their text.
     usd_per_gpu_hour : str or mapping, optional
         Price overrides for the run, ``"h100-sxm=2.5"`` or a mapping name -> $/GPU-hour.
+    engine, profile : optional
+        Price every setup under that engine's packaged profile or that profile (see ``question``); the rows then
+        carry ``profile`` and the ``*_low``/``*_high`` figures of its residual range.
 
     Returns
     -------
@@ -1103,12 +1141,17 @@ def evaluate_setups(
     """
     import pandas as pd
 
-    specs = setups.Specs(parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour))
+    prices = parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour)
+    specs = setups.Specs(prices, resolve_profile(engine, profile))
     return pd.DataFrame(setups.evaluate_rows([_checked(i, row, specs) for i, row in enumerate(rows)], specs))
 
 
 def checked_setup(
-    values: Mapping[str, object], *, usd_per_gpu_hour: str | Mapping[str, float] | None = None
+    values: Mapping[str, object],
+    *,
+    usd_per_gpu_hour: str | Mapping[str, float] | None = None,
+    engine: str | None = None,
+    profile: str | EngineProfile | None = None,
 ) -> tuple[setups.SetupRow, setups.Specs]:
     """One setup checked as ``evaluate_setups`` checks each, with the specs it names.
 
@@ -1118,6 +1161,8 @@ def checked_setup(
         The fields of one setup (``optimize.setups.REQUIRED`` and any of ``optimize.setups.DEFAULTS``).
     usd_per_gpu_hour : str or mapping, optional
         Price overrides for the run.
+    engine, profile : optional
+        The engine profile the specs price the setup under (see ``question``).
 
     Returns
     -------
@@ -1129,7 +1174,7 @@ def checked_setup(
     InvalidInput
         A field that is not valid, named as the field.
     """
-    specs = setups.Specs(parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour))
+    specs = setups.Specs(parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour), resolve_profile(engine, profile))
     return _checked(None, values, specs), specs
 
 
@@ -1189,6 +1234,8 @@ def plan(
     time_limit_s: float | None = None,
     mip_gap: float = DEFAULT_FLEET_MIP_GAP,
     baseline: bool = False,
+    engine: str | None = None,
+    profile: str | EngineProfile | None = None,
 ):
     """A fleet plan: replicas per layout for every model, batches within their limits, placement on the cluster.
 
@@ -1205,6 +1252,8 @@ def plan(
         HiGHS relative MIP gap (``DEFAULT_FLEET_MIP_GAP``).
     baseline : bool, default False
         Also plan each model alone and pack the results, for comparison (single-period fleets).
+    engine, profile : optional
+        Price every model's question under that engine's packaged profile or that profile (see ``question``).
 
     Returns
     -------
@@ -1220,11 +1269,16 @@ def plan(
     SolverFailure
         HiGHS stopped without a usable solution.
     """
+    import functools
+
     from roofline_opt.optimize import fleet as fl
 
+    question_of: Callable[..., Question] = question
+    if engine is not None or profile is not None:
+        question_of = functools.partial(question, engine=engine, profile=resolve_profile(engine, profile))
     is_path = isinstance(fleet, str | os.PathLike)
     fleet = catalog.data_file(fleet) if is_path else fleet  # instances/fleets/... ship with the package
-    spec = fl.load_fleet_file(fleet, question) if is_path else fl.parse_fleet(fleet, question)
+    spec = fl.load_fleet_file(fleet, question_of) if is_path else fl.parse_fleet(fleet, question_of)
     answer = fl.plan_fleet(spec, method, _options(time_limit_s, mip_gap))
     if baseline:
         from roofline_opt.optimize.fleet.baseline import per_model_baseline

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roofline_opt.cli import names
+from roofline_opt.cli.engine_flag import add_engine_flags
 from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize import setups
 
@@ -146,7 +147,9 @@ def run(args: argparse.Namespace) -> int:
     path = Path(catalog.data_file(args.from_csv)) if args.from_csv else None
     rows = setups_from_csv(args, path) if path is not None else [setup_from_flags(args)]
     with flag_names(path):
-        frame = api.evaluate_setups(rows, usd_per_gpu_hour=args.usd_per_gpu_hour)
+        frame = api.evaluate_setups(
+            rows, usd_per_gpu_hour=args.usd_per_gpu_hour, engine=args.engine, profile=args.profile
+        )
     if args.csv:
         files.write_csv(args.csv, frame, field="--csv")
     print(report.to_json(frame.to_dict("records")) if args.json else _table(frame))
@@ -256,6 +259,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help=f"disagg: decode instances y of the xPyD unit ({d['decode_instances']})",
     )
     p.add_argument("--from-csv", dest="from_csv", metavar="FILE", help="evaluate every row of this CSV")
+    add_engine_flags(p)
     p.add_argument("--json", action="store_true", help="print a JSON list of row objects instead of a table")
     p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")
     p.set_defaults(func=run, parser=p)

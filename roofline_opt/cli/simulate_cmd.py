@@ -10,6 +10,8 @@ from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
 
 SETUP_FLAGS = (
+    "engine",
+    "profile",
     "model",
     "weight_bits",
     "gpu",
@@ -67,7 +69,9 @@ def _setup(args: argparse.Namespace, isl: Any, osl: Any):
             raise InvalidInput(names.flag(field), "is required")
     values = {f: getattr(args, f, None) for f in (*setups.REQUIRED, *setups.DEFAULTS)} | {"isl": isl, "osl": osl}
     with names.flag_names((*values, "usd_per_gpu_hour")):
-        return api.checked_setup(values, usd_per_gpu_hour=args.usd_per_gpu_hour)
+        return api.checked_setup(
+            values, usd_per_gpu_hour=args.usd_per_gpu_hour, engine=args.engine, profile=args.profile
+        )
 
 
 def _requests(args: argparse.Namespace):
@@ -130,7 +134,6 @@ def run(args: argparse.Namespace) -> int:
     from roofline_opt.optimize import setups
     from roofline_opt.physics import queueing
     from roofline_opt.physics import requests as rq
-    from roofline_opt.physics.specs import PRESETS
     from roofline_opt.simulate import engine, summary
 
     reqs, process = _requests(args)
@@ -138,10 +141,15 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInput("--requests", f"times --osl may be at most {MAX_OUTPUT_TOKENS:,} output tokens per run")
     workload = reqs.workload
     setup, specs = _setup(args, round(workload.mean_isl), round(workload.mean_osl))
-    model, gpu, preset = specs.model(setup.model, "--model")[0], specs.gpu(setup.gpu, "--gpu"), PRESETS[setup.preset]
+    model, gpu = specs.model(setup.model, "--model")[0], specs.gpu(setup.gpu, "--gpu")
+    preset = specs.preset(setup, gpu)
+    if setup.serving == rq.DISAGG and specs.preset(setup, specs.gpu(setup.prefill_gpu, "--prefill-gpu")) != preset:
+        msg = "prices prefill and decode accelerators differently under this profile: simulate runs one preset"
+        raise InvalidInput("--prefill-gpu", msg + " (give both sides one accelerator family)")
     layout = setups.request_layout(setup)
     physics = engine.Physics(model, preset, setup.weight_bits)
-    out: dict[str, Any] = {
+    out: dict[str, Any] = {} if specs.profile is None else {"profile": specs.profile.name}
+    out |= {
         "serving": setup.serving,
         "arrival_rate_req_s": process.rate_per_s,
         "arrival_scv": process.scv,

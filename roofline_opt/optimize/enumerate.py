@@ -163,7 +163,7 @@ def feasible_points(question: Question) -> Points:
                 tau = ev.time_per_token_with_gamma(
                     question.model,
                     gpu,
-                    question.preset,
+                    question.preset_on(gpu),
                     bits,
                     layout,
                     batches[None, :],

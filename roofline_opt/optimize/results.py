@@ -154,6 +154,9 @@ class Answer:
     """Proven bounds on the objective in its own unit (bound_tok_s_per_request or bound_usd_per_mtok)."""
     question_fields: dict = field(default_factory=dict)
     """The question's own fields (model, context, preset, price) so answers of several questions can be stacked."""
+    log_error_quantiles: tuple[float, float] | None = None
+    """The (10%, 90%) quantiles of ln(measured / estimate) of the profile's validation rows on this accelerator:
+    the ``*_low``/``*_high`` fields (``INTERVAL_FIGURES``); None under the paper preset (no measured basis)."""
 
     @property
     def tok_s_per_request(self) -> float:
@@ -183,6 +186,7 @@ class Answer:
             if name in self.figures:
                 rec[name.removesuffix("_s") + "_ms"] = self.figures[name] * 1e3
         rec["usd_per_hour"] = self.figures["usd_per_hour_per_instance"] * self.setup.replicas
+        rec.update(interval_fields(rec, self.log_error_quantiles))
         rec["bottleneck"] = self.bottleneck
         rec["fits_in_memory"] = self.fits_in_memory
         rec["method"] = self.method
@@ -194,6 +198,40 @@ class Answer:
         if self.placement is not None:
             rec["placement"] = self.placement
         return rec
+
+
+INTERVAL_FIGURES = {
+    "tok_s_per_request": 1,
+    "tok_s_per_gpu": 1,
+    "throughput_tok_s": 1,
+    "requests_per_s": 1,
+    "usd_per_mtok": -1,
+    "usd_per_request": -1,
+    "time_per_token_ms": -1,
+    "tpot_ms": -1,
+}
+"""Figures given with an interval, and whether they rise (1) or fall (-1) with the measured/estimate ratio."""
+INTERVAL_BASIS = (
+    "empirical 10-90% range of ln(measured / estimate) over the profile's validation rows on this accelerator "
+    "family (docs/profiles/): how far measured serving fell from such estimates, not a confidence interval of the "
+    "physics"
+)
+
+
+def interval_fields(record: dict, quantiles: tuple[float, float] | None) -> dict:
+    """``<figure>_low`` and ``<figure>_high`` for each figure of INTERVAL_FIGURES in ``record`` (none without
+    quantiles: the paper preset has no measured basis): the figure times exp(q10) and exp(q90), inverted for prices
+    and times."""
+    out: dict[str, float | None] = {}
+    if quantiles is None:
+        return out
+    for name, sign in INTERVAL_FIGURES.items():
+        value = record.get(name)
+        if value is None:
+            continue
+        low, high = sorted(value * math.exp(sign * q) for q in quantiles)
+        out[f"{name}_low"], out[f"{name}_high"] = low, high
+    return out
 
 
 def _request_fields(s: Setup) -> dict:
@@ -273,7 +311,7 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
         out = ev.evaluate(
             question.model,
             gpu,
-            question.preset,
+            question.preset_on(gpu),
             setup.weight_bits,
             layout,
             setup.batch,
@@ -296,6 +334,7 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
         method=method,
         report=report,
         question_fields=question_fields(question, gpu),
+        log_error_quantiles=_log_error_quantiles(question, gpu),
     )
 
 
@@ -310,12 +349,31 @@ def _unit_usd_per_hour(question: Question, setup: Setup) -> float:
     return prefill + setup.decode_instances * setup.n_gpus * price
 
 
+def _profile_of(question: Question):
+    """The question's engine profile, or the packaged neutral one for a default-preset question (None: paper)."""
+    if question.profile is not None:
+        return question.profile
+    if question.preset.name != "default":
+        return None
+    from roofline_opt.catalog.profiles import NEUTRAL, packaged_profile
+
+    return packaged_profile(NEUTRAL)
+
+
+def _log_error_quantiles(question: Question, gpu) -> tuple[float, float] | None:
+    profile = _profile_of(question)
+    entry = None if profile is None else profile.efficiency_for(gpu)
+    return None if entry is None else entry.log_error_quantiles
+
+
 def question_fields(question: Question, gpu) -> dict:
     """The fields of the question an answer belongs to (weight bits are the setup's own)."""
+    profile = _profile_of(question)
     return {
         "model": question.model.name,
         "context": question.context,
         "preset": question.preset.name,
+        **({} if profile is None else {"profile": profile.name}),
         "usd_per_gpu_hour": gpu.usd_per_hour,
         "price_basis": gpu.price_basis,
     }
@@ -328,7 +386,7 @@ def _gpu(question: Question, name: str):
 def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -> dict:
     """Figures of an aggregated instance or a disaggregated unit, with time per token = TPOT."""
     u, w = question.max_utilisation, question.whole_requests
-    model, preset, bits = question.model, question.preset, setup.weight_bits
+    model, preset, bits = question.model, question.preset_on(gpu), setup.weight_bits
     if setup.disaggregated:
         p_gpu = _gpu(question, setup.prefill_gpu)
         p_layout = ev.Layout.of(setup.prefill_tp, setup.prefill_tp_2d, setup.prefill_pp, 0, 1, 1, setup.kv_bits)
@@ -340,6 +398,7 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
             (p_gpu, p_layout, float(setup.prefill_batch), setup.prefill_instances),
             (gpu, layout, float(setup.batch), setup.decode_instances),
             u,
+            prefill_preset=question.preset_on(p_gpu),
         )
         processed: float = setup.batch
     else:
@@ -375,11 +434,13 @@ def _least_prefill_batch(question: Question, setup: Setup, gpu, layout: ev.Layou
 
     def prefill_rate(batch: float) -> float:
         fig = rq.prefill_figures(
-            question.model, p_gpu, question.preset, setup.weight_bits, p_layout, batch, w, link, hop
+            question.model, p_gpu, question.preset_on(p_gpu), setup.weight_bits, p_layout, batch, w, link, hop
         )
         return x * float(fig["requests_per_s"])
 
-    tpot = rq.tpot_step(question.model, gpu, question.preset, setup.weight_bits, layout, setup.batch, w, 0.0, 0.0)
+    tpot = rq.tpot_step(
+        question.model, gpu, question.preset_on(gpu), setup.weight_bits, layout, setup.batch, w, 0.0, 0.0
+    )
     decode_rate = setup.decode_instances * setup.batch / (w.mean_osl * float(tpot.step_time_s))
     served = min(prefill_rate(setup.prefill_batch), decode_rate)
     lo, hi = setup.prefill_pp, setup.prefill_batch
@@ -395,7 +456,7 @@ def _queued(question: Question, setup: Setup, gpu, layout: ev.Layout, out: dict)
     y decode instances' rate), its prefill queue at that rate (physics/queueing.py)."""
     p, scv, w = question.slo_percentile, question.arrival_scv, question.whole_requests
     assert p is not None and question.max_ttft_s is not None
-    model, preset, bits = question.model, question.preset, setup.weight_bits
+    model, preset, bits = question.model, question.preset_on(gpu), setup.weight_bits
     out["ttft_no_load_s"] = out["ttft_s"]
     out["ttft_percentile"], out["arrival_scv"] = p, scv
     if not setup.disaggregated:
@@ -405,7 +466,7 @@ def _queued(question: Question, setup: Setup, gpu, layout: ev.Layout, out: dict)
         return
     p_gpu, p_layout, link, hop = _prefill_side(question, setup, gpu, layout)
     x = setup.prefill_instances
-    service, ttft0 = qm.prefill_classes(model, p_gpu, preset, bits, p_layout, w, link, hop)
+    service, ttft0 = qm.prefill_classes(model, p_gpu, question.preset_on(p_gpu), bits, p_layout, w, link, hop)
     prefill_rate = qm.max_rate_per_s(p, question.max_ttft_s, w._w(), service, ttft0, x, scv)
     served = min(float(prefill_rate), setup.decode_instances * float(out["decode_requests_per_s"]))
     scale = served / float(out["requests_per_s"])

@@ -27,7 +27,8 @@ from roofline_opt.optimize.space import (
 )
 from roofline_opt.physics import evaluator
 from roofline_opt.physics import requests as rq
-from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
+from roofline_opt.physics.profiles import EngineProfile
+from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec, Preset
 
 if TYPE_CHECKING:
     import numpy as np
@@ -140,10 +141,33 @@ class SetupRow:
 class Specs:
     """Specs loaded once per run, keyed by the name or path the user gave, with the run's price overrides."""
 
-    def __init__(self, prices: Mapping[str, float] | None = None) -> None:
+    def __init__(self, prices: Mapping[str, float] | None = None, profile: EngineProfile | None = None) -> None:
         self._models: dict[str, tuple[ModelSpec, int | None]] = {}
         self._gpus: dict[str, GpuSpec] = {}
         self._prices = dict(prices or {})
+        self.profile = profile
+
+    def preset(self, setup: SetupRow, gpu: GpuSpec) -> Preset:
+        """The setup's physics on ``gpu``: the run's engine profile (engine/profile), else its preset."""
+        if self.profile is None:
+            return PRESETS[setup.preset]
+        if setup.preset != "default":
+            raise InvalidInput(
+                "preset", f"excludes `engine`/`profile` (a profile sets the physics). Got {setup.preset}."
+            )
+        return self.profile.preset_for(gpu)
+
+    def interval_fields(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The profile's name and the ``*_low``/``*_high`` figures of one evaluated row (results.interval_fields)."""
+        from roofline_opt.catalog.profiles import NEUTRAL, packaged_profile
+        from roofline_opt.optimize.results import interval_fields
+
+        profile = self.profile
+        if profile is None and record.get("preset") == "default":
+            profile = packaged_profile(NEUTRAL)
+        entry = None if profile is None else profile.efficiency_named(str(record["gpu"]))
+        quantiles = None if entry is None else entry.log_error_quantiles
+        return {} if profile is None else {"profile": profile.name, **interval_fields(record, quantiles)}
 
     def name(self, field: str, value: Any) -> str:
         """The key of a model or accelerator given by name, path or spec (a spec is registered under its name)."""
@@ -359,7 +383,7 @@ def _evaluate_request(setup: SetupRow, specs: Specs) -> dict[str, np.ndarray]:
 
     model = specs.model(setup.model, "model")[0]
     gpu = specs.gpu(setup.gpu, "gpu")
-    preset = PRESETS[setup.preset]
+    preset = specs.preset(setup, gpu)
     assert setup.isl is not None and setup.osl is not None  # a setup of whole requests (check gives both)
     workload = rq.Workload.single(setup.isl, setup.osl)
     layout = request_layout(setup)
@@ -374,6 +398,7 @@ def _evaluate_request(setup: SetupRow, specs: Specs) -> dict[str, np.ndarray]:
             workload,
             (p_gpu, p_layout, float(setup.prefill_batch), setup.prefill_instances),
             (gpu, layout, batch, setup.decode_instances),
+            prefill_preset=specs.preset(setup, p_gpu),
         )
         # the xPyD unit is what is priced and served: its GPUs and $/hour, each side's kept beside them
         decode_gpus, prefill_gpus = setup.decode_instances * layout.n_gpus, setup.prefill_instances * p_layout.n_gpus
@@ -415,10 +440,11 @@ def _evaluate_group(setups: list[SetupRow], specs: Specs) -> dict[str, np.ndarra
         dp_attention=column("dp_attention"),
         a2a_overlap=column("two_batch_overlap"),
     )
+    gpu = specs.gpu(first.gpu, "gpu")
     return evaluator.evaluate(
         model,
-        specs.gpu(first.gpu, "gpu"),
-        PRESETS[first.preset],
+        gpu,
+        specs.preset(first, gpu),
         first.weight_bits,
         layout,
         column("batch"),
@@ -439,7 +465,14 @@ def evaluate_rows(setups: Sequence[SetupRow], specs: Specs) -> list[dict[str, An
         figures = _evaluate_group([setups[i] for i in indices], specs)
         for position, i in enumerate(indices):
             rows[i] = _inputs(setups[i], specs) | {k: v[position].item() for k, v in figures.items()}
+            rows[i] = _before_verdicts(rows[i], specs.interval_fields(rows[i]))
     return rows
+
+
+def _before_verdicts(row: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with ``extra`` inserted before its verdict fields (bottleneck, fits_in_memory), which end a table."""
+    verdicts = {k: row[k] for k in ("bottleneck", "fits_in_memory") if k in row}
+    return {k: v for k, v in row.items() if k not in verdicts} | extra | verdicts
 
 
 def _inputs(setup: SetupRow, specs: Specs) -> dict[str, Any]:

@@ -63,7 +63,7 @@ def prefill_points(question: Question, gi: int, bits: int, lay: Layouts, idx, ba
     return rq.prefill_figures(
         question.model,
         gpu,
-        question.preset,
+        question.preset_on(gpu),
         bits,
         prefill_layout(lay, idx),
         batch,
@@ -88,7 +88,9 @@ def percentile_ttft_s(
     assert question.slo_percentile is not None  # only pools with a percentile limit are queued
     w = question.whole_requests
     bandwidth, hop = link(gpu, partner)
-    service, ttft0 = queueing.prefill_classes(question.model, gpu, question.preset, bits, layout, w, bandwidth, hop)
+    service, ttft0 = queueing.prefill_classes(
+        question.model, gpu, question.preset_on(gpu), bits, layout, w, bandwidth, hop
+    )
     rate = max(rate_req_s, 1e-12)
     return queueing.percentile_ttft_s(
         question.slo_percentile, w._w(), service, ttft0, rate, np.asarray(instances), question.arrival_scv
