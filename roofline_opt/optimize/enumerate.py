@@ -120,7 +120,7 @@ def _agg_limits(question: Question, gpu_index: int, bits: int, lay: Layouts, idx
         ttft = rq.ttft_aggregated_s(
             question.model,
             question.gpus[gpu_index],
-            question.preset,
+            question.preset_on(question.gpus[gpu_index]),
             bits,
             layout,
             batches[None, :],
@@ -152,7 +152,7 @@ def feasible_points(question: Question) -> Points:
                 tau = ev.time_per_token_with_gamma(
                     question.model,
                     gpu,
-                    question.preset,
+                    question.preset_on(gpu),
                     bits,
                     layout,
                     batches[None, :],

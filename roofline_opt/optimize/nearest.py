@@ -25,7 +25,7 @@ def best_ttft_s(question: Question) -> float:
         ttft = rq.ttft_aggregated_s(
             question.model,
             question.gpus[gi],
-            question.preset,
+            question.preset_on(question.gpus[gi]),
             bits,
             layout,
             lay.pp[idx],

@@ -64,7 +64,7 @@ def prefill_points(question: Question, lay: Layouts, idx: np.ndarray, gpu: int, 
     return rq.prefill_figures(
         question.model,
         question.gpus[gpu],
-        question.preset,
+        question.preset_on(question.gpus[gpu]),
         bits,
         prefill_layout(lay, idx),
         batch,

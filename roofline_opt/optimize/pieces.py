@@ -39,9 +39,17 @@ def target_step(
     gpu = question.gpus[gpu_index]
     layout = group_layout(lay, idx, question)
     if question.workload is None:
-        return ev.step(question.model, gpu, question.preset, bits, layout.verifying(lay.gamma[idx]), batch)
+        return ev.step(question.model, gpu, question.preset_on(gpu), bits, layout.verifying(lay.gamma[idx]), batch)
     return rq.tpot_step(
-        question.model, gpu, question.preset, bits, layout, batch, question.workload, lay.chunk[idx], ~lay.disagg[idx]
+        question.model,
+        gpu,
+        question.preset_on(gpu),
+        bits,
+        layout,
+        batch,
+        question.workload,
+        lay.chunk[idx],
+        ~lay.disagg[idx],
     )
 
 
@@ -52,7 +60,7 @@ def step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx:
     terms = [target_step(question, gpu_index, bits, lay, idx, batch)]
     if question.draft is not None:
         draft_layout = layout.for_draft(question.draft)
-        terms.append(ev.step(question.draft, gpu, question.preset, ev.DRAFT_WEIGHT_BITS, draft_layout, batch))
+        terms.append(ev.step(question.draft, gpu, question.preset_on(gpu), ev.DRAFT_WEIGHT_BITS, draft_layout, batch))
     return terms
 
 

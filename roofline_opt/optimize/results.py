@@ -264,7 +264,7 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
         out = ev.evaluate(
             question.model,
             gpu,
-            question.preset,
+            question.preset_on(gpu),
             setup.weight_bits,
             layout,
             setup.batch,
@@ -319,7 +319,7 @@ def _gpu(question: Question, name: str):
 def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -> dict:
     """Figures of an aggregated instance or a disaggregated unit, with time per token = TPOT."""
     u, w = question.max_utilisation, question.whole_requests
-    model, preset, bits = question.model, question.preset, setup.weight_bits
+    model, preset, bits = question.model, question.preset_on(gpu), setup.weight_bits
     if setup.disaggregated:
         p_gpu = _gpu(question, setup.prefill_gpu)
         p_layout = ev.Layout.of(setup.prefill_tp, setup.prefill_tp_2d, setup.prefill_pp, 0, 1, 1, setup.kv_bits)
@@ -331,6 +331,7 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
             (p_gpu, p_layout, float(setup.prefill_batch), setup.prefill_instances),
             (gpu, layout, float(setup.batch), setup.decode_instances),
             u,
+            prefill_preset=question.preset_on(p_gpu),
         )
         processed: float = setup.batch
     else:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics.profiles import EngineProfile
 from roofline_opt.physics.requests import AGG, DEFAULT_CHUNK_TOKENS, DISAGG, Workload, coprime_ratios
 from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
 
@@ -147,10 +148,16 @@ class Question:
     prefill_gpu_index: tuple[int, ...] | None = None
     decode_gpu_index: tuple[int, ...] | None = None
     """Indices into ``gpus`` offered for aggregated instances, prefill instances and decode instances (None: all)."""
+    profile: EngineProfile | None = None
+    """The engine profile whose per-accelerator presets price every figure (None: ``preset`` on every accelerator)."""
 
     def __post_init__(self) -> None:
         digest = None if self.cluster is None else graph_fingerprint(self.cluster)
         object.__setattr__(self, "cluster_fingerprint", digest)
+
+    def preset_on(self, gpu: GpuSpec) -> Preset:
+        """The physics of this question on one accelerator: the profile's preset for it, else ``preset``."""
+        return self.preset if self.profile is None else self.profile.preset_for(gpu)
 
     @property
     def whole_requests(self) -> Workload:

@@ -151,9 +151,9 @@ def instance_memory(question: Question, gpu_index: int, bits: int, lay: Layouts,
     gpu = question.gpus[gpu_index]
     layout = group_layout(lay, idx, question)
     if question.workload is None:
-        return ev.memory(question.model, gpu, question.preset, bits, layout, batch, draft)
+        return ev.memory(question.model, gpu, question.preset_on(gpu), bits, layout, batch, draft)
     return rq.aggregated_memory(
-        question.model, gpu, question.preset, bits, layout, batch, question.workload, ~lay.disagg[idx]
+        question.model, gpu, question.preset_on(gpu), bits, layout, batch, question.workload, ~lay.disagg[idx]
     )
 
 
@@ -170,7 +170,7 @@ def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, id
         groups.append((question.draft, ev.DRAFT_WEIGHT_BITS, layout.for_draft(question.draft)))
     points = []
     for model, b, layout in groups:
-        for coll in ev.collectives(model, gpu, question.preset, b, layout):
+        for coll in ev.collectives(model, gpu, question.preset_on(gpu), b, layout):
             lat, slope = coll.latency_s, coll.s_per_seq
             n_proto = lat.shape[-1]
             for p in range(n_proto):
@@ -249,11 +249,12 @@ def _target_memory_s(question: Question, gpu_index: int, bits: int, lay: Layouts
         return target_step(question, gpu_index, bits, lay, idx, batch).gemm_memory_s
     layout = group_layout(lay, idx, question).verifying(lay.gamma[idx])
     gpu = question.gpus[gpu_index]
-    total = ev.memory_time_s(question.model, gpu, question.preset, bits, layout, batch)
-    if not question.preset.per_kernel_class:
+    preset = question.preset_on(gpu)
+    total = ev.memory_time_s(question.model, gpu, preset, bits, layout, batch)
+    if not preset.per_kernel_class:
         return total
-    kv = ev.kv_read_bytes(question.model, question.preset, layout, batch)
-    return total - kv / (layout.n_gpus * gpu.hbm_bytes_per_s * question.preset.hbm_efficiency)
+    kv = ev.kv_read_bytes(question.model, preset, layout, batch)
+    return total - kv / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
 
 
 def _intervals(lo: float, hi: float, breaks: np.ndarray) -> list[tuple[float, float]]:
@@ -308,7 +309,7 @@ def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, bat
 
         def too_slow(batch):
             ttft = rq.ttft_aggregated_s(
-                question.model, gpu, question.preset, bits, layout, batch, question.workload, lay.chunk[idx]
+                question.model, gpu, question.preset_on(gpu), bits, layout, batch, question.workload, lay.chunk[idx]
             )
             return agg & (ttft > limit)
 
@@ -451,7 +452,7 @@ def unit_throughput(question: Question, gi: int, bits: int, lay: Layouts, option
         tau = ev.time_per_token_with_gamma(
             question.model,
             question.gpus[gi],
-            question.preset,
+            question.preset_on(question.gpus[gi]),
             bits,
             layout,
             batch,

@@ -427,15 +427,18 @@ def disaggregated_figures(
     prefill: tuple[GpuSpec, ev.Layout, float | np.ndarray, int],
     decode: tuple[GpuSpec, ev.Layout, float | np.ndarray, int],
     utilisation: float = 1.0,
+    prefill_preset: Preset | None = None,
 ) -> dict[str, np.ndarray]:
     """Every figure of x prefill and y decode instances: prefill = (gpu, layout, batch, x), decode = (gpu, layout,
-    batch, y); they serve min(x r_p, y r_d) requests/s for x N_p price_p + y N_d price_d dollars per second."""
+    batch, y); they serve min(x r_p, y r_d) requests/s for x N_p price_p + y N_d price_d dollars per second.
+    ``prefill_preset``: the prefill side's physics where it differs from the decode side's (an engine profile's
+    efficiencies on another accelerator; None: ``preset``)."""
     p_gpu, p_layout, p_batch, x = prefill
     d_gpu, d_layout, d_batch, y = decode
     same = bool(shares_domain(p_gpu, d_gpu, p_layout.n_gpus, d_layout.n_gpus))
     link = kv_link_bytes_per_s(p_gpu, d_gpu, same)
     hop = p_gpu.intra_hop_latency_s if same else max(p_gpu.inter_hop_latency_s, d_gpu.inter_hop_latency_s)
-    pre = prefill_figures(model, p_gpu, preset, weight_bits, p_layout, p_batch, workload, link, hop)
+    pre = prefill_figures(model, p_gpu, prefill_preset or preset, weight_bits, p_layout, p_batch, workload, link, hop)
     step = tpot_step(model, d_gpu, preset, weight_bits, d_layout, d_batch, workload, 0.0, 0.0)
     tpot = step.step_time_s
     decode_rate = d_batch / (workload.mean_osl * tpot)

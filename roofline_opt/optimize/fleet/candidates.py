@@ -84,7 +84,7 @@ def time_and_fit(question: Question, gi: int, bits: int, lay: Layouts, idx: np.n
     shape = np.shape(batch)
     if question.workload is not None:
         w, chunk = question.workload, lay.chunk[idx].astype(float)
-        args = (question.model, gpu, question.preset, bits, layout, batch)
+        args = (question.model, gpu, question.preset_on(gpu), bits, layout, batch)
         tau = rq.tpot_step(*args, w, chunk, 1.0).step_time_s
         fits = rq.aggregated_memory(*args, w).fits
         other = batch <= rq.stable_batch_limit(w, chunk)
@@ -93,11 +93,11 @@ def time_and_fit(question: Question, gi: int, bits: int, lay: Layouts, idx: np.n
         return tuple(np.broadcast_to(a, shape) for a in (tau, fits, other))
     gamma = lay.gamma[idx].astype(float)
     tau = ev.time_per_token_with_gamma(
-        question.model, gpu, question.preset, bits, layout, batch, gamma, question.draft, question.acceptance
+        question.model, gpu, question.preset_on(gpu), bits, layout, batch, gamma, question.draft, question.acceptance
     )
-    fits = ev.memory(question.model, gpu, question.preset, bits, layout, batch).fits
+    fits = ev.memory(question.model, gpu, question.preset_on(gpu), bits, layout, batch).fits
     if question.draft is not None:
-        with_draft = ev.memory(question.model, gpu, question.preset, bits, layout, batch, question.draft).fits
+        with_draft = ev.memory(question.model, gpu, question.preset_on(gpu), bits, layout, batch, question.draft).fits
         fits = np.where(gamma > 0, with_draft, fits)
     return np.broadcast_to(tau, shape), np.broadcast_to(fits, shape), np.ones(shape, dtype=bool)
 

@@ -1,0 +1,226 @@
+"""Issue 22's fidelity targets on measured-points CSVs: bound coverage, the estimate's error, layout ordering.
+
+Usage::
+
+    python benchmarks/fidelity_targets.py FILE.csv [FILE.csv ...] [--since 2025]
+
+For each file (and for all files together when more than one is given) it prints:
+
+- the share of rows with a verdict on which the bound holds (``validate``'s verdict, default preset at peak);
+- the median absolute error |estimate / measured - 1| of the default preset's realistic estimate, for tok/s per GPU
+  and tok/s per user, on all rows and on *modern* rows (see ``is_modern``). Tok/s per user is compared on ``point``
+  rows only (the estimate at the measured batch); tok/s per GPU on ``point``, ``throughput ceiling`` (the largest
+  batch that fits) and ``frontier`` rows (at the measured speed);
+- layout ordering: over pairs of rows with the same model card, weight precision, accelerator, framework family,
+  input/output lengths, batch or concurrency text, check and MTP depth but different mapped layouts, the share the
+  estimate orders like the measurement (tok/s per GPU; and tok/s per user for ``point`` pairs);
+- a per-framework table: rows, verdicts, bound holds, median bound/measured, and the estimate's median errors.
+
+No figure is fitted: the script only reads ``roofline_opt.fidelity.validate`` results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from roofline_opt.fidelity.measured import read_measured
+from roofline_opt.fidelity.summary import framework_family, summarise
+from roofline_opt.fidelity.validate import ValidationRow, validate
+
+DATE_RE = re.compile(r"\b(20\d\d)-(?:0[1-9]|1[0-2])\b")
+"""A date a row's source or notes state (``2026-05-20``, ``runs 2025-10-29``)."""
+
+MODERN_SOFTWARE_RE = re.compile(
+    r"pytorch backend|tensorrt-llm 1\.|release:1\.|sglang v0\.5|dynamo|\bv1\b|atom|mlperf v5|inference_results_v5",
+    re.IGNORECASE,
+)
+"""Software released in 2025 or later, when a row states no date: TensorRT-LLM's PyTorch backend (trtllm-bench's
+default from v0.17, 2025) and its 1.x releases, LMDeploy's PyTorch backend (v0.7, 2025), SGLang 0.5, NVIDIA Dynamo,
+vLLM's V1 engine, AMD's ATOM and MLPerf Inference v5.x submissions."""
+
+PER_GPU_CHECKS = ("point", "throughput ceiling", "frontier")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A validated row with the CSV cells it was read from (lengths, batch text, source and notes)."""
+
+    result: ValidationRow
+    cells: Mapping[str, str]
+
+
+def is_modern(j: Judged, since: int) -> bool:
+    """A row measured in ``since`` or later: a date in its source or notes, else software of that era."""
+    text = " ".join(str(j.cells.get(k, "")) for k in ("framework", "source_url_or_repo_path", "notes"))
+    years = [int(y) for y in DATE_RE.findall(text)]
+    if years:
+        return max(years) >= since
+    return since <= 2025 and MODERN_SOFTWARE_RE.search(text) is not None
+
+
+def _error(estimate: float | None, measured: float | None) -> float | None:
+    if estimate is None or measured is None or measured <= 0:
+        return None
+    return abs(estimate / measured - 1.0)
+
+
+def per_gpu_errors(rows: Iterable[Judged]) -> list[float]:
+    out = []
+    for r in (j.result for j in rows):
+        if r.check in PER_GPU_CHECKS:
+            e = _error(r.estimate.tok_s_per_gpu, r.row.measured_tok_s_per_gpu)
+            if e is not None:
+                out.append(e)
+    return out
+
+
+def per_user_errors(rows: Iterable[Judged]) -> list[float]:
+    out = []
+    for r in (j.result for j in rows):
+        if r.check == "point":
+            e = _error(r.estimate.tok_s_per_request, r.row.measured_tok_s_per_request)
+            if e is not None:
+                out.append(e)
+    return out
+
+
+def _median(values: Sequence[float]) -> str:
+    return f"{np.median(values):.1%} (n={len(values)})" if values else "- (n=0)"
+
+
+def _workload_key(j: Judged) -> tuple | None:
+    r, cells = j.result, j.cells
+    s = r.row.setup
+    if s is None or r.check is None:
+        return None
+    return (
+        s.model_card,
+        s.weight_bits,
+        s.gpu_card,
+        framework_family(r.row.framework),
+        cells.get("input_len", ""),
+        cells.get("output_len", ""),
+        cells.get("batch_or_concurrency", ""),
+        r.check,
+        s.mtp_depth,
+    )
+
+
+def _same_order(a_est, b_est, a_meas, b_meas) -> bool | None:
+    if None in (a_est, b_est, a_meas, b_meas) or a_meas == b_meas:
+        return None
+    return (a_est > b_est) == (a_meas > b_meas)
+
+
+def layout_pairs(rows: Iterable[Judged]) -> tuple[list[bool], list[bool], list[str]]:
+    """Whether the estimate orders each same-workload layout pair like the measurement: per GPU, per user, and the
+    disagreeing pairs in words."""
+    groups: dict[tuple, list[ValidationRow]] = {}
+    for j in rows:
+        key = _workload_key(j)
+        if key is not None:
+            groups.setdefault(key, []).append(j.result)
+    per_gpu, per_user, wrong = [], [], []
+    for key, members in groups.items():
+        for a, b in itertools.combinations(members, 2):
+            if a.row.setup.label == b.row.setup.label:  # type: ignore[union-attr]
+                continue
+            g = _same_order(
+                a.estimate.tok_s_per_gpu,
+                b.estimate.tok_s_per_gpu,
+                a.row.measured_tok_s_per_gpu,
+                b.row.measured_tok_s_per_gpu,
+            )
+            if g is not None:
+                per_gpu.append(g)
+                if not g:
+                    wrong.append(
+                        f"{key[0]} {key[2]} {key[3]} {key[4]}/{key[5]} {key[6]}: {a.row.setup.label} "  # type: ignore[union-attr]
+                        f"(line {a.row.line}) vs {b.row.setup.label} (line {b.row.line}); measured "  # type: ignore[union-attr]
+                        f"{a.row.measured_tok_s_per_gpu:.0f} vs {b.row.measured_tok_s_per_gpu:.0f}, estimated "
+                        f"{a.estimate.tok_s_per_gpu:.0f} vs {b.estimate.tok_s_per_gpu:.0f} tok/s per GPU"
+                    )
+            if key[7] == "point":
+                u = _same_order(
+                    a.estimate.tok_s_per_request,
+                    b.estimate.tok_s_per_request,
+                    a.row.measured_tok_s_per_request,
+                    b.row.measured_tok_s_per_request,
+                )
+                if u is not None:
+                    per_user.append(u)
+    return per_gpu, per_user, wrong
+
+
+def _share(flags: Sequence[bool]) -> str:
+    return f"{sum(flags)}/{len(flags)} = {sum(flags) / len(flags):.0%}" if flags else "-"
+
+
+def load(path: Path) -> list[Judged]:
+    """``validate``'s rows (default preset), each with the CSV cells it was read from."""
+    cells = {int(c["line"]): c for c in read_measured(path)}
+    return [Judged(r, cells[r.row.line]) for r in validate(path)]
+
+
+def report(name: str, rows: list[Judged], since: int, show_wrong: bool) -> None:
+    s = summarise([j.result for j in rows])
+    modern = [j for j in rows if is_modern(j, since)]
+    sm = summarise([j.result for j in modern])
+    print(f"== {name}: {s.rows} rows, {s.compared} with a verdict ({sm.compared} of them modern, {since} or later)")
+    print(f"bound holds: all {s.bounded}/{s.compared}" + (f" = {s.fraction_bounded:.1%}" if s.compared else ""))
+    print(f"bound holds: modern {sm.bounded}/{sm.compared}" + (f" = {sm.fraction_bounded:.1%}" if sm.compared else ""))
+    print(
+        f"median |estimate/measured - 1|, tok/s per GPU: all {_median(per_gpu_errors(rows))}; "
+        f"modern {_median(per_gpu_errors(modern))}"
+    )
+    print(
+        f"median |estimate/measured - 1|, tok/s per user (point rows): all {_median(per_user_errors(rows))}; "
+        f"modern {_median(per_user_errors(modern))}"
+    )
+    gpu, user, wrong = layout_pairs(rows)
+    print(f"layout pairs ordered like the measurement: tok/s per GPU {_share(gpu)}; tok/s per user {_share(user)}")
+    if show_wrong:
+        for w in wrong:
+            print(f"  misordered: {w}")
+    print(
+        "| framework | rows | verdicts | bound holds | median bound/measured | median est. error per GPU | per user |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    families: dict[str, list[Judged]] = {}
+    for j in rows:
+        families.setdefault(framework_family(j.result.row.framework), []).append(j)
+    for fam, members in sorted(families.items(), key=lambda kv: -len(kv[1])):
+        f = summarise([j.result for j in members])
+        ratio = f"{f.median_ratio:.2f}" if f.median_ratio is not None else "-"
+        print(
+            f"| {fam} | {f.rows} | {f.compared} | {f.bounded} | {ratio} | "
+            f"{_median(per_gpu_errors(members))} | {_median(per_user_errors(members))} |"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("files", nargs="+", type=Path, help="measured-points CSVs")
+    parser.add_argument("--since", type=int, default=2025, help="first year of 'modern' rows (default 2025)")
+    parser.add_argument(
+        "--show-misordered", action="store_true", help="list the layout pairs ordered unlike the measurement"
+    )
+    args = parser.parse_args(argv)
+    everything: list[Judged] = []
+    for path in args.files:
+        rows = load(path)
+        everything += rows
+        report(str(path), rows, args.since, args.show_misordered)
+    if len(args.files) > 1:
+        report("all files", everything, args.since, False)
+
+
+if __name__ == "__main__":
+    main()
