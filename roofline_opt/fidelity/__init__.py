@@ -5,7 +5,8 @@ headline results and the answer's sensitivity to contested assumptions.
 ``measured``) to a setup and checks the roofline bound (prediction >= measurement). ``calibrate`` fits an engine
 profile's efficiencies (FLOP, HBM, NCCL latency and kernel launch factors) to the rows of each accelerator,
 regularised towards a prior profile inside physical bounds, and returns the calibrated profile (``calibration``).
-``reproduce`` compares our integer frontiers with the notebook's continuous headline numbers (physics.md section 8). ``sensitivity`` re-solves a frontier with the contested assumptions moved.
+``reproduce`` compares our integer frontiers with the notebook's continuous headline numbers (physics.md
+section 8). ``sensitivity`` re-solves a frontier with the contested assumptions moved.
 
 May import: the public API (``roofline_opt.api``), the catalog, the physics, the report and the base modules.
 """

@@ -54,7 +54,8 @@ def fitted_rows(rows: Sequence[MeasuredRow]) -> list[tuple[MeasuredRow, Measured
 
 @dataclass(frozen=True)
 class AcceleratorFit:
-    """One accelerator's fit: prior and fitted values, which were fitted and why the others were held, errors."""
+    """One accelerator's fit: prior and fitted values, the coordinates fitted (``fit.COORDINATES``) and why the others
+    were held, errors (median |estimate / measured - 1| and rms of ln(estimate / measured))."""
 
     gpu: str
     rows: int
@@ -72,12 +73,12 @@ class AcceleratorFit:
     log_error_quantiles: tuple[float, float]
 
     def entry(self, source_file: str) -> AcceleratorEfficiency:
-        held = "; ".join(f"{p} held at the prior ({why})" for p, why in self.held_because.items())
+        held = "; ".join(f"{p} held ({why})" for p, why in self.held_because.items())
         source = f"calibrated on {source_file}, {self.rows} rows: fitted {', '.join(self.fitted) or 'nothing'}"
         return AcceleratorEfficiency(
             accelerators=(self.gpu,),
             source=source + (f"; {held}" if held else ""),
-            fitted=self.fitted,
+            fitted=moved(self.fitted),
             rows=self.rows,
             log_error_quantiles=self.log_error_quantiles,
             **{p: float(self.values[p]) for p in PARAMETERS},
@@ -93,19 +94,42 @@ def _rms(log_errors: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(log_errors))))
 
 
-def fit_accelerator(gpu: str, setups: Sequence[MeasuredSetup], measured: np.ndarray, preset: Preset) -> AcceleratorFit:
-    """The fit of one accelerator's rows (``setups`` and their measured tok/s per request) under ``preset``."""
+def predictor(setups: Sequence[MeasuredSetup], preset: Preset) -> fit.Predict:
+    """tok/s per request of ``setups`` (points x setups) at parameter points, ``preset`` setting everything else."""
     comps, index = components.build(setups, preset, fit.BOUNDS["network_latency_factor"])
 
     def predict(points: np.ndarray) -> np.ndarray:
         return comps.tok_s_per_request(points)[:, index]
 
-    prior = np.array([float(getattr(preset, p)) for p in PARAMETERS])
+    return predict
+
+
+def prior_values(preset: Preset) -> np.ndarray:
+    return np.array([float(getattr(preset, p)) for p in PARAMETERS])
+
+
+def fit_values(predict: fit.Predict, measured: np.ndarray, prior: np.ndarray) -> tuple[np.ndarray, fit.Identification]:
+    """The calibrated values of rows predicted by ``predict`` and what the rows identify."""
     found = fit.identify(predict, measured, prior)
-    values = fit.fit(predict, measured, prior, found.fitted)[0]
+    return fit.fit(predict, measured, prior, found.fitted)[0], found
+
+
+def moved(coordinates: tuple[str, ...]) -> tuple[str, ...]:
+    """The parameters fitted coordinates move (all four with the common speed scale)."""
+    if "speed_scale" in coordinates:
+        return PARAMETERS
+    return tuple(p for p in PARAMETERS if p in coordinates)
+
+
+def fit_accelerator(gpu: str, setups: Sequence[MeasuredSetup], measured: np.ndarray, preset: Preset) -> AcceleratorFit:
+    """The fit of one accelerator's rows (``setups`` and their measured tok/s per request) under ``preset``."""
+    predict = predictor(setups, preset)
+    prior = prior_values(preset)
+    coordinates, found = fit_values(predict, measured, prior)
+    values = fit.values_at(prior, coordinates[None, :])[0]
     own = np.log(predict(values[None, :])[0] / measured)
     before = np.log(predict(prior[None, :])[0] / measured)
-    held_out = fit.leave_one_out(predict, measured, prior, found.fitted, values) if len(measured) > 1 else own
+    held_out = fit.leave_one_out(predict, measured, prior, found.fitted, coordinates) if len(measured) > 1 else own
     low, high = (float(np.quantile(-held_out, q)) for q in LOG_ERROR_QUANTILES)
     return AcceleratorFit(
         gpu=gpu,

@@ -10,10 +10,14 @@ linear beyond it, so a few rows the model misdescribes do not drag the fit (the 
 minimised by projected Levenberg-Marquardt inside ``BOUNDS`` (iteratively reweighted Gauss-Newton steps,
 central-difference Jacobians, every point of every fit evaluated at once by ``Components``).
 
-A parameter is fitted only when the rows identify it: taken in order of the rows' Fisher information (J^T J /
-ROW_LOG_SCALE^2 at the prior), its information conditional on the parameters already chosen (the Schur complement)
-must reach IDENTIFIED_INFORMATION / PRIOR_LOG_WIDTH^2 (the rows know it at least as well as the prior does), and at
-most rows - 1 parameters are fitted. The others are held at the prior profile's value, with the reason.
+The fit moves ``COORDINATES``: first a common speed scale (``SCALE_DIRECTION``: FLOP and HBM efficiency up by a
+factor, the latency and launch factors down by it, so every time term but collective bandwidth scales together: the
+physical counterpart of a per-accelerator median-ratio scale, with prior width SCALE_LOG_WIDTH), then each parameter's
+own log-deviation (prior width PRIOR_LOG_WIDTH). A coordinate is fitted only when the rows identify it: the scale
+first, then the others in order of the rows' Fisher information (J^T J / ROW_LOG_SCALE^2 at the prior), each one's
+information conditional on the coordinates already chosen (the Schur complement) must reach IDENTIFIED_INFORMATION
+times its prior's (1 / width^2: the rows know it at least as well as the prior does), and a fit of k coordinates
+needs at least k + 1 rows. The others are held at the prior profile's value, with the reason.
 """
 
 from __future__ import annotations
@@ -34,7 +38,19 @@ BOUNDS: dict[str, tuple[float, float]] = {
 """Physical ranges of the fitted values (docs/calibration.md states the sources of each)."""
 
 PRIOR_LOG_WIDTH = float(np.log(1.5))
-"""Prior standard deviation of ln(value / prior value): a factor of 1.5 is one standard deviation."""
+"""Prior standard deviation of a parameter's own ln(value / prior value): a factor of 1.5 is one standard deviation."""
+
+SCALE_LOG_WIDTH = float(np.log(2.0))
+"""Prior standard deviation of the common speed scale's log: engines and their versions differ by up to ~2x on the
+same accelerator (issue 23: estimate / measured medians 0.94 to 2.5 across engines of one year)."""
+
+SCALE_DIRECTION = np.array([1.0, 1.0, -1.0, -1.0])
+"""d ln(value) / d ln(speed scale) of PARAMETERS: all time terms but collective bandwidth divided by the scale."""
+
+COORDINATES = ("speed_scale", *PARAMETERS)
+BASIS = np.vstack([SCALE_DIRECTION, np.eye(len(PARAMETERS))])
+"""ln(values) = ln(prior) + coordinates @ BASIS (clipped to BOUNDS)."""
+WIDTHS = np.array([SCALE_LOG_WIDTH] + [PRIOR_LOG_WIDTH] * len(PARAMETERS))
 
 ROW_LOG_SCALE = 0.2
 """Scatter of ln(measured / estimate) assumed per row (the issue's 14-22% median errors)."""
@@ -44,7 +60,7 @@ IDENTIFIED_INFORMATION = 1.0
 prior's (1 / PRIOR_LOG_WIDTH^2)."""
 
 STEP = 1e-4
-"""Central-difference step in ln(value)."""
+"""Central-difference step of a coordinate."""
 
 MAX_ITERATIONS = 60
 LOO_ITERATIONS = 20
@@ -60,9 +76,18 @@ def _chunked(predict: Predict, points: np.ndarray) -> np.ndarray:
     return np.concatenate([predict(points[i : i + CHUNK_POINTS]) for i in range(0, len(points), CHUNK_POINTS)])
 
 
+_LOW = np.log([BOUNDS[p][0] for p in PARAMETERS])
+_HIGH = np.log([BOUNDS[p][1] for p in PARAMETERS])
+
+
+def values_at(prior: np.ndarray, coordinates: np.ndarray) -> np.ndarray:
+    """Parameter values (fits x PARAMETERS) at coordinates (fits x COORDINATES), inside BOUNDS."""
+    return np.exp(np.clip(np.log(prior) + coordinates @ BASIS, _LOW, _HIGH))
+
+
 @dataclass(frozen=True)
 class Identification:
-    """Which parameters the rows identify, the information behind each and the reason a held one is held."""
+    """Which coordinates the rows identify, the information behind each and why a held one is held."""
 
     fitted: tuple[str, ...]
     information: dict[str, float]
@@ -70,45 +95,42 @@ class Identification:
 
 
 def identify(predict: Predict, measured: np.ndarray, prior: np.ndarray) -> Identification:
-    """Greedy choice by conditional Fisher information at the prior (module docstring)."""
+    """Greedy choice by conditional Fisher information at the prior, the scale first (module docstring)."""
     n = len(measured)
-    jac = _jacobian(predict, np.log(prior)[None, :], np.ones((1, n)))[0] / ROW_LOG_SCALE
+    every = np.ones(len(COORDINATES), dtype=bool)
+    jac = _jacobian(predict, prior, np.zeros((1, len(COORDINATES))), every, np.ones((1, n)))[0] / ROW_LOG_SCALE
     info = jac.T @ jac
-    need = IDENTIFIED_INFORMATION / PRIOR_LOG_WIDTH**2
-    order = sorted(range(len(PARAMETERS)), key=lambda j: -info[j, j])
+    order = [0] + sorted(range(1, len(COORDINATES)), key=lambda j: -info[j, j])
     chosen: list[int] = []
     information, held = {}, {}
     for j in order:
-        if chosen:
-            a = info[np.ix_(chosen, chosen)]
-            b = info[np.ix_(chosen, [j])]
-            conditional = float(info[j, j] - (b.T @ np.linalg.pinv(a) @ b)[0, 0])
-        else:
-            conditional = float(info[j, j])
-        information[PARAMETERS[j]] = conditional
-        if len(chosen) + 1 > n - 1:
-            held[PARAMETERS[j]] = f"{n} rows fit at most {max(n - 1, 0)} parameters (rows >= parameters + 1)"
+        a, b = info[np.ix_(chosen, chosen)], info[np.ix_(chosen, [j])]
+        conditional = float(info[j, j] - (b.T @ np.linalg.pinv(a) @ b)[0, 0]) if chosen else float(info[j, j])
+        need = IDENTIFIED_INFORMATION / WIDTHS[j] ** 2
+        information[COORDINATES[j]] = conditional
+        if len(chosen) + 2 > n:
+            held[COORDINATES[j]] = f"{n} rows fit at most {max(n - 1, 0)} coordinates (rows >= fitted + 1)"
         elif conditional < need:
-            held[PARAMETERS[j]] = (
-                f"rows do not identify it: information {conditional:.3g} < {need:.3g} (the prior's)"
-                + (" given " + ", ".join(PARAMETERS[c] for c in chosen) if chosen else "")
-            )
+            given = " given " + ", ".join(COORDINATES[c] for c in chosen) if chosen else ""
+            held[COORDINATES[j]] = f"rows do not identify it: information {conditional:.3g} < {need:.3g}{given}"
         else:
             chosen.append(j)
-    return Identification(tuple(PARAMETERS[j] for j in sorted(chosen)), information, held)
+    return Identification(tuple(COORDINATES[j] for j in sorted(chosen)), information, held)
 
 
-def _residuals(predict: Predict, u: np.ndarray, measured: np.ndarray) -> np.ndarray:
-    """ln(estimate / measured) of every row (fits x rows) at log-parameters u (fits x PARAMETERS)."""
-    return np.log(_chunked(predict, np.exp(u))) - np.log(measured)
+def _log_estimates(predict: Predict, prior: np.ndarray, v: np.ndarray) -> np.ndarray:
+    return np.log(_chunked(predict, values_at(prior, v)))
 
 
-def _jacobian(predict: Predict, u: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """d residual / d u (fits x rows x PARAMETERS), central differences, rows scaled by ``weights`` (fits x rows)."""
-    k = u.shape[1]
-    shifts = np.concatenate([np.eye(k), -np.eye(k)]) * STEP
-    points = (u[:, None, :] + shifts[None]).reshape(-1, k)
-    values = np.log(_chunked(predict, np.exp(points))).reshape(len(u), 2 * k, -1)
+def _jacobian(predict: Predict, prior: np.ndarray, v: np.ndarray, on: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """d ln(estimate) / d coordinate (fits x rows x free coordinates), central differences, rows x ``weights``."""
+    idx = np.flatnonzero(on)
+    k = len(idx)
+    shifts = np.zeros((2 * k, len(COORDINATES)))
+    shifts[np.arange(k), idx] = STEP
+    shifts[k + np.arange(k), idx] = -STEP
+    points = (v[:, None, :] + shifts[None]).reshape(-1, len(COORDINATES))
+    values = _log_estimates(predict, prior, points).reshape(len(v), 2 * k, -1)
     jac = (values[:, :k] - values[:, k:]) / (2 * STEP)
     return np.transpose(jac, (0, 2, 1)) * weights[:, :, None]
 
@@ -122,66 +144,56 @@ def fit(
     start: np.ndarray | None = None,
     iterations: int = MAX_ITERATIONS,
 ) -> np.ndarray:
-    """Minimise the loss for each fit (one per row of ``weights``, fits x rows: 1 counts a row, 0 leaves it out),
-    ``free`` parameters moving inside BOUNDS from ``start`` (default the prior), the rest held at the prior.
-    Returns values (fits x PARAMETERS)."""
+    """Minimise the loss for each fit (one per row of ``weights``, fits x rows: 1 counts a row, 0 leaves it out) over
+    the ``free`` COORDINATES from ``start`` (fits x COORDINATES; default 0, the prior). Returns the coordinates."""
     weights = np.ones((1, len(measured))) if weights is None else weights
     m = len(weights)
-    u0 = np.log(prior)
-    lo = np.log([BOUNDS[p][0] for p in PARAMETERS])
-    hi = np.log([BOUNDS[p][1] for p in PARAMETERS])
-    on = np.array([p in free for p in PARAMETERS])
+    on = np.array([c in free for c in COORDINATES])
+    v = np.zeros((m, len(COORDINATES))) if start is None else np.array(start, dtype=float)
     if not on.any():
-        return np.tile(prior, (m, 1))
-    u = (
-        np.tile(np.clip(u0, lo, hi), (m, 1))
-        if start is None
-        else np.log(np.tile(start, (m, 1)) if start.ndim == 1 else start)
-    )
-    u = np.where(on, np.clip(u, lo, hi), u0)
+        return v
+    log_measured = np.log(measured)
 
-    def loss(u: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        z = _residuals(predict, u, measured) * weights / ROW_LOG_SCALE
-        rows = np.sum(2.0 * (np.sqrt(1.0 + z**2) - 1.0), axis=1)
-        return rows + np.sum(np.where(on, (u - u0) / PRIOR_LOG_WIDTH, 0.0) ** 2, axis=1)
+    def loss(v: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        z = (_log_estimates(predict, prior, v) - log_measured) * weights / ROW_LOG_SCALE
+        return np.sum(2.0 * (np.sqrt(1.0 + z**2) - 1.0), axis=1) + np.sum((v / WIDTHS) ** 2, axis=1)
 
-    current = loss(u, weights)
+    current = loss(v, weights)
     damping = np.full(m, 1e-3)
     active = np.ones(m, dtype=bool)
     idx = np.flatnonzero(on)
+    eye = np.eye(len(idx))
     for _ in range(iterations):
         if not active.any():
             break
         a = np.flatnonzero(active)
-        z = _residuals(predict, u[a], measured) * weights[a] / ROW_LOG_SCALE
-        jac = _jacobian(predict, u[a], weights[a])[:, :, idx] / ROW_LOG_SCALE
+        z = (_log_estimates(predict, prior, v[a]) - log_measured) * weights[a] / ROW_LOG_SCALE
+        jac = _jacobian(predict, prior, v[a], on, weights[a]) / ROW_LOG_SCALE
         robust = 1.0 / np.sqrt(1.0 + z**2)  # soft-L1: each row's weight in the Gauss-Newton step (IRLS)
-        prior_r = (u[a][:, idx] - u0[idx]) / PRIOR_LOG_WIDTH
-        gradient = np.einsum("mrk,mr->mk", jac, robust * z) + prior_r / PRIOR_LOG_WIDTH
-        hessian = np.einsum("mrk,mr,mrl->mkl", jac, robust, jac) + np.eye(len(idx)) / PRIOR_LOG_WIDTH**2
-        trial = u[a].copy()
-        scaled = (
-            hessian + damping[a, None, None] * np.eye(len(idx)) * np.diagonal(hessian, axis1=1, axis2=2)[:, None, :]
-        )
-        trial[:, idx] = np.clip(trial[:, idx] - np.linalg.solve(scaled, gradient[..., None])[..., 0], lo[idx], hi[idx])
+        gradient = np.einsum("mrk,mr->mk", jac, robust * z) + v[a][:, idx] / WIDTHS[idx] ** 2
+        hessian = np.einsum("mrk,mr,mrl->mkl", jac, robust, jac) + np.diag(1.0 / WIDTHS[idx] ** 2)
+        scaled = hessian + damping[a, None, None] * eye * np.diagonal(hessian, axis1=1, axis2=2)[:, None, :]
+        trial = v[a].copy()
+        trial[:, idx] -= np.linalg.solve(scaled, gradient[..., None])[..., 0]
         new = loss(trial, weights[a])
         better = new < current[a]
-        moved = np.max(np.abs(trial - u[a]), axis=1)
-        u[a[better]] = trial[better]
+        moved = np.max(np.abs(trial - v[a]), axis=1)
+        v[a[better]] = trial[better]
         current[a[better]] = new[better]
         damping[a] = np.where(better, damping[a] / 3, damping[a] * 10)
         done = (better & (moved < 1e-9)) | (damping[a] > 1e8)
         active[a[done]] = False
-    return np.exp(u)
+    return v
 
 
 def leave_one_out(
     predict: Predict, measured: np.ndarray, prior: np.ndarray, free: tuple[str, ...], full: np.ndarray
 ) -> np.ndarray:
-    """ln(estimate / measured) of each row under the fit to the other rows (started from the full fit)."""
+    """ln(estimate / measured) of each row under the fit to the other rows (started from the full fit's
+    coordinates ``full``)."""
     n = len(measured)
     if n < 2 or not free:
-        return np.log(predict(full[None, :])[0] / measured)
+        return np.log(predict(values_at(prior, full[None, :]))[0] / measured)
     out = np.empty(n)
     size = max(1, CHUNK_POINTS // (2 * len(free) + 1))
     for first in range(0, n, size):
@@ -191,6 +203,6 @@ def leave_one_out(
         values = fit(
             predict, measured, prior, free, weights, start=np.tile(full, (len(rows), 1)), iterations=LOO_ITERATIONS
         )
-        predicted = _chunked(predict, values)
+        predicted = _chunked(predict, values_at(prior, values))
         out[rows] = np.log(predicted[np.arange(len(rows)), rows] / measured[rows])
     return out
