@@ -162,10 +162,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
                 "prior": [f.prior[p] for p in fidelity.FIT_PARAMETERS],
                 "calibrated": [f.values[p] for p in fidelity.FIT_PARAMETERS],
                 "bounds": [f"{BOUNDS[p][0]:g}-{BOUNDS[p][1]:g}" for p in fidelity.FIT_PARAMETERS],
-                "fitted": [p in f.fitted for p in fidelity.FIT_PARAMETERS],
+                "fitted": [_how_fitted(p, f.fitted) for p in fidelity.FIT_PARAMETERS],
             }
         )
-        print(f"\n{f.gpu}: {f.rows} rows")
+        scaled = "speed_scale" in f.fitted
+        print(
+            f"\n{f.gpu}: {f.rows} rows"
+            + ("; common speed scale fitted (every parameter moves with it)" if scaled else "")
+        )
         print(report.frame_to_table(table))
         print(
             "median |estimate / measured - 1|: prior "
@@ -178,6 +182,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if args.out:
         print(f"\nwrote {args.out} (profile {result.profile.name}): use it with --profile {args.out}")
     return 0
+
+
+def _how_fitted(parameter: str, coordinates: tuple[str, ...]) -> str:
+    """``own`` (its own deviation fitted, with the common scale if fitted), ``scale`` (moved by the common speed
+    scale only) or ``held`` (at the prior's value)."""
+    if parameter in coordinates:
+        return "own"
+    return "scale" if "speed_scale" in coordinates else "held"
 
 
 def run_reproduce(args: argparse.Namespace) -> int:
