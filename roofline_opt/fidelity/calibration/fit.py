@@ -76,13 +76,13 @@ def _chunked(predict: Predict, points: np.ndarray) -> np.ndarray:
     return np.concatenate([predict(points[i : i + CHUNK_POINTS]) for i in range(0, len(points), CHUNK_POINTS)])
 
 
-_LOW = np.log([BOUNDS[p][0] for p in PARAMETERS])
-_HIGH = np.log([BOUNDS[p][1] for p in PARAMETERS])
+_LOW_VALUES = np.array([BOUNDS[p][0] for p in PARAMETERS])
+_HIGH_VALUES = np.array([BOUNDS[p][1] for p in PARAMETERS])
 
 
 def values_at(prior: np.ndarray, coordinates: np.ndarray) -> np.ndarray:
     """Parameter values (fits x PARAMETERS) at coordinates (fits x COORDINATES), inside BOUNDS."""
-    return np.exp(np.clip(np.log(prior) + coordinates @ BASIS, _LOW, _HIGH))
+    return np.clip(np.exp(np.log(prior) + coordinates @ BASIS), _LOW_VALUES, _HIGH_VALUES)
 
 
 @dataclass(frozen=True)
