@@ -139,3 +139,12 @@ def test_an_engine_without_rows_is_refused_naming_the_option() -> None:
     code, _, err = _run(["calibrate", "--measured", str(MEASURED), "--engine", "sglang", "--engine-version", "9.9"])
     assert code == EXIT_BAD_INPUT
     assert "--measured" in err and "sglang" in err
+
+
+def test_one_step_held_out_errors_are_close_to_refits(h100) -> None:
+    predict, measured, prior = h100
+    found = fit.identify(predict, measured, prior)
+    full = fit.fit(predict, measured, prior, found.fitted)[0]
+    exact = fit.leave_one_out(predict, measured, prior, found.fitted, full)
+    one_step = fit._one_step_held_out(predict, measured, prior, found.fitted, full)
+    assert np.median(np.abs(one_step - exact)) < 0.1 * np.median(np.abs(exact))

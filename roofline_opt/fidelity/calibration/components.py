@@ -149,6 +149,13 @@ def _parts(f: StepFigures, shape: tuple[int, ...]) -> dict[str, np.ndarray]:
     }
 
 
+def _sum_into(values: np.ndarray, target: np.ndarray, size: int) -> np.ndarray:
+    """(points x size) sums of ``values`` (points x items) by item -> ``target`` index (one bincount)."""
+    points = values.shape[0]
+    at = (np.arange(points)[:, None] * size + target[None, :]).ravel()
+    return np.bincount(at, weights=values.ravel(), minlength=points * size).reshape(points, size)
+
+
 @dataclass(frozen=True)
 class _Network:
     """Network seconds of steps as functions of the latency factor f: ``affine[0] + affine[1] * f`` plus, for the
@@ -165,7 +172,7 @@ class _Network:
         out = self.affine[0] + self.affine[1] * f[:, None]
         if len(self.step):
             kept = self.count * np.min(self.latency_s * f[:, None, None] + self.rest_s, axis=-1)
-            np.add.at(out.T, self.step, kept.T)
+            out = out + _sum_into(kept, self.step, out.shape[1])
         return out
 
 
@@ -227,9 +234,7 @@ class Components:
     def tok_s_per_request(self, points: np.ndarray) -> np.ndarray:
         """tok/s per request of every setup (points x setups) at parameter points (points x PARAMETERS)."""
         weighted = self.step_time_s(points) * self.weight
-        total = np.zeros((weighted.shape[0], self.n_setups))
-        np.add.at(total.T, self.step_setup, weighted.T)
-        return self.numerator / total
+        return self.numerator / _sum_into(weighted, self.step_setup, self.n_setups)
 
 
 def build(
