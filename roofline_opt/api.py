@@ -22,6 +22,10 @@ cluster : a cluster file (GraphML, node-link JSON or YAML) or a catalog cluster 
 usd_per_gpu_hour : price overrides for this question, ``"h100-sxm=2.5,h200=3.2"`` or a mapping name -> $/GPU-hour.
 method : "mip" (HiGHS) or "enumerate" (brute force). time_limit_s, mip_gap : HiGHS options.
 kv_bits : KV-cache precision(s) offered (16, 8, 4; default 16), independent of the weight precision.
+engine : "vllm", "sglang" or "trtllm": that engine's packaged profile (efficiencies per accelerator family, memory
+    settings, default chunk and KV precision, deployable layouts; docs/profiles/). profile : a profile name or YAML
+    file (``calibrate`` writes one); it wins over ``engine``'s packaged profile (their engines must match). Neither:
+    the preset alone (the neutral profile's physics).
 
 Whole requests (physics.md 10.1-10.4; without them every figure is the paper's decode step at ``context``):
 isl, osl : input and output tokens per request; the decode context is then I + O / 2 unless ``context`` is given.
@@ -55,6 +59,7 @@ from roofline_opt.optimize.offers import (
     modern_defaults,
     weight_bits_offered,
 )
+from roofline_opt.optimize.profile_offers import apply_profile, resolve_profile
 from roofline_opt.optimize.queries import Prepared, SolverOptions, prepare, solve_prepared
 from roofline_opt.optimize.queries import top_n as _top_n
 from roofline_opt.optimize.results import Answer, Setup, reevaluate
@@ -78,6 +83,7 @@ from roofline_opt.optimize.space import DEFAULT_TP_DEGREES as _TP
 from roofline_opt.optimize.sweep import frontier_answers, is_monotone, preferred_index
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics.evaluator import DEFAULT_KV_BITS, KV_BITS
+from roofline_opt.physics.profiles import EngineProfile
 from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
 
 if TYPE_CHECKING:
@@ -180,8 +186,11 @@ def question(
     demand_req_s: float | None = None,
     max_utilisation: float = 1.0,
     usd_per_gpu_hour: str | Mapping[str, float] | None = None,
+    engine: str | None = None,
+    profile: str | EngineProfile | None = None,
 ) -> Question:
     """A validated Question (see the module docstring for every parameter)."""
+    engine_profile = resolve_profile(engine, profile, str(preset))
     prices = parse_price_overrides("usd_per_gpu_hour", usd_per_gpu_hour)
     spec, suffix_bits = _model(model)
     preset = checks.choice("preset", preset, PRESETS)
@@ -222,7 +231,7 @@ def question(
     utilisation = checks.positive_float("max_utilisation", max_utilisation)
     if utilisation > 1.0:
         raise InvalidInput("max_utilisation", f"must be in (0, 1]. Got {max_utilisation!r} instead.")
-    return Question(
+    question = Question(
         model=spec,
         gpus=with_prices(gpus, prices, "usd_per_gpu_hour"),
         weight_bits=weight_bits_offered(weight_bits, suffix_bits, native_bits),
@@ -253,6 +262,9 @@ def question(
         max_utilisation=utilisation,
         max_instances=checks.positive_int("max_instances", max_instances),
         **roles,
+    )
+    return apply_profile(
+        question, engine_profile, kv_bits_given=kv_bits is not None, chunk_given=chunk_tokens is not None
     )
 
 
@@ -503,6 +515,8 @@ def evaluate(
     acceptance: float = DEFAULT_ACCEPTANCE,
     preset: str = "default",
     usd_per_gpu_hour: str | Mapping[str, float] | None = None,
+    engine: str | None = None,
+    profile: str | EngineProfile | None = None,
 ) -> pd.Series:
     """Every figure of one fully specified setup (``gamma`` draft tokens per step with ``draft``), as the same
     unit-named fields an answer of ``fastest``/``cheapest`` carries; the setup need not fit in memory
@@ -527,6 +541,8 @@ def evaluate(
         gamma_max=gamma,
         preset=preset,
         usd_per_gpu_hour=usd_per_gpu_hour,
+        engine=engine,
+        profile=profile,
     )
     if len(q.gpus) != 1 or len(q.weight_bits) != 1:
         raise InvalidInput("gpu", "must name one accelerator and one weight precision for evaluate")
@@ -563,14 +579,22 @@ def plan(
     time_limit_s: float | None = None,
     mip_gap: float = 1e-4,
     baseline: bool = False,
+    engine: str | None = None,
+    profile: str | EngineProfile | None = None,
 ):
     """A fleet plan (``optimize.fleet.FleetPlan``) for a fleet file path or the same structure as a dict;
-    ``baseline`` also plans each model alone and packs the results, for comparison (single-period fleets)."""
+    ``baseline`` also plans each model alone and packs the results, for comparison (single-period fleets);
+    ``engine``/``profile`` price every model's question under that profile."""
+    import functools
+
     from roofline_opt.optimize import fleet as fl
 
+    question_of: Callable[..., Question] = question
+    if engine is not None or profile is not None:
+        question_of = functools.partial(question, engine=engine, profile=resolve_profile(engine, profile))
     is_path = isinstance(fleet, str | os.PathLike)
     fleet = catalog.data_file(fleet) if is_path else fleet  # instances/fleets/... ship with the package
-    spec = fl.load_fleet_file(fleet, question) if is_path else fl.parse_fleet(fleet, question)
+    spec = fl.load_fleet_file(fleet, question_of) if is_path else fl.parse_fleet(fleet, question_of)
     answer = fl.plan_fleet(spec, method, _options(time_limit_s, mip_gap))
     if baseline:
         from roofline_opt.optimize.fleet.baseline import per_model_baseline

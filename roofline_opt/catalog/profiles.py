@@ -10,6 +10,7 @@ reads back to an equal profile. The schema: docs/profiles/index.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,18 @@ MAX_LOG_ERROR = 5.0
 """Largest |ln(measured / estimate)| quantile a profile may state (a factor of ~150)."""
 
 
+ENGINE_WORDS = (("sglang", "sglang"), ("tensorrt-llm", "trtllm"), ("trt-llm", "trtllm"), ("vllm", "vllm"))
+"""Words of a measured row's framework text naming an engine with a profile (SGLang before vLLM: neither contains
+the other, but "NVIDIA Dynamo + TensorRT-LLM" is TensorRT-LLM's)."""
+
+
+def engine_of_framework(framework: str) -> str | None:
+    """The engine key a framework text names (``"TensorRT-LLM v0.6.1"`` -> ``"trtllm"``, ``"vLLM (ROCm)"`` ->
+    ``"vllm"``), or None (LMDeploy, ATOM, an API provider: no packaged profile)."""
+    low = framework.casefold()
+    return next((key for word, key in ENGINE_WORDS if word in low), None)
+
+
 def profile_names() -> list[str]:
     """Names of the packaged (and ROOFLINE_OPT_DATA) profiles."""
     return list(cards._card_index(PROFILES_SUBDIR))
@@ -63,6 +76,12 @@ def profile_names() -> list[str]:
 def list_profiles() -> list[EngineProfile]:
     """Every packaged profile, sorted by name."""
     return [load_profile(str(path)) for path in cards._card_index(PROFILES_SUBDIR).values()]
+
+
+@functools.lru_cache(maxsize=16)
+def packaged_profile(name: str) -> EngineProfile:
+    """A packaged profile by name, read once per process (the neutral one every default answer's interval uses)."""
+    return load_profile(str(cards._card_index(PROFILES_SUBDIR)[name]))
 
 
 def load_profile(name_or_path: str, field: str = "profile") -> EngineProfile:

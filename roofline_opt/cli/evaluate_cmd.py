@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roofline_opt import checks
+from roofline_opt.cli.engine_flag import add_engine_flags
 from roofline_opt.errors import InvalidInput
 from roofline_opt.physics import evaluator
 from roofline_opt.physics import requests as rq
-from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec
+from roofline_opt.physics.profiles import EngineProfile
+from roofline_opt.physics.specs import PRESETS, WEIGHT_BITS, GpuSpec, ModelSpec, Preset
 
 if TYPE_CHECKING:
     import numpy as np
@@ -154,10 +156,33 @@ class Setup:
 class _Specs:
     """Specs loaded once per run, keyed by the name or path the user gave."""
 
-    def __init__(self, prices: dict[str, float] | None = None) -> None:
+    def __init__(self, prices: dict[str, float] | None = None, profile: EngineProfile | None = None) -> None:
         self._models: dict[str, tuple[ModelSpec, int | None]] = {}
         self._gpus: dict[str, GpuSpec] = {}
         self._prices = prices or {}
+        self.profile = profile
+
+    def preset(self, setup: Setup, gpu: GpuSpec) -> Preset:
+        """The setup's physics on ``gpu``: the run's engine profile (--engine/--profile), else its preset."""
+        if self.profile is None:
+            return PRESETS[setup.preset]
+        if setup.preset != "default":
+            raise InvalidInput(
+                "--preset", f"excludes --engine/--profile (a profile sets the physics). Got {setup.preset}."
+            )
+        return self.profile.preset_for(gpu)
+
+    def interval_fields(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The profile's name and the ``*_low``/``*_high`` figures of one evaluated row (results.interval_fields)."""
+        from roofline_opt.catalog.profiles import NEUTRAL, packaged_profile
+        from roofline_opt.optimize.results import interval_fields
+
+        profile = self.profile
+        if profile is None and record.get("preset") == "default":
+            profile = packaged_profile(NEUTRAL)
+        entry = None if profile is None else profile.efficiency_named(str(record["gpu"]))
+        quantiles = None if entry is None else entry.log_error_quantiles
+        return {"profile": None if profile is None else profile.name, **interval_fields(record, quantiles)}
 
     def model(self, text: str, field: str) -> tuple[ModelSpec, int | None]:
         from roofline_opt import catalog
@@ -409,7 +434,7 @@ def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
 
     model = specs.model(setup.model, "model")[0]
     gpu = specs.gpu(setup.gpu, "gpu")
-    preset = PRESETS[setup.preset]
+    preset = specs.preset(setup, gpu)
     assert setup.isl is not None and setup.osl is not None  # a setup of whole requests (parse_setup gives both)
     workload = rq.Workload.single(setup.isl, setup.osl)
     layout = request_layout(setup)
@@ -424,6 +449,7 @@ def _evaluate_request(setup: Setup, specs: _Specs) -> dict[str, np.ndarray]:
             workload,
             (p_gpu, p_layout, float(setup.prefill_batch), setup.prefill_instances),
             (gpu, layout, batch, setup.decode_instances),
+            prefill_preset=specs.preset(setup, p_gpu),
         )
         # the xPyD unit is what is priced and served: its GPUs and $/hour, each side's kept beside them
         decode_gpus, prefill_gpus = setup.decode_instances * layout.n_gpus, setup.prefill_instances * p_layout.n_gpus
@@ -465,10 +491,11 @@ def _evaluate_group(setups: list[Setup], specs: _Specs) -> dict[str, np.ndarray]
         dp_attention=column("dp_attention"),
         a2a_overlap=column("two_batch_overlap"),
     )
+    gpu = specs.gpu(first.gpu, "gpu")
     return evaluator.evaluate(
         model,
-        specs.gpu(first.gpu, "gpu"),
-        PRESETS[first.preset],
+        gpu,
+        specs.preset(first, gpu),
         first.weight_bits,
         layout,
         column("batch"),
@@ -491,6 +518,7 @@ def evaluate_setups(setups: list[Setup], specs: _Specs) -> pd.DataFrame:
         figures = _evaluate_group([setups[i] for i in indices], specs)
         for position, i in enumerate(indices):
             rows[i] = _inputs(setups[i], specs) | {k: v[position].item() for k, v in figures.items()}
+            rows[i] |= specs.interval_fields(rows[i])
     return pd.DataFrame(rows)
 
 
@@ -546,8 +574,10 @@ def _table(frame: pd.DataFrame) -> str:
 def run(args: argparse.Namespace) -> int:
     from roofline_opt import files, report
     from roofline_opt.catalog.prices import parse_price_overrides
+    from roofline_opt.optimize.profile_offers import resolve_profile
 
-    specs = _Specs(parse_price_overrides("--usd-per-gpu-hour", args.usd_per_gpu_hour))
+    profile = resolve_profile(args.engine, args.profile)
+    specs = _Specs(parse_price_overrides("--usd-per-gpu-hour", args.usd_per_gpu_hour), profile)
     if args.csv:
         files.check_destination(args.csv, "--csv", inputs=(args.from_csv, args.model, args.gpu, args.draft))
     setups = setups_from_csv(args, specs) if args.from_csv else setups_from_flags(args, specs)
@@ -652,6 +682,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "--decode-instances", dest="decode_instances", default=1, help="disagg: decode instances y of the xPyD unit (1)"
     )
     p.add_argument("--from-csv", dest="from_csv", metavar="FILE", help="evaluate every row of this CSV")
+    add_engine_flags(p)
     p.add_argument("--json", action="store_true", help="print a JSON list of row objects instead of a table")
     p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")
     p.set_defaults(func=run, parser=p)

@@ -70,6 +70,29 @@ def _points(value: str) -> int:
     return checks.positive_int("--points", value, minimum=2, maximum=MAX_POINTS)
 
 
+def _row_profiles(args: argparse.Namespace):
+    """validate's engine profile per row: --profile or --engine for every row, else each row's own engine's packaged
+    profile (the framework column: vLLM, SGLang, TensorRT-LLM; other engines' rows stay neutral); None under
+    --preset paper without either flag."""
+    from roofline_opt.catalog.profiles import ENGINE_KEYS, engine_of_framework, load_profile
+    from roofline_opt.optimize.profile_offers import resolve_profile
+
+    if args.engine is not None or args.profile is not None:
+        chosen = resolve_profile(args.engine, args.profile, args.preset)
+        return lambda framework: chosen
+    if args.preset != "default":
+        return None
+    profiles = {engine: load_profile(engine) for engine in ENGINE_KEYS}
+    return lambda framework: profiles.get(engine_of_framework(framework) or "")
+
+
+def _profile_name(profile_of, row, preset: str) -> str | None:
+    if row.row.setup is None:
+        return None
+    profile = None if profile_of is None else profile_of(row.row.framework)
+    return profile.name if profile is not None else ("neutral" if preset == "default" else None)
+
+
 def run_validate(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -87,8 +110,9 @@ def run_validate(args: argparse.Namespace) -> int:
         from roofline_opt.report.html import check_html_destination
 
         check_html_destination(args.html, inputs=(args.measured,))
-    rows = fidelity.validate(catalog.data_file(args.measured), PRESETS[_preset(args.preset)])
-    records = [r.to_record() for r in rows]
+    profile_of = _row_profiles(args)
+    rows = fidelity.validate(catalog.data_file(args.measured), PRESETS[_preset(args.preset)], profile_of)
+    records = [r.to_record() | {"profile": _profile_name(profile_of, r, args.preset)} for r in rows]
     frame = pd.DataFrame(records)
     summary = fidelity.summarise(rows)
     if args.csv:
@@ -283,6 +307,16 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help="physics: default (realistic, the default) or paper; the bound takes its settings at peak FLOP/s and HBM "
         "bandwidth, the estimate its efficiencies",
     )
+    from roofline_opt.cli.engine_flag import add_profile_flag
+
+    p.add_argument(
+        "--engine",
+        metavar="NAME",
+        help="price every row's estimate with this engine's profile (vllm, sglang, trtllm; default: each row's own "
+        "engine's profile from its framework column, neutral for other engines; --profile neutral: the default preset "
+        "for every row)",
+    )
+    add_profile_flag(p)
     p.add_argument("--json", action="store_true", help="print a JSON list of row objects (summary on stderr)")
     p.add_argument("--csv", metavar="OUT", help="also write every field of every row to this CSV file")
     p.add_argument(

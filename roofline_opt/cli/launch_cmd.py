@@ -31,8 +31,12 @@ NOT_AN_ANSWER = (
 
 def add_emit_flags(p: argparse.ArgumentParser, points: bool = False) -> None:
     """--emit DIR and --engine (and --emit-point K for a frontier) on a query or plan command."""
+    from roofline_opt.cli.engine_flag import ENGINE_HELP as PHYSICS_AND_RECIPE_HELP
+    from roofline_opt.cli.engine_flag import add_profile_flag
+
     p.add_argument("--emit", metavar="DIR", help="write launch recipes for the answer into this folder (see --engine)")
-    p.add_argument("--engine", metavar="ENGINES", help=ENGINE_HELP)
+    p.add_argument("--engine", metavar="ENGINES", help=PHYSICS_AND_RECIPE_HELP)
+    add_profile_flag(p)
     if points:
         p.add_argument(
             "--emit-point",
@@ -48,8 +52,12 @@ def check_emit(args: argparse.Namespace, field: str = "--emit") -> None:
 
     folder = getattr(args, "emit" if field == "--emit" else "out", None)
     if folder is None:
-        if getattr(args, "engine", None) or getattr(args, "emit_point", None):
-            raise InvalidInput("--engine" if getattr(args, "engine", None) else "--emit-point", "needs --emit DIR")
+        if getattr(args, "emit_point", None):
+            raise InvalidInput("--emit-point", "needs --emit DIR")
+        if args.engine is not None:
+            from roofline_opt.cli.engine_flag import physics_engine
+
+            physics_engine(args)  # one engine: its profile; a list without --emit: an error naming --engine
         return
     deploy.parse_engines(args.engine, disaggregated=True)
     out = files.check_folder(folder, field)

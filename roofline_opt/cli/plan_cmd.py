@@ -237,6 +237,20 @@ def plot_plan(plan: FleetPlan, cluster: Any, domains: Sequence[Any], path: str) 
     files.save_figure_atomic(fig, path, "--plot")
 
 
+def _question_factory(args: argparse.Namespace):
+    """api.question, under the profile of --engine / --profile when given (every model of the fleet)."""
+    import functools
+
+    from roofline_opt import api
+    from roofline_opt.cli.engine_flag import physics_engine
+    from roofline_opt.optimize.profile_offers import resolve_profile
+
+    engine = physics_engine(args)
+    if engine is None and args.profile is None:
+        return api.question
+    return functools.partial(api.question, engine=engine, profile=resolve_profile(engine, args.profile))
+
+
 def run_plan(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -255,7 +269,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
     launch_cmd.check_emit(args)
 
-    spec = fl.load_fleet_file(catalog.data_file(args.fleet), api.question)
+    spec = fl.load_fleet_file(catalog.data_file(args.fleet), _question_factory(args))
     if args.plot and not spec.pool.has_graph:
         raise InvalidInput("--plot", "needs a fleet on a cluster graph (cluster:), not GPU counts")
     try:
@@ -277,7 +291,10 @@ def run_plan(args: argparse.Namespace) -> int:
         from roofline_opt.report import html
 
         html.write_html(pd.DataFrame(plan.rows), args.html, html.plan_chart(), f"fleet plan for {args.fleet}")
-    print(report.to_json_object(plan.to_record()) if args.json else plan_text(plan, args.fleet))
+    profile = next((m.question.profile for m in spec.models if m.question.profile is not None), None)
+    record = plan.to_record() | ({} if profile is None else {"profile": profile.name})
+    label = args.fleet if profile is None else f"{args.fleet} ({profile.name} profile)"
+    print(report.to_json_object(record) if args.json else plan_text(plan, label))
     launch_cmd.emit_plan(args, spec, plan)
     return 0
 

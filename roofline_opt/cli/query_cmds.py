@@ -95,6 +95,8 @@ API_FIELDS = (
     "utility_exponent",
     "method",
     "top_n",
+    "engine",
+    "profile",
 )
 """API parameter names whose errors are reported under their flag (``time_limit`` is ``--time-limit``)."""
 
@@ -104,7 +106,15 @@ def _question(args: argparse.Namespace) -> Question:
 
     if args.model is None:
         raise InvalidInput("--model", "is required (on the command line or in the --question file)")
-    return api.question(args.model, args.gpu, **{name: getattr(args, name) for name in SPACE_FIELDS})
+    from roofline_opt.cli.engine_flag import physics_engine
+
+    return api.question(
+        args.model,
+        args.gpu,
+        engine=physics_engine(args),
+        profile=args.profile,
+        **{name: getattr(args, name) for name in SPACE_FIELDS},
+    )
 
 
 # ----------------------------------------------------------------------------------------------- formatting
@@ -229,11 +239,13 @@ def _emit(
 
 def _answers_text(headline: str, records: Sequence[Mapping[str, Any]]) -> str:
     from roofline_opt import report
+    from roofline_opt.report.intervals import interval_line
 
     rows = summary_rows(records)
     if len(records) > 1:
         rows = [{"rank": rank} | row for rank, row in enumerate(rows, start=1)]
-    return "\n".join([headline, report.records_table(rows), _solver_line(records)])
+    lines = [headline, report.records_table(rows), interval_line(records), _solver_line(records)]
+    return "\n".join(line for line in lines if line is not None)
 
 
 def _headline(kind: str, question: Question, limit: str, n: int) -> str:
@@ -242,8 +254,14 @@ def _headline(kind: str, question: Question, limit: str, n: int) -> str:
     what = f"{kind} setup" if n == 1 else f"{n} {kind} distinct layouts (each the best of those not listed above it)"
     return (
         f"{what} of {question.model.name} {limit}{_request_text(question)}; decode context "
-        f"{report.format_number(question.context)} tokens, {question.preset.name} preset"
+        f"{report.format_number(question.context)} tokens, {_physics_text(question)}"
     )
+
+
+def _physics_text(question: Question) -> str:
+    """``default preset``, and the engine profile when the question has one (``default preset, vllm profile``)."""
+    profile = question.profile
+    return f"{question.preset.name} preset" + ("" if profile is None else f", {profile.name} profile")
 
 
 # ----------------------------------------------------------------------------------------------- commands
@@ -360,11 +378,12 @@ def _plot_title(question: Question) -> str:
 
     gpus = ", ".join(g.name for g in question.gpus)
     context = report.format_number(question.context)
-    return f"{question.model.name} on {gpus} ({question.preset.name} preset, context {context} tokens)"
+    return f"{question.model.name} on {gpus} ({_physics_text(question)}, context {context} tokens)"
 
 
 def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> str:
     from roofline_opt import report
+    from roofline_opt.report.intervals import interval_line
 
     records = cast("list[dict[str, Any]]", frame.to_dict("records"))  # its columns are field names
     rows = [
@@ -375,10 +394,11 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
         [
             f"frontier of {question.model.name}{_request_text(question)}; decode context "
             f"{report.format_number(question.context)} tokens, "
-            f"{question.preset.name} "
-            f"preset: {len(frame)} optimal setups from the cheapest to the fastest ({monotone}); * = preferred: "
+            f"{_physics_text(question)}: {len(frame)} optimal setups from the cheapest to the fastest ({monotone}); "
+            "* = preferred: "
             f"max speed^{report.format_number(float(exponent))} / price over the whole frontier",
             report.records_table(rows),
+            *([line] if (line := interval_line(records)) else []),
             _solver_line(records),
         ]
     )

@@ -16,7 +16,7 @@ from typing import Any
 from roofline_opt.errors import InvalidInput
 
 _OUTPUT_FLAGS = frozenset({"question", "save_dir", "json", "csv", "plot", "func", "command", "help", "version"})
-NOT_IN_QUESTION = _OUTPUT_FLAGS | {"emit", "engine", "emit_point"}
+NOT_IN_QUESTION = _OUTPUT_FLAGS | {"emit", "emit_point"}
 """Flags that say where output goes (or are argparse's own), not what is asked: kept out of question files."""
 
 

@@ -10,6 +10,8 @@ from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
 
 SETUP_FLAGS = (
+    "engine",
+    "profile",
     "model",
     "weight_bits",
     "gpu",
@@ -54,7 +56,9 @@ def _setup(args: argparse.Namespace, isl: Any, osl: Any):
             raise InvalidInput(ec._flag(column), "is required")
     values = {c: getattr(args, c, default) for c, default in ec.OPTIONAL_DEFAULTS.items()}
     values.update({c: getattr(args, c) for c in ec.REQUIRED_COLUMNS}, isl=isl, osl=osl)
-    specs = ec._Specs(_prices(args))
+    from roofline_opt.optimize.profile_offers import resolve_profile
+
+    specs = ec._Specs(_prices(args), resolve_profile(args.engine, args.profile))
     return ec.parse_setup(values, ec._flag, specs), specs
 
 
@@ -113,7 +117,6 @@ def run(args: argparse.Namespace) -> int:
     from roofline_opt.cli import evaluate_cmd as ec
     from roofline_opt.physics import queueing
     from roofline_opt.physics import requests as rq
-    from roofline_opt.physics.specs import PRESETS
     from roofline_opt.simulate import engine, summary
 
     reqs, process = _requests(args)
@@ -121,10 +124,15 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInput("--requests", f"times --osl may be at most {MAX_OUTPUT_TOKENS:,} output tokens per run")
     workload = reqs.workload
     setup, specs = _setup(args, round(workload.mean_isl), round(workload.mean_osl))
-    model, gpu, preset = specs.model(setup.model, "--model")[0], specs.gpu(setup.gpu, "--gpu"), PRESETS[setup.preset]
+    model, gpu = specs.model(setup.model, "--model")[0], specs.gpu(setup.gpu, "--gpu")
+    preset = specs.preset(setup, gpu)
+    if setup.serving == rq.DISAGG and specs.preset(setup, specs.gpu(setup.prefill_gpu, "--prefill-gpu")) != preset:
+        msg = "prices prefill and decode accelerators differently under this profile: simulate runs one preset"
+        raise InvalidInput("--prefill-gpu", msg + " (give both sides one accelerator family)")
     layout = ec.request_layout(setup)
     physics = engine.Physics(model, preset, setup.weight_bits)
-    out: dict[str, Any] = {
+    out: dict[str, Any] = {} if specs.profile is None else {"profile": specs.profile.name}
+    out |= {
         "serving": setup.serving,
         "arrival_rate_req_s": process.rate_per_s,
         "arrival_scv": process.scv,

@@ -23,6 +23,7 @@ from roofline_opt.fidelity import whole_requests
 from roofline_opt.fidelity.measured import MeasuredRow, MeasuredSetup, gpu_card, map_row, model_card, read_measured
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.mtp import mtp_module
+from roofline_opt.physics.profiles import EngineProfile
 from roofline_opt.physics.specs import DEFAULT, GpuSpec, ModelSpec, Preset
 
 DENSE_SWEEP_BATCHES = 1 << 17
@@ -386,20 +387,28 @@ def _at(sweep, per_gpu, batches, i: int, why: str | None, curve: dict) -> Predic
     )
 
 
-def validate(path: str | Path, preset: Preset = DEFAULT) -> list[ValidationRow]:
+def validate(
+    path: str | Path, preset: Preset = DEFAULT, profile_of: Callable[[str], EngineProfile | None] | None = None
+) -> list[ValidationRow]:
     """Every row of a measured-points CSV with the roofline's bound (``preset`` at peak FLOP/s and HBM bandwidth,
     unstated settings read favourably: ``MeasuredSetup.for_bound``) and its realistic estimate (``preset`` itself)
-    where it maps to a setup."""
+    where it maps to a setup. ``profile_of``: the engine profile of a row's framework text, whose preset on the
+    row's accelerator then gives the estimate (None, or a row it gives no profile: ``preset``); the bound stays
+    ``preset``'s."""
     bound = preset.at_peak()
-    at_peak, realistic = Predictor(bound), Predictor(preset)
+    at_peak, realistic = Predictor(bound), {preset: Predictor(preset)}
     out = []
     for row in map(map_row, read_measured(path)):
         if row.setup is None:
             out.append(ValidationRow(row))
             continue
+        profile = None if profile_of is None else profile_of(row.framework)
+        own = preset if profile is None else profile.preset_named(row.setup.gpu_card)
         bound_setup = row.setup.for_bound()
         upper = at_peak.predict(bound_setup, row.measured_tok_s_per_request)
-        same = bound is preset and bound_setup is row.setup
-        estimate = upper if same else realistic.predict(row.setup, row.measured_tok_s_per_request)
+        same = bound is own and bound_setup is row.setup
+        if own not in realistic:
+            realistic[own] = Predictor(own)
+        estimate = upper if same else realistic[own].predict(row.setup, row.measured_tok_s_per_request)
         out.append(ValidationRow(row, upper, estimate))
     return out

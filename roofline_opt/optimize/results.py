@@ -149,6 +149,9 @@ class Answer:
     """Proven bounds on the objective in its own unit (bound_tok_s_per_request or bound_usd_per_mtok)."""
     question_fields: dict = field(default_factory=dict)
     """The question's own fields (model, context, preset, price) so answers of several questions can be stacked."""
+    log_error_quantiles: tuple[float, float] | None = None
+    """The (10%, 90%) quantiles of ln(measured / estimate) of the profile's validation rows on this accelerator:
+    the ``*_low``/``*_high`` fields (``INTERVAL_FIGURES``); None under the paper preset (no measured basis)."""
 
     @property
     def tok_s_per_request(self) -> float:
@@ -178,6 +181,7 @@ class Answer:
             if name in self.figures:
                 rec[name.removesuffix("_s") + "_ms"] = self.figures[name] * 1e3
         rec["usd_per_hour"] = self.figures["usd_per_hour_per_instance"] * self.setup.replicas
+        rec.update(interval_fields(rec, self.log_error_quantiles))
         rec["bottleneck"] = self.bottleneck
         rec["fits_in_memory"] = self.fits_in_memory
         rec["method"] = self.method
@@ -189,6 +193,40 @@ class Answer:
         if self.placement is not None:
             rec["placement"] = self.placement
         return rec
+
+
+INTERVAL_FIGURES = {
+    "tok_s_per_request": 1,
+    "tok_s_per_gpu": 1,
+    "throughput_tok_s": 1,
+    "requests_per_s": 1,
+    "usd_per_mtok": -1,
+    "usd_per_request": -1,
+    "time_per_token_ms": -1,
+    "tpot_ms": -1,
+}
+"""Figures given with an interval, and whether they rise (1) or fall (-1) with the measured/estimate ratio."""
+INTERVAL_BASIS = (
+    "empirical 10-90% range of ln(measured / estimate) over the profile's validation rows on this accelerator "
+    "family (docs/profiles/): how far measured serving fell from such estimates, not a confidence interval of the "
+    "physics"
+)
+
+
+def interval_fields(record: dict, quantiles: tuple[float, float] | None) -> dict:
+    """``<figure>_low`` and ``<figure>_high`` for each figure of INTERVAL_FIGURES in ``record`` (None without
+    quantiles): the figure times exp(q10) and exp(q90), inverted for prices and times."""
+    out: dict[str, float | None] = {}
+    for name, sign in INTERVAL_FIGURES.items():
+        if name not in record:
+            continue
+        value = record[name]
+        if quantiles is None or value is None:
+            out[f"{name}_low"] = out[f"{name}_high"] = None
+            continue
+        low, high = sorted(value * math.exp(sign * q) for q in quantiles)
+        out[f"{name}_low"], out[f"{name}_high"] = low, high
+    return out
 
 
 def _request_fields(s: Setup) -> dict:
@@ -287,6 +325,7 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
         method=method,
         report=report,
         question_fields=question_fields(question, gpu),
+        log_error_quantiles=_log_error_quantiles(question, gpu),
     )
 
 
@@ -301,12 +340,31 @@ def _unit_usd_per_hour(question: Question, setup: Setup) -> float:
     return prefill + setup.decode_instances * setup.n_gpus * price
 
 
+def _profile_of(question: Question):
+    """The question's engine profile, or the packaged neutral one for a default-preset question (None: paper)."""
+    if question.profile is not None:
+        return question.profile
+    if question.preset.name != "default":
+        return None
+    from roofline_opt.catalog.profiles import NEUTRAL, packaged_profile
+
+    return packaged_profile(NEUTRAL)
+
+
+def _log_error_quantiles(question: Question, gpu) -> tuple[float, float] | None:
+    profile = _profile_of(question)
+    entry = None if profile is None else profile.efficiency_for(gpu)
+    return None if entry is None else entry.log_error_quantiles
+
+
 def question_fields(question: Question, gpu) -> dict:
     """The fields of the question an answer belongs to (weight bits are the setup's own)."""
+    profile = _profile_of(question)
     return {
         "model": question.model.name,
         "context": question.context,
         "preset": question.preset.name,
+        "profile": None if profile is None else profile.name,
         "usd_per_gpu_hour": gpu.usd_per_hour,
         "price_basis": gpu.price_basis,
     }

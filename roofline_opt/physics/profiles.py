@@ -115,6 +115,10 @@ class EngineProfile:
         answers name the profile beside it)."""
         return _preset_for(self, gpu.name)
 
+    def preset_named(self, gpu_name: str) -> Preset:
+        """``preset_for`` by accelerator name."""
+        return _preset_for(self, gpu_name)
+
     def shared_preset(self) -> Preset:
         """The base preset with this profile's settings only: the physics every accelerator shares (the serving
         cycle, memory check...), named as the base preset."""

@@ -84,6 +84,7 @@ def plot_frontier(
     x, y = frame["tok_s_per_request"], frame[y_field]
     if axes == "cost":
         ax.step(x, y, where="pre", lw=1.0, color="0.55", label="least $/Mtok at that speed or faster")
+    _interval_band(ax, frame, y_field)
     _setup_markers(ax, frame, y_field)
     _mark_preferred(ax, frame, y_field, preferred_label)
     if observed is not None and len(observed) and axes == "cost":
@@ -104,6 +105,33 @@ LOG_RANGE = 3.0
 """Answers whose costs span less than this factor are drawn on a linear cost axis from $0."""
 SERIES_MARKERS = ("o", "D", "s", "^", "v", "P", "X", "*", "h", "p")
 """Marker per weight precision, so that series differ in shape as well as colour."""
+
+
+BAND_LABEL = "10-90% of measured/estimate on the profile's validation rows (not a confidence interval)"
+
+
+def _interval_ends(frame: pd.DataFrame, y_field: str) -> tuple[Any, Any, Any, Any] | None:
+    """(x, y) at the low and at the high measured/estimate ratio of each row: speeds and per-GPU throughput move
+    with the ratio, prices against it; None without interval columns (the paper preset)."""
+    names = ("tok_s_per_request_low", "tok_s_per_request_high", f"{y_field}_low", f"{y_field}_high")
+    if not all(n in frame for n in names) or frame[list(names)].isna().any().any():
+        return None
+    rising = y_field != "usd_per_mtok"
+    y_low = frame[f"{y_field}_low"] if rising else frame[f"{y_field}_high"]
+    y_high = frame[f"{y_field}_high"] if rising else frame[f"{y_field}_low"]
+    return frame["tok_s_per_request_low"], y_low, frame["tok_s_per_request_high"], y_high
+
+
+def _interval_band(ax: Any, frame: pd.DataFrame, y_field: str) -> None:
+    """The rows' intervals as a shaded band: the frontier moved to the low and to the high ratio, joined."""
+    ends = _interval_ends(frame, y_field)
+    if ends is None:
+        return
+    x_low, y_low, x_high, y_high = (list(v) for v in ends)
+    if len(frame) == 1:
+        ax.plot(x_low + x_high, y_low + y_high, color="C0", alpha=0.35, lw=4, label=BAND_LABEL)
+        return
+    ax.fill(x_low + x_high[::-1], y_low + y_high[::-1], color="C0", alpha=0.12, lw=0, label=BAND_LABEL)
 
 
 def _setup_markers(ax: Any, frame: pd.DataFrame, y_field: str) -> None:
@@ -140,6 +168,11 @@ def plot_answers(frame: pd.DataFrame, path: str | os.PathLike[str], *, title: st
     figure = Figure(figsize=(8, 5), layout="constrained")
     ax = figure.add_subplot()
     ax.plot(frame["tok_s_per_request"], frame["usd_per_mtok"], "o", ms=6, color="C0")
+    ends = _interval_ends(frame, "usd_per_mtok")
+    if ends is not None:  # each answer's interval: a segment from its low to its high measured/estimate ratio
+        for i, (xl, yl, xh, yh) in enumerate(zip(*ends, strict=True)):
+            ax.plot([xl, xh], [yl, yh], color="C0", alpha=0.35, lw=3, label=BAND_LABEL if i == 0 else None)
+        ax.legend(loc="upper right", fontsize=7)
     for rank, row in enumerate(frame.itertuples(), start=1):  # labels stacked by rank: close points stay legible
         text = f"#{rank} {row.gpu} {row.layout} batch {row.batch}"
         leader = {"arrowstyle": "-", "color": "0.6", "lw": 0.5}

@@ -45,7 +45,9 @@ CARD_FIELDS = tuple(
 """Accelerator card fields a study may set for hypothetical parts."""
 MODEL_KEYS, GPU_KEYS = ("model", "draft"), ("gpu", "prefill_gpu", "decode_gpu")
 FILE_KEYS = ("cluster", "workload", "fleet")
-PATH_KEYS = (*MODEL_KEYS, *GPU_KEYS, *FILE_KEYS)
+PROFILE_KEYS = ("profile", "engine")
+"""Engine profiles (a packaged name or a YAML file): the profile's content is part of a question's id."""
+PATH_KEYS = (*MODEL_KEYS, *GPU_KEYS, *FILE_KEYS, *PROFILE_KEYS)
 """Inputs that name cards or files: their content is part of a question's id."""
 
 
@@ -232,6 +234,10 @@ def _fingerprint(key: str, value: str) -> str:
     try:
         if key in FILE_KEYS:
             return hashlib.sha256(Path(value).read_bytes()).hexdigest()
+        if key in PROFILE_KEYS:
+            from roofline_opt.catalog.profiles import load_profile
+
+            return hashlib.sha256(repr(load_profile(value, key)).encode()).hexdigest()
         specs: list[GpuSpec] | list[ModelSpec]
         if key in GPU_KEYS:
             specs = [catalog.load_gpu(name) for name in checks.parse_name_list(key, value)]
