@@ -155,10 +155,9 @@ class Calibration:
 
     fits: tuple[AcceleratorFit, ...]
     profile: EngineProfile
-    skipped: dict[str, str]
 
     def to_record(self) -> dict:
-        return {"profile": self.profile.name, "fits": [asdict(f) for f in self.fits], "skipped": self.skipped}
+        return {"profile": self.profile.name, "fits": [asdict(f) for f in self.fits]}
 
 
 def calibrate(
@@ -190,7 +189,7 @@ def calibrate(
         what = f" of engine {engine!r}" + (f" version {version}" if version else "") if engine else ""
         msg = f"has no rows{what} a fit can use (mapped, checked at a stated batch, no MTP, no assumed length)"
         raise InvalidInput("--measured", msg)
-    fits, skipped = [], {}
+    fits = []
     for name_of_gpu, pairs in sorted(by_gpu.items()):
         card = gpu if gpu is not None else gpu_card(name_of_gpu)
         measured = np.array([r.measured_tok_s_per_request for r, _ in pairs], dtype=float)
@@ -206,7 +205,7 @@ def calibrate(
         f"profile {prior.name}; {prior.source}",
         accelerators=tuple(f.entry(file_name) for f in fits) + prior.accelerators,
     )
-    return Calibration(tuple(fits), profile, skipped)
+    return Calibration(tuple(fits), profile)
 
 
 def card_yaml(gpu: GpuSpec) -> str:

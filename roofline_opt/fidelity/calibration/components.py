@@ -108,8 +108,8 @@ def _steps(setups: Sequence[MeasuredSetup], kind: Kind, preset: Preset) -> tuple
     if kind.kind == "static":
         terms = [(o * one, decode[1], layout)]
         if i:
-            prompt = replace(layout, context=np.zeros_like(layout.context), tokens_per_step=np.full_like(one, i))
-            terms.append((one, requests.prefill_step(model, gpu, preset, bits, layout, batch, i), prompt))
+            prefill = replace(layout, context=np.zeros_like(layout.context), tokens_per_step=np.full_like(one, i))
+            terms.append((one, requests.prefill_step(model, gpu, preset, bits, layout, batch, i), prefill))
         return o * one, terms
     workload = requests.Workload.single(i, o)
     chunk = np.maximum(requests.DEFAULT_CHUNK_TOKENS, np.ceil(batch * workload.prompt_tokens_per_output))
