@@ -144,38 +144,33 @@ def test_the_bound_and_the_estimate_both_exceed_measurements_made_at_lower_effic
 
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    """The CLI's fit of the synthetic file (JSON) and the card it wrote."""
+    """The CLI's fit of the synthetic file (JSON) and the profile it wrote."""
     cards = tmp_path_factory.mktemp("cards")
-    card = cards / "h100-fit.yaml"
+    profile = cards / "h100-fit.yaml"
     # the synthetic rows were generated on the H100 card's earlier figures, the notebook's: calibrate against those
     generated_on = cards / "h100-sxm.yaml"
     generated_on.write_text(fidelity.card_yaml(catalog.load_gpu("h100-sxm").in_notebook()))
-    argv = ["calibrate", "--measured", str(SYNTHETIC), "--gpu", str(generated_on), "--out", str(card), "--json"]
+    argv = ["calibrate", "--measured", str(SYNTHETIC), "--gpu", str(generated_on), "--out", str(profile), "--json"]
     code, out, _ = _run(argv)
     assert code == 0
-    return json.loads(out), card
+    return json.loads(out), profile
 
 
-def test_calibrate_recovers_known_efficiencies(calibrated: tuple[dict, Path]) -> None:
-    fit, _ = calibrated
-    for name, value in TRUE_FIT.items():
-        assert fit[name] == pytest.approx(value, rel=0.01)
-    assert fit["identified"] == list(fidelity.FIT_PARAMETERS)
-    assert fit["leave_one_out_rms_log_error"] < 0.01
-    assert fit["default_rms_log_error"] > 0.2
+def test_calibrate_moves_towards_the_efficiencies_the_rows_were_made_with(calibrated: tuple[dict, Path]) -> None:
+    # made with an earlier physics (its notes), so the fit comes close rather than exact
+    (fit,) = calibrated[0]["fits"]
+    assert fit["fitted_median_abs_error"] < 0.05 < 0.2 < fit["prior_median_abs_error"]
+    assert fit["leave_one_out_median_abs_error"] < 0.05
+    for name in ("flop_efficiency", "hbm_efficiency"):
+        assert abs(np.log(fit["values"][name] / TRUE_FIT[name])) < abs(np.log(fit["prior"][name] / TRUE_FIT[name]))
 
 
-def test_calibrated_card_slows_evaluate_by_the_fitted_efficiencies(calibrated: tuple[dict, Path]) -> None:
-    fit, path = calibrated
-    card, stock = catalog.load_gpu(str(path)), catalog.load_gpu("h100-sxm").in_notebook()  # the card calibrated
-    model = catalog.load_model("llama-3-8b")
-    layout = evaluator.Layout.of(1, False, 1, 0)
-    slow, fast = (evaluator.evaluate(model, g, DEFAULT, 16, layout, np.array([1, 4096])) for g in (card, stock))
-    assert card.name == "h100-fit"
-    assert slow["memory_s"][0] / fast["memory_s"][0] == pytest.approx(DEFAULT.hbm_efficiency / fit["hbm_efficiency"])
-    assert slow["compute_s"][1] / fast["compute_s"][1] == pytest.approx(
-        DEFAULT.flop_efficiency / fit["flop_efficiency"]
-    )
+def test_calibrated_profile_sets_the_fitted_efficiencies_on_its_accelerator(calibrated: tuple[dict, Path]) -> None:
+    (fit,), path = calibrated[0]["fits"], calibrated[1]
+    profile = catalog.profiles.load_profile(str(path))
+    preset = profile.preset_for(catalog.load_gpu("h100-sxm"))
+    for name in fidelity.FIT_PARAMETERS:
+        assert getattr(preset, name) == pytest.approx(fit["values"][name])
 
 
 # ----------------------------------------------------------------------------------------------- reproduce

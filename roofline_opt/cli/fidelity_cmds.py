@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roofline_opt import checks
-from roofline_opt.physics.specs import DEFAULT, PRESETS
+from roofline_opt.physics.specs import PRESETS
 
 if TYPE_CHECKING:
     from roofline_opt.fidelity.measurements import Description, MeasuredRows
@@ -234,38 +233,67 @@ def run_calibrate(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from roofline_opt import catalog, fidelity, files, report
+    from roofline_opt.catalog.profiles import ENGINE_KEYS, NEUTRAL, load_profile, profile_yaml
+    from roofline_opt.fidelity.calibration.fit import BOUNDS
 
-    gpu = catalog.load_gpu(args.gpu, "--gpu")
+    gpu = catalog.load_gpu(args.gpu, "--gpu") if args.gpu else None
+    prior_name = args.profile or (args.engine if args.engine in ENGINE_KEYS else NEUTRAL)
+    prior = load_profile(prior_name, "--profile")
     rows = measured_rows(args, gpu=args.gpu)
     if args.out:
-        files.check_destination(args.out, "--out", inputs=(*measurement_files(args)[0], args.gpu))
-    # the rows pass through calibrate's read_measured; they are path-like, named by their files
-    fit, card = fidelity.calibrate(rows, gpu, Path(args.out).stem if args.out else None)  # type: ignore[arg-type]
+        inputs = tuple(x for x in (*measurement_files(args)[0], args.gpu, args.profile) if x)
+        files.check_destination(args.out, "--out", inputs=inputs)
+    result = fidelity.calibrate(
+        rows,  # type: ignore[arg-type]  # path-like rows, named by their files
+        prior,
+        gpu,
+        engine=args.engine,
+        version=args.engine_version,
+        name=Path(args.out).stem if args.out else None,
+    )
     if args.out:
-        files.write_text_atomic(args.out, fidelity.card_yaml(card), field="--out")
+        files.write_text_atomic(args.out, profile_yaml(result.profile), field="--out")
     if args.json:
-        print(report.to_json_object(asdict(fit) | {"card": args.out}))
+        print(report.to_json_object(result.to_record() | {"out": args.out}))
         return 0
-    table = pd.DataFrame(
-        {
-            "parameter": fidelity.FIT_PARAMETERS,
-            "default": [getattr(DEFAULT, name) for name in fidelity.FIT_PARAMETERS],
-            "fitted": list(fit.values().values()),
-            "identified": [name in fit.identified for name in fidelity.FIT_PARAMETERS],
-        }
-    )
-    print(f"calibrate: {fit.rows} rows of {fit.gpu} in {os.fspath(rows)}")
-    print(report.frame_to_table(table))
-    loo = fit.leave_one_out_rms_log_error
-    print(
-        "rms log error of tok/s per request: default preset "
-        f"{report.format_number(fit.default_rms_log_error)}, fitted {report.format_number(fit.fitted_rms_log_error)}, "
-        f"leave-one-out {report.format_number(loo) if loo is not None else '- (one row)'}, "
-        f"card {report.format_number(fit.card_rms_log_error)}"
-    )
+    n_rows = sum(f.rows for f in result.fits)
+    gpus = f"{len(result.fits)} accelerator" + ("s" if len(result.fits) != 1 else "")
+    print(f"calibrate: {n_rows} rows of {gpus} in {os.fspath(rows)}, prior profile {prior.name}")
+    for f in result.fits:
+        table = pd.DataFrame(
+            {
+                "parameter": fidelity.FIT_PARAMETERS,
+                "prior": [f.prior[p] for p in fidelity.FIT_PARAMETERS],
+                "calibrated": [f.values[p] for p in fidelity.FIT_PARAMETERS],
+                "bounds": [f"{BOUNDS[p][0]:g}-{BOUNDS[p][1]:g}" for p in fidelity.FIT_PARAMETERS],
+                "fitted": [_how_fitted(p, f.fitted) for p in fidelity.FIT_PARAMETERS],
+            }
+        )
+        scaled = "speed_scale" in f.fitted
+        print(
+            f"\n{f.gpu}: {f.rows} rows"
+            + ("; common speed scale fitted (every parameter moves with it)" if scaled else "")
+        )
+        print(report.frame_to_table(table))
+        print(
+            "median |estimate / measured - 1|: prior "
+            f"{f.prior_median_abs_error:.1%}, fitted {f.fitted_median_abs_error:.1%}, "
+            f"leave-one-out {f.leave_one_out_median_abs_error:.1%}"
+            + (" (one row: no held-out fit)" if f.rows == 1 else "")
+        )
+        for name, why in f.held_because.items():
+            print(f"  held {name}: {why}")
     if args.out:
-        print(f"wrote {args.out} ({card.name}): use it with --gpu {args.out} and the default preset")
+        print(f"\nwrote {args.out} (profile {result.profile.name}): use it with --profile {args.out}")
     return 0
+
+
+def _how_fitted(parameter: str, coordinates: tuple[str, ...]) -> str:
+    """``own`` (its own deviation fitted, with the common scale if fitted), ``scale`` (moved by the common speed
+    scale only) or ``held`` (at the prior's value)."""
+    if parameter in coordinates:
+        return "own"
+    return "scale" if "speed_scale" in coordinates else "held"
 
 
 def run_reproduce(args: argparse.Namespace) -> int:
@@ -386,9 +414,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "calibrate",
         help=command_help("calibrate"),
-        description="Fit FLOP efficiency, HBM efficiency and the NCCL latency factor to the rows of one accelerator "
-        "in a measured-points CSV (least squared log error of tok/s per request), report the leave-one-out error "
-        "and write a card carrying the fit, for use with the default preset.",
+        description="Fit an engine profile's efficiencies (FLOP and HBM efficiency, NCCL latency and kernel launch "
+        "factors) to the measured rows of each accelerator, inside physical bounds and pulled towards a prior profile; "
+        "a parameter is fitted only where the rows identify it (the others are held, with the reason). Prints the "
+        "fit beside its leave-one-out error and writes a profile file that every command takes with --profile. "
+        "docs/calibration.md describes the method.",
         epilog="example:\n  roofline-opt calibrate --measured examples/measured_points.csv --gpu h100-sxm "
         "--out h100-calibrated.yaml",
     )
@@ -403,10 +433,19 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="measured-points CSV (examples/measured_points.csv ships with the package)",
     )
-    p.add_argument("--gpu", required=True, help="catalog name or YAML card: the rows of this accelerator are fitted")
+    p.add_argument("--gpu", help="catalog name or YAML card: fit only this accelerator's rows (default: every one)")
+    p.add_argument(
+        "--engine",
+        help="fit only rows of this engine (vllm, sglang, trtllm, lmdeploy, ... as the rows' framework names it); "
+        "its packaged profile is the prior unless --profile is given (default: every row, neutral prior)",
+    )
+    p.add_argument("--engine-version", metavar="VERSION", help="fit only rows whose framework states this version")
+    p.add_argument(
+        "--profile", metavar="NAME|FILE.yaml", help="prior profile: packaged name or profile file (default: neutral)"
+    )
     add_deployment_flags(p, skip=("--gpu",))
-    p.add_argument("--out", metavar="CARD.yaml", help="write the calibrated accelerator card here")
-    p.add_argument("--json", action="store_true", help="print the fit as a JSON object")
+    p.add_argument("--out", metavar="FILE.yaml", help="write the calibrated profile here")
+    p.add_argument("--json", action="store_true", help="print the fits as a JSON object")
     p.set_defaults(func=run_calibrate)
 
     p = subparsers.add_parser(
