@@ -1060,6 +1060,8 @@ def evaluate(
         Physics preset.
     usd_per_gpu_hour : str or mapping, optional
         Price overrides, ``"h100-sxm=2.5"`` or a mapping name -> $/GPU-hour.
+    engine, profile : optional
+        Price the setup under that engine's packaged profile or that profile (see ``question``).
 
     Returns
     -------
