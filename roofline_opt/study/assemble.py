@@ -30,6 +30,8 @@ ROWS_PER_GROUP = 50_000
 """Questions per row group of the output: its rows in memory at once while assembling (some 50 MB)."""
 SPILL_ROWS = 4096
 """Rows a row group's spill keeps in memory before writing them as one batch (a few MB over all row groups)."""
+SPILL_PIECES = 32
+"""Pieces (one per part) a row group's spill holds before copying them into one."""
 NOT_ANSWERED = "not answered (the run was interrupted)"
 
 
@@ -231,14 +233,17 @@ class _Spill:
         cuts = np.flatnonzero(np.diff(group)) + 1
         for start, stop in zip(np.r_[0, cuts], np.r_[cuts, len(group)], strict=True):
             g = int(group[start])
-            self._buffered.setdefault(g, []).append(table.slice(start, stop - start))
+            pieces = self._buffered.setdefault(g, [])
+            pieces.append(table.slice(start, stop - start))
             self._buffered_rows[g] = self._buffered_rows.get(g, 0) + int(stop - start)
             if self._buffered_rows[g] >= SPILL_ROWS:
                 self._flush(g)
+            elif len(pieces) >= SPILL_PIECES:
+                self._buffered[g] = [_compact(pieces)]
 
     def _flush(self, g: int) -> None:
         if self._buffered.get(g):
-            self._writer(g).write_table(pa.concat_tables(self._buffered.pop(g)))
+            self._writer(g).write_table(_compact(self._buffered.pop(g)))
         self._buffered_rows[g] = 0
 
     def _writer(self, g: int) -> Any:
@@ -264,6 +269,12 @@ class _Spill:
 
 
 _POSITION = "__position__"
+
+
+def _compact(pieces: list[pa.Table]) -> pa.Table:
+    """Pieces as one table of one chunk, copied: each slice of a part's rows would keep the part alive and carry
+    its own array objects (some 25 KB of metadata a piece, which at a million questions came to hundreds of MB)."""
+    return pa.concat_tables(pieces).combine_chunks()
 
 
 def output_schema(inputs: pa.Schema, answers: pa.Schema) -> pa.Schema:
