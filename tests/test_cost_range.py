@@ -27,6 +27,16 @@ def card(**fields) -> object:
     return dataclasses.replace(catalog.load_gpu("h100-sxm"), name="slow-dear", **fields)
 
 
+def slow_dear_card_file(folder) -> object:
+    """The h100-sxm card with SLOW_DEAR's fields, as a YAML file."""
+    path = folder / "slow-dear.yaml"
+    text = (catalog.packaged_root() / "instances" / "gpus" / "h100-sxm.yaml").read_text()
+    for key, value in SLOW_DEAR.items():
+        text = re.sub(rf"(?m)^{key}: .*$", f"{key}: {value:g}", text)
+    path.write_text(text)
+    return path
+
+
 def refusal(call) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow warning on the way to the refusal
@@ -77,13 +87,19 @@ def test_evaluate_refuses_a_setup_whose_cost_exceeds_the_float_range():
 
 
 def test_the_cli_refuses_it_in_one_line_naming_the_price_option(capsys, tmp_path):
-    path = tmp_path / "slow-dear.yaml"
-    text = (catalog.packaged_root() / "instances" / "gpus" / "h100-sxm.yaml").read_text()
-    for key, value in SLOW_DEAR.items():
-        text = re.sub(rf"(?m)^{key}: .*$", f"{key}: {value:g}", text)
-    path.write_text(text)
+    path = slow_dear_card_file(tmp_path)
 
     code, out, err = run(capsys, "cheapest", "--model", "llama-3-70b", "--gpu", str(path), "--max-batch", "32")
+
+    assert out == ""
+    assert_one_line(err, code, EXIT_BAD_INPUT, "--usd-per-gpu-hour:", "a price of at most $")
+
+
+def test_the_evaluate_command_refuses_such_a_setup_in_one_line(capsys, tmp_path):
+    path = slow_dear_card_file(tmp_path)
+
+    flags = ["--model", "llama-3-70b", "--gpu", str(path), "--tp", "1", "--pp", "2", "--batch", "2"]
+    code, out, err = run(capsys, "evaluate", *flags)
 
     assert out == ""
     assert_one_line(err, code, EXIT_BAD_INPUT, "--usd-per-gpu-hour:", "a price of at most $")

@@ -9,9 +9,12 @@ maps them to flags or to a CSV file's line and column).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
@@ -462,11 +465,31 @@ def evaluate_rows(setups: Sequence[SetupRow], specs: Specs) -> list[dict[str, An
         groups.setdefault(setup.group_key, []).append(i)
     rows: list[dict[str, Any]] = [{} for _ in setups]
     for indices in groups.values():
-        figures = _evaluate_group([setups[i] for i in indices], specs)
+        with np.errstate(over="ignore", invalid="ignore"):  # costs beyond the float range are refused below
+            figures = _evaluate_group([setups[i] for i in indices], specs)
         for position, i in enumerate(indices):
             rows[i] = _inputs(setups[i], specs) | {k: v[position].item() for k, v in figures.items()}
+            _check_cost_range(rows[i])
             rows[i] = _before_verdicts(rows[i], specs.interval_fields(rows[i]))
     return rows
+
+
+def _check_cost_range(row: dict[str, Any]) -> None:
+    """Refuse a setup whose cost exceeds ``cost_range.MAX_USD_PER_MTOK``, as the queries refuse such questions."""
+    from roofline_opt.optimize.cost_range import MAX_USD_PER_MTOK
+
+    cost, price = row.get("usd_per_mtok"), float(row["usd_per_gpu_hour"])
+    if cost is None or cost <= MAX_USD_PER_MTOK:
+        return
+    factor = (
+        cost / price if math.isfinite(cost) else 1e6 * row["n_gpus"] * row["time_per_token_s"] / row["batch"] / 3600
+    )
+    raise InvalidInput(
+        "usd_per_gpu_hour",
+        f"{row['gpu']} at ${price:g} per GPU-hour prices this setup's output above ${MAX_USD_PER_MTOK:g} per million "
+        f"tokens, beyond the range roofline-opt computes in; a price of at most ${MAX_USD_PER_MTOK / factor:.3g} per "
+        "GPU-hour can be answered",
+    )
 
 
 def _before_verdicts(row: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
