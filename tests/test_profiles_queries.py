@@ -38,7 +38,7 @@ SKEWED = EngineProfile(
 
 SMALL = dict(tp_degrees=(1, 2, 4, 8), pp_degrees=(1, 2), max_batch=256, max_instances=3)
 QUESTIONS = {
-    "decode-two-families": dict(model="llama-3-70b", gpu="h100-sxm,mi300x", profile=SKEWED),
+    "decode-two-families": dict(model="llama-3-70b", gpu=["h100-sxm", "mi300x"], profile=SKEWED),
     "agg-disagg-prefill-h200-decode-mi300x": dict(
         model="llama-3-70b",
         gpu="mi300x",
@@ -46,12 +46,14 @@ QUESTIONS = {
         decode_gpu="mi300x",
         isl=4000,
         osl=500,
-        serving="agg,disagg",
+        serving=["agg", "disagg"],
         profile=SKEWED,
         ttft_ms=3000,
     ),
-    "moe-engine-sglang": dict(model="mixtral-8x7b", gpu="h200,mi300x", isl=1000, osl=500, engine="sglang"),
-    "agg-engine-trtllm": dict(model="llama-3-8b", gpu="h100-sxm,b200", isl=2000, osl=500, engine="trtllm", ttft_ms=400),
+    "moe-engine-sglang": dict(model="mixtral-8x7b", gpu=["h200", "mi300x"], isl=1000, osl=500, engine="sglang"),
+    "agg-engine-trtllm": dict(
+        model="llama-3-8b", gpu=["h100-sxm", "b200"], isl=2000, osl=500, engine="trtllm", ttft_ms=400
+    ),
 }
 
 
@@ -82,7 +84,7 @@ def test_cheapest_under_a_profile_equals_enumeration(name):
 
 
 def test_each_accelerator_of_a_question_is_priced_with_its_own_efficiencies():
-    q = api.question("llama-3-70b", "h100-sxm,mi300x", profile=SKEWED)
+    q = api.question("llama-3-70b", ["h100-sxm", "mi300x"], profile=SKEWED)
     model = q.model
     for name in ("h100-sxm", "mi300x"):
         gpu = catalog.load_gpu(name)
@@ -213,7 +215,9 @@ def test_a_study_axis_of_engines_answers_each_question_under_its_profile(tmp_pat
     study = load_study(str(path))
     rows = {q.values["engine"]: answer_row(study.kind, q.id, q.values) for q in study.questions}
     assert len({q.id for q in study.questions}) == 2
-    expected = api.fastest_answer(api.question("llama-3-70b", "mi300x", engine="sglang"), 2).to_record()
+    expected = api.fastest_answer(
+        api.question("llama-3-70b", "mi300x", engine="sglang"), max_usd_per_mtok=2
+    ).to_record()
     assert rows["sglang"]["profile"] == "sglang" and rows[None]["profile"] == "neutral"
     assert rows["sglang"]["tok_s_per_request"] == pytest.approx(expected["tok_s_per_request"])
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline_opt.optimize.layout_record import ServingChoice, layout_label, ordered_fields
 from roofline_opt.optimize.space import Question
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import queueing as qm
@@ -55,43 +56,40 @@ whole requests (prefill, decode and, when disaggregated, the prefill instances).
 ``usd_per_mtok_decode_only`` or ``usd_per_mtok_whole_request``; ``usd_per_mtok`` is the objective under either."""
 
 
-@dataclass(frozen=True)
-class Setup:
-    """Every decision of one deployment: the instance's layout, its batch and how many replicas serve the demand.
+SETUP_ORDER = (
+    "gpu",
+    "weight_bits",
+    "tp",
+    "tp_2d",
+    "pp",
+    "ep",
+    "batch",
+    "gamma",
+    "replicas",
+    "dp_attention",
+    "kv_bits",
+    "serving",
+    "chunk_tokens",
+    "prefill_gpu",
+    "prefill_tp",
+    "prefill_tp_2d",
+    "prefill_pp",
+    "prefill_batch",
+    "prefill_instances",
+    "decode_instances",
+)
+"""A setup's fields in the order answers print them (JSON keys, CSV columns)."""
 
-    With ``dp_attention`` the instance is a data-parallel-attention group of ``tp`` GPUs (experts over ``ep`` = tp)."""
 
-    gpu: str
-    weight_bits: int
-    tp: int
-    tp_2d: bool
-    pp: int
-    ep: int
+@dataclass(frozen=True, kw_only=True)
+class Setup(ServingChoice):
+    """Every decision of one deployment: the instance's layout (``LayoutChoice``, ``ServingChoice``), its batch, its
+    draft length and how many replicas serve the demand. Disaggregated serving: replicas count x prefill plus y
+    decode instances as units. Aggregated serving: one instance, prefill chunked into its steps."""
+
     batch: int
     gamma: int
     replicas: int = 1
-    dp_attention: bool = False
-    kv_bits: int = ev.DEFAULT_KV_BITS
-    serving: str = rq.AGG
-    chunk_tokens: int = 0
-    prefill_gpu: str = ""
-    prefill_tp: int = 0
-    prefill_tp_2d: bool = False
-    prefill_pp: int = 0
-    prefill_batch: int = 0
-    prefill_instances: int = 0
-    decode_instances: int = 1
-    """Disaggregated serving: ``prefill_instances`` (x) prefill instances of prefill_tp x prefill_pp GPUs batching
-    prefill_batch prompts, and ``decode_instances`` (y) decode instances of the main layout; replicas count x + y
-    units. Aggregated serving: one instance, prefill chunked into its steps (``chunk_tokens`` per step)."""
-
-    @property
-    def n_gpus(self) -> int:
-        return self.tp * self.pp
-
-    @property
-    def disaggregated(self) -> bool:
-        return self.serving == rq.DISAGG
 
     @property
     def unit_gpus(self) -> int:
@@ -127,18 +125,6 @@ class Setup:
         )
 
 
-def layout_label(
-    tp: int, tp_2d: bool, pp: int, ep: int | None = None, gamma: int = 0, dp_attention: bool = False
-) -> str:
-    """Compact layout: ``tp8pp2ep1``; ``(2d)`` after the TP degree for 2-D tensor parallelism; ``g<gamma>`` with a
-    draft; without ``ep`` for a prefill instance (``tp8pp1``); ``dp8ep8`` for data-parallel attention over 8 GPUs."""
-    if dp_attention:
-        label = f"dp{tp}ep{ep or tp}"
-    else:
-        label = f"tp{tp}{'(2d)' if tp_2d else ''}pp{pp}" + ("" if ep is None else f"ep{ep}")
-    return label + (f"g{gamma}" if gamma else "")
-
-
 @dataclass(frozen=True)
 class Answer:
     """A chosen setup with exact figures, and the solve report of the method that chose it."""
@@ -170,7 +156,7 @@ class Answer:
         """Flat dict with unit-named keys (the JSON and CSV row)."""
         s = self.setup
         rec = dict(self.question_fields)
-        rec.update(asdict(s))
+        rec.update(ordered_fields(s, SETUP_ORDER))
         for name in ("serving", "chunk_tokens", *(f for f in rec if f.startswith("prefill_")), "decode_instances"):
             rec.pop(name)
         rec["layout"] = s.layout
@@ -325,7 +311,7 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
         figures = {k: float(np.asarray(out[k])) for k in FIGURES}
     figures["usd_per_hour_per_instance"] = _unit_usd_per_hour(question, setup)
     replicas = replicas_for(question, figures["throughput_tok_s"])
-    full = Setup(**{**asdict(setup), "replicas": replicas})
+    full = dataclasses.replace(setup, replicas=replicas)
     return Answer(
         setup=full,
         figures=figures,

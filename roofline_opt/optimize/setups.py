@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from roofline_opt import checks
 from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize.layout_record import LAYOUT_DEFAULTS, ServingChoice, layout_label, ordered_fields
 from roofline_opt.optimize.offers import modern_defaults, weight_bits_offered
 from roofline_opt.optimize.space import (
     DEFAULT_ACCEPTANCE,
@@ -40,9 +41,9 @@ REQUIRED = ("model", "gpu", "tp", "pp", "batch")
 """Fields every setup gives."""
 DEFAULTS: dict[str, Any] = {
     "weight_bits": None,
-    "tp_2d": False,
-    "ep": 1,
-    "dp_attention": False,
+    "tp_2d": LAYOUT_DEFAULTS["tp_2d"],
+    "ep": LAYOUT_DEFAULTS["ep"],
+    "dp_attention": LAYOUT_DEFAULTS["dp_attention"],
     "two_batch_overlap": False,
     "context": None,
     "tokens_per_step": 1,
@@ -50,18 +51,18 @@ DEFAULTS: dict[str, Any] = {
     "acceptance": DEFAULT_ACCEPTANCE,
     "gamma_max": 0,
     "preset": "default",
-    "kv_bits": evaluator.DEFAULT_KV_BITS,
+    "kv_bits": LAYOUT_DEFAULTS["kv_bits"],
     "isl": None,
     "osl": None,
-    "serving": rq.AGG,
-    "chunk_tokens": rq.DEFAULT_CHUNK_TOKENS,
+    "serving": LAYOUT_DEFAULTS["serving"],
+    "chunk_tokens": LAYOUT_DEFAULTS["chunk_tokens"],
     "prefill_gpu": None,
-    "prefill_tp": 1,
-    "prefill_tp_2d": False,
-    "prefill_pp": 1,
-    "prefill_batch": 1,
-    "prefill_instances": 1,
-    "decode_instances": 1,
+    "prefill_tp": LAYOUT_DEFAULTS["prefill_tp"],
+    "prefill_tp_2d": LAYOUT_DEFAULTS["prefill_tp_2d"],
+    "prefill_pp": LAYOUT_DEFAULTS["prefill_pp"],
+    "prefill_batch": LAYOUT_DEFAULTS["prefill_batch"],
+    "prefill_instances": LAYOUT_DEFAULTS["prefill_instances"],
+    "decode_instances": LAYOUT_DEFAULTS["decode_instances"],
 }
 """Optional fields and their defaults (None: derived, see the module docstring)."""
 PREFILL_FIELDS = (
@@ -85,18 +86,40 @@ def decode_context(context: Any, workload: rq.Workload | None, field: str = "con
     return DEFAULT_CONTEXT if workload is None else workload.decode_context
 
 
-@dataclass(frozen=True)
-class SetupRow:
-    """One checked setup; ``model``, ``gpu`` and ``draft`` are names or paths as given (draft "" = none)."""
+ROW_ORDER = (
+    "model",
+    "weight_bits",
+    "gpu",
+    "tp",
+    "tp_2d",
+    "pp",
+    "ep",
+    "dp_attention",
+    "batch",
+    "context",
+    "tokens_per_step",
+    "draft",
+    "draft_weight_bits",
+    "acceptance",
+    "gamma_max",
+    "preset",
+    "kv_bits",
+    "isl",
+    "osl",
+    "serving",
+    "chunk_tokens",
+    *PREFILL_FIELDS,
+    "two_batch_overlap",
+)
+"""A checked setup's fields in the order evaluate prints them (its input columns)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetupRow(ServingChoice):
+    """One checked setup (its layout a ``ServingChoice``); ``model``, ``gpu`` and ``draft`` are names or paths as
+    given (draft "" = none)."""
 
     model: str
-    weight_bits: int
-    gpu: str
-    tp: int
-    tp_2d: bool
-    pp: int
-    ep: int
-    dp_attention: bool
     batch: int
     context: float
     tokens_per_step: int
@@ -105,18 +128,8 @@ class SetupRow:
     acceptance: float
     gamma_max: int
     preset: str
-    kv_bits: int = evaluator.DEFAULT_KV_BITS
     isl: int | None = None
     osl: int | None = None
-    serving: str = rq.AGG
-    chunk_tokens: int = rq.DEFAULT_CHUNK_TOKENS
-    prefill_gpu: str = ""
-    prefill_tp: int = 1
-    prefill_tp_2d: bool = False
-    prefill_pp: int = 1
-    prefill_batch: int = 1
-    prefill_instances: int = 1
-    decode_instances: int = 1
     two_batch_overlap: bool = False
 
     @property
@@ -499,9 +512,7 @@ def _before_verdicts(row: dict[str, Any], extra: dict[str, Any]) -> dict[str, An
 
 
 def _inputs(setup: SetupRow, specs: Specs) -> dict[str, Any]:
-    from roofline_opt.optimize.results import layout_label
-
-    inputs = asdict(setup)
+    inputs = ordered_fields(setup, ROW_ORDER)
     inputs["model"] = specs.model(setup.model, "model")[0].name
     inputs["gpu"] = specs.gpu(setup.gpu, "gpu").name
     inputs["draft"] = specs.model(setup.draft, "draft")[0].name if setup.draft else None

@@ -26,19 +26,19 @@ def model_alone(fleet: Fleet, i: int, options: SolverOptions) -> tuple[Candidate
     s = answer.setup
     gpu = fleet.pool.gpu(s.gpu)
     c = Candidate(
-        i,
-        s.gpu,
-        s.weight_bits,
-        s.tp,
-        s.tp_2d,
-        s.pp,
-        s.ep,
-        s.gamma,
-        s.kv_bits,
-        s.chunk_tokens,
-        s.batch,
-        answer.figures["time_per_token_s"],
-        gpu.usd_per_hour,
+        model=i,
+        gpu=s.gpu,
+        weight_bits=s.weight_bits,
+        tp=s.tp,
+        tp_2d=s.tp_2d,
+        pp=s.pp,
+        ep=s.ep,
+        gamma=s.gamma,
+        kv_bits=s.kv_bits,
+        chunk_tokens=s.chunk_tokens,
+        batch=s.batch,
+        time_per_token_s=answer.figures["time_per_token_s"],
+        usd_per_hour=gpu.usd_per_hour,
         dp_attention=s.dp_attention,
     )
     need = max(fm.demand_tok_s) / (fleet.max_utilisation * c.throughput_tok_s)

@@ -35,6 +35,7 @@ import numpy as np
 
 from roofline_opt.optimize.fleet import kv
 from roofline_opt.optimize.fleet.problem import COST, Fleet, FleetModel, Pool
+from roofline_opt.optimize.layout_record import LayoutChoice
 from roofline_opt.optimize.space import Layouts, Question, layouts, prefill_layouts
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
@@ -45,20 +46,35 @@ AGG, PREFILL, DECODE = "agg", "prefill", "decode"
 UNLIMITED_INSTANCES = 1 << 20
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One instance kind of one model: a layout at its best batch, with exact figures from the evaluator."""
+CANDIDATE_ORDER = (
+    "model",
+    "gpu",
+    "weight_bits",
+    "tp",
+    "tp_2d",
+    "pp",
+    "ep",
+    "gamma",
+    "kv_bits",
+    "chunk_tokens",
+    "batch",
+    "time_per_token_s",
+    "usd_per_hour",
+    "role",
+    "decode_gpu",
+    "ttft_s",
+    "dp_attention",
+)
+"""A candidate's fields in the order a plan's rows print them (``fleet.results``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate(LayoutChoice):
+    """One instance kind of one model: a layout (``LayoutChoice``) at its best batch, with exact figures from the
+    evaluator."""
 
     model: int
-    gpu: str
-    weight_bits: int
-    tp: int
-    tp_2d: bool
-    pp: int
-    ep: int
     gamma: int
-    kv_bits: int
-    chunk_tokens: int
     batch: int
     time_per_token_s: float
     usd_per_hour: float
@@ -67,12 +83,6 @@ class Candidate:
     """A prefill candidate's decode accelerator (its KV link); empty otherwise."""
     ttft_s: float | None = None
     """A prefill candidate's TTFT of an idle pool (its batch's service time and the KV transfer, longest class)."""
-    dp_attention: bool = False
-    """Data-parallel attention over the tp GPUs (``dp8ep8``), as the layout it was evaluated with."""
-
-    @property
-    def n_gpus(self) -> int:
-        return self.tp * self.pp
 
     @property
     def throughput_tok_s(self) -> float:

@@ -14,15 +14,16 @@ single-model answers (prefill_instances, decode_instances, prefill_gpu, prefill_
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from roofline_opt.optimize.fleet import kv
-from roofline_opt.optimize.fleet.candidates import AGG, DECODE, PREFILL, Candidate
+from roofline_opt.optimize.fleet.candidates import AGG, CANDIDATE_ORDER, DECODE, PREFILL, Candidate
 from roofline_opt.optimize.fleet.placement import PlacedInstance
 from roofline_opt.optimize.fleet.problem import Fleet
-from roofline_opt.optimize.results import Setup, _bottleneck, layout_label, reevaluate
+from roofline_opt.optimize.layout_record import layout_label, ordered_fields
+from roofline_opt.optimize.results import Setup, _bottleneck, reevaluate
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 
@@ -236,7 +237,7 @@ def _row(fleet: Fleet, i: int, t: int, c: Candidate, n: int, f: dict, util: floa
     served = util * capacity
     usd_per_hour = n * c.n_gpus * gpu_price
     row = {"period": t, "model": fm.name, "model_spec": fm.question.model.name}
-    row.update({k: v for k, v in asdict(c).items() if k not in CANDIDATE_ONLY})
+    row.update({k: v for k, v in ordered_fields(c, CANDIDATE_ORDER).items() if k not in CANDIDATE_ONLY})
     row.update(
         replicas=n,
         n_gpus=c.n_gpus,
