@@ -402,8 +402,10 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
         )
         processed: float = setup.batch
     else:
-        out = rq.aggregated_figures(model, gpu, preset, bits, layout, setup.batch, w, setup.chunk_tokens, u)
+        spec = None if question.draft is None else rq.Speculation(question.draft, setup.gamma, question.acceptance)
+        out = rq.aggregated_figures(model, gpu, preset, bits, layout, setup.batch, w, setup.chunk_tokens, u, spec)
         processed = setup.batch * (1.0 + w.prompt_tokens_per_output)
+        out["best_gamma"] = setup.gamma
     if question.queued_ttft:
         _queued(question, setup, gpu, layout, out)
     tpot = out["tpot_s"]
