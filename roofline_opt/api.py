@@ -363,10 +363,6 @@ def question(
     load = prefixed_workload(_workload(isl, osl, workload), prefix_tokens, prefix_hit_rate)
     modes = _serving(serving, load)
     if load is not None and draft_spec is not None and gamma_max > 0:
-        if rq.DISAGG in modes:
-            raise InvalidInput(
-                "draft", "with whole requests needs `serving` agg (disaggregated drafts are not modelled yet)"
-            )
         if percentile is not None:
             raise InvalidInput(
                 "draft", "with whole requests cannot be combined with `percentile` yet. Drop one of them."

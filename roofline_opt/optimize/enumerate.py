@@ -232,6 +232,7 @@ def _pair(question: Question, lay: Layouts, idx, batches, tau, cost, ok, partner
             (partners.decode_gpu == lay.gpu_index[j])
             & (pl.weight_bits[k] == lay.weight_bits[j])
             & (pl.kv_bits[k] == lay.kv_bits[j])
+            & ((pl.gamma[k] > 0) == (lay.gamma[j] > 0))
             & (partners.same_domain == same)
         )
         caps = np.array(

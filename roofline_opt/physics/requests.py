@@ -508,13 +508,20 @@ def kv_transfer_s(model: ModelSpec, layout: ev.Layout, isl: int, link_bytes_per_
 
 
 def prefill_memory(
-    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: ev.Layout, batch, workload: Workload
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: ev.Layout,
+    batch,
+    workload: Workload,
+    draft: ModelSpec | None = None,
 ) -> ev.DeviceMemory:
-    """Memory of a prefill instance holding ``batch`` prompts of the longest class."""
+    """Memory of a prefill instance holding ``batch`` prompts of the longest class (and the ``draft`` it prefills)."""
     longest = replace(
         layout, context=np.zeros_like(layout.context), tokens_per_step=np.full_like(layout.context, workload.max_isl)
     )
-    return ev.memory(model, gpu, preset, weight_bits, longest, batch)
+    return ev.memory(model, gpu, preset, weight_bits, longest, batch, draft)
 
 
 def prefill_figures(
@@ -527,11 +534,13 @@ def prefill_figures(
     workload: Workload,
     link_bytes_per_s,
     hop_latency_s: float = 0.0,
+    draft: ModelSpec | None = None,
 ) -> dict[str, np.ndarray]:
     """A prefill instance batching ``batch`` prompts of one class per step: requests/s over the mix and TTFT.
 
     requests/s = b / sum_k w_k T_pre(b, I_k); TTFT = max_k T_pre(b, I_k) + KV transfer of I_k tokens (I_k - P_k
-    with a cached prefix).
+    with a cached prefix). ``draft``: the instance prefills the draft model too (its step after the target's, at
+    ``DRAFT_WEIGHT_BITS`` on ``Layout.for_draft``) and sends its KV cache with the target's.
     """
     batch = np.asarray(batch, dtype=float)
     w = workload._w()
@@ -539,13 +548,18 @@ def prefill_figures(
     ttft = None
     compute = None
     for wk, (i, p) in zip(w, workload.classes, strict=True):
-        step = prefill_step(model, gpu, preset, weight_bits, layout, batch, i, p)
-        busy = busy + wk * step.step_time_s
+        step_s = prefill_step(model, gpu, preset, weight_bits, layout, batch, i, p).step_time_s
         # the decode side holds the cached prefix: only the new tokens' KV cache moves
-        t = step.step_time_s + kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s)
+        t = step_s + kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s)
+        if draft is not None:
+            d_layout = layout.for_draft(draft)
+            step_s = step_s + prefill_step(draft, gpu, preset, ev.DRAFT_WEIGHT_BITS, d_layout, batch, i, p).step_time_s
+            t = step_s + kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s)
+            t = t + kv_transfer_s(draft, layout, i - p, link_bytes_per_s)
+        busy = busy + wk * step_s
         ttft = t if ttft is None else np.maximum(ttft, t)
-        compute = step.step_time_s if compute is None else np.maximum(compute, step.step_time_s)
-    mem = prefill_memory(model, gpu, preset, weight_bits, layout, batch, workload)
+        compute = step_s if compute is None else np.maximum(compute, step_s)
+    mem = prefill_memory(model, gpu, preset, weight_bits, layout, batch, workload, draft)
     return {
         "requests_per_s": batch / busy,
         "ttft_s": ttft,
@@ -629,30 +643,35 @@ def disaggregated_figures(
     decode: tuple[GpuSpec, ev.Layout, float | np.ndarray, int],
     utilisation: float = 1.0,
     prefill_preset: Preset | None = None,
+    spec: Speculation | None = None,
 ) -> dict[str, np.ndarray]:
     """Every figure of x prefill and y decode instances: prefill = (gpu, layout, batch, x), decode = (gpu, layout,
     batch, y); they serve min(x r_p, y r_d) requests/s for x N_p price_p + y N_d price_d dollars per second.
     ``prefill_preset``: the prefill side's physics where it differs from the decode side's (an engine profile's
-    efficiencies on another accelerator; None: ``preset``)."""
+    efficiencies on another accelerator; None: ``preset``). ``spec`` (one gamma): the decode side speculates and,
+    where gamma > 0, the prefill side prefills the draft too."""
+    drafting = spec is not None and float(np.max(spec.gamma)) > 0
     p_gpu, p_layout, p_batch, x = prefill
     d_gpu, d_layout, d_batch, y = decode
     same = bool(shares_domain(p_gpu, d_gpu, p_layout.n_gpus, d_layout.n_gpus))
     link = kv_link_bytes_per_s(p_gpu, d_gpu, same)
     hop = p_gpu.intra_hop_latency_s if same else max(p_gpu.inter_hop_latency_s, d_gpu.inter_hop_latency_s)
-    pre = prefill_figures(model, p_gpu, prefill_preset or preset, weight_bits, p_layout, p_batch, workload, link, hop)
-    step = tpot_step(model, d_gpu, preset, weight_bits, d_layout, d_batch, workload, 0.0, 0.0)
+    p_draft = spec.draft if spec is not None and drafting else None
+    p_preset = prefill_preset or preset
+    pre = prefill_figures(model, p_gpu, p_preset, weight_bits, p_layout, p_batch, workload, link, hop, p_draft)
+    step = tpot_step(model, d_gpu, preset, weight_bits, d_layout, d_batch, workload, 0.0, 0.0, spec)
     tpot = step.step_time_s
     decode_rate = d_batch / (workload.mean_osl * tpot)
     served = np.minimum(x * pre["requests_per_s"], y * decode_rate) * utilisation
     usd_per_s = x * p_layout.n_gpus * p_gpu.usd_per_s + y * d_layout.n_gpus * d_gpu.usd_per_s
     gpus = x * p_layout.n_gpus + y * d_layout.n_gpus
-    mem = aggregated_memory(model, d_gpu, preset, weight_bits, d_layout, d_batch, workload, 0.0)
+    mem = aggregated_memory(model, d_gpu, preset, weight_bits, d_layout, d_batch, workload, 0.0, spec)
     out = _request_prices(usd_per_s, served * workload.mean_osl, workload, gpus)
     out.update(_step_fields(step, mem))
     out["fits_in_memory"] = out["fits_in_memory"] & pre["fits_in_memory"]
     out.update(
         tpot_s=tpot,
-        max_itl_s=tpot,
+        max_itl_s=_gap_s(step) if isinstance(step, Round) else tpot,
         ttft_s=pre["ttft_s"],
         prefill_step_s=pre["prefill_step_s"],
         prefill_requests_per_s=pre["requests_per_s"],

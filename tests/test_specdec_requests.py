@@ -1,0 +1,168 @@
+"""Speculative decoding with whole requests (aggregated serving): a draft round is the target's verification step
+plus the draft's steps, the draft prefills every chunk too and holds its weights and KV cache; the MIP equals
+enumeration both ways."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from roofline_opt import api, catalog
+from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize.enumerate import best_point, enumerate_best, feasible_points
+from roofline_opt.optimize.queries import cheapest, fastest
+from roofline_opt.optimize.testing import assert_same_optimum
+from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import requests as rq
+from roofline_opt.physics.specs import PRESETS
+
+SMALL = dict(tp_degrees=(1, 2, 4, 8), pp_degrees=(1, 2), tp_modes=("1d",), max_batch=256)
+QUESTIONS = {
+    "llama70b-draft8b-h100": dict(
+        model="llama-3-70b", gpu="h100-sxm", draft="llama-3-8b", isl=2000, osl=500, ttft_ms=2000, gamma_max=3
+    ),
+    "llama70b-draft8b-h200-chunks-kv": dict(
+        model="llama-3-70b",
+        gpu="h200",
+        draft="llama-3-8b",
+        isl=4000,
+        osl=1000,
+        chunk_tokens=(512, 2048),
+        kv_bits=(16, 8),
+        acceptance=0.8,
+    ),
+    "llama70b-draft8b-paper-mix": dict(
+        model="llama-3-70b",
+        gpu="h100-sxm",
+        draft="llama-3-8b",
+        preset="paper",
+        workload=((500, 1500, 1.0), (3000, 300, 1.0)),
+        gamma_max=4,
+    ),
+    "mixtral-draft-prefix-demand": dict(
+        model="mixtral-8x7b",
+        gpu="h100-sxm",
+        draft="mistral-7b",
+        isl=1000,
+        osl=500,
+        prefix_tokens=500,
+        demand_req_s=20,
+        max_gpus=16,
+        gamma_max=2,
+    ),
+}
+FACTORS = (None, 1.0, 2.0)
+
+
+@functools.cache
+def _setting(name: str):
+    spec = {**SMALL, **QUESTIONS[name]}
+    q = api.question(spec.pop("model"), spec.pop("gpu"), **spec)
+    pts = feasible_points(q)
+    cheapest_usd = float(pts.usd_per_mtok[best_point(pts, "cheapest", None)])
+    fastest_tok_s = float(1.0 / pts.time_per_token_s[best_point(pts, "fastest", None)])
+    return q, pts, cheapest_usd, fastest_tok_s
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+@pytest.mark.parametrize("name", QUESTIONS)
+def test_fastest_with_a_draft_equals_enumeration(name, factor):
+    q, pts, cheapest_usd, _ = _setting(name)
+    budget = None if factor is None else cheapest_usd * factor
+    answer, oracle = fastest(q, budget), enumerate_best(q, "fastest", budget, pts)
+    assert_same_optimum("fastest", answer, oracle, budget)
+    assert_same_optimum("fastest", oracle, answer, budget)
+    if q.max_ttft_s is not None:
+        assert answer.figures["ttft_s"] <= q.max_ttft_s * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("factor", FACTORS)
+@pytest.mark.parametrize("name", QUESTIONS)
+def test_cheapest_with_a_draft_equals_enumeration(name, factor):
+    q, pts, _, fastest_tok_s = _setting(name)
+    speed = None if factor is None else fastest_tok_s / factor
+    answer, oracle = cheapest(q, speed), enumerate_best(q, "cheapest", speed, pts)
+    assert_same_optimum("cheapest", answer, oracle, speed)
+    assert_same_optimum("cheapest", oracle, answer, speed)
+
+
+def test_the_fastest_answer_drafts_and_its_figures_are_the_evaluators():
+    q, *_ = _setting("llama70b-draft8b-h100")
+    answer = fastest(q, None)
+    assert answer.setup.gamma > 0
+    s = answer.setup
+    layout = ev.Layout.of(s.tp, s.tp_2d, s.pp, q.context, s.ep, 1, s.kv_bits)
+    spec = rq.Speculation(q.draft, s.gamma, q.acceptance)
+    fig = rq.aggregated_figures(
+        q.model, q.gpus[0], q.preset, s.weight_bits, layout, s.batch, q.whole_requests, s.chunk_tokens, 1.0, spec
+    )
+    assert answer.figures["tpot_s"] == pytest.approx(float(fig["tpot_s"]), rel=1e-12)
+    assert answer.figures["ttft_s"] == pytest.approx(float(fig["ttft_s"]), rel=1e-12)
+
+
+TARGET, DRAFT = catalog.load_model("llama-3-70b"), catalog.load_model("llama-3-8b")
+GPU = catalog.load_gpu("h100-sxm")
+WORK = rq.Workload.single(2000, 500)
+LAYOUT = ev.Layout.of(4, False, 1, WORK.decode_context, 1, 1, 16)
+
+
+def _agg(preset, batch, spec):
+    return rq.aggregated_figures(TARGET, GPU, preset, 16, LAYOUT, batch, WORK, 2048, 1.0, spec)
+
+
+@pytest.mark.parametrize("preset", ["default", "paper"])
+def test_gamma_0_is_no_draft(preset):
+    p = PRESETS[preset]
+    plain, zero = _agg(p, 64.0, None), _agg(p, 64.0, rq.Speculation(DRAFT, 0.0, 0.7))
+    for field in ("tpot_s", "ttft_s", "max_itl_s", "usd_per_mtok", "weights_bytes_per_device", "fits_in_memory"):
+        assert np.all(zero[field] == plain[field]), field
+
+
+def test_tpot_falls_with_acceptance():
+    tpots = [float(_agg(PRESETS["default"], 16.0, rq.Speculation(DRAFT, 3.0, a))["tpot_s"]) for a in (0.5, 0.7, 0.9)]
+    assert tpots[0] > tpots[1] > tpots[2]
+
+
+def test_decode_only_round_is_time_per_token_with_gamma():
+    p = PRESETS["default"]
+    for gamma in (1.0, 3.0):
+        round_ = rq.tpot_step(TARGET, GPU, p, 16, LAYOUT, 8.0, None, 0.0, 0.0, rq.Speculation(DRAFT, gamma, 0.7))
+        expected = ev.time_per_token_with_gamma(TARGET, GPU, p, 16, LAYOUT, 8.0, gamma, DRAFT, 0.7)
+        assert float(round_.step_time_s) == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_a_round_is_the_verification_step_plus_gamma_draft_steps_over_expected_tokens():
+    p = replace(PRESETS["default"], prefill_cycle=False)
+    spec = rq.Speculation(DRAFT, 2.0, 0.6)
+    step = rq.tpot_step(TARGET, GPU, p, 16, LAYOUT, 32.0, WORK, 2048, 1.0, spec)
+    assert isinstance(step, rq.Round)
+    e = 1.0 + 0.6 + 0.36
+    target, reading, plain = (s.step_time_s for _, s in step.terms)
+    assert float(step.step_time_s) == pytest.approx(float((target + reading + plain) / e), rel=1e-12)
+    # the draft's step reading the round's prompt tokens is its prefill: slower than its plain step
+    assert reading > plain
+
+
+def test_the_draft_prefills_too_ttft_rises_and_memory_holds_the_draft():
+    p = PRESETS["default"]
+    plain, drafted = _agg(p, 32.0, None), _agg(p, 32.0, rq.Speculation(DRAFT, 1.0, 0.7))
+    assert drafted["ttft_s"] > plain["ttft_s"]
+    draft_weights = ev.weight_bytes_per_param(ev.DRAFT_WEIGHT_BITS) * ev.model_sizes(DRAFT).total_params / 4
+    assert float(drafted["weights_bytes_per_device"] - plain["weights_bytes_per_device"]) == pytest.approx(
+        draft_weights, rel=1e-12
+    )
+    assert drafted["kv_cache_bytes_per_device"] > plain["kv_cache_bytes_per_device"]
+
+
+def test_disaggregated_serving_with_a_draft_is_refused_in_one_line():
+    with pytest.raises(InvalidInput, match="needs `serving` agg") as err:
+        api.question("llama-3-70b", "h100-sxm", draft="llama-3-8b", isl=2000, osl=500, serving=("agg", "disagg"))
+    assert "\n" not in str(err.value)
+
+
+def test_a_percentile_with_a_draft_is_refused_in_one_line():
+    with pytest.raises(InvalidInput, match="percentile"):
+        api.question("llama-3-70b", "h100-sxm", draft="llama-3-8b", isl=2000, osl=500, ttft_ms=1000, percentile=90)
