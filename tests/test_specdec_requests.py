@@ -1,6 +1,6 @@
-"""Speculative decoding with whole requests (aggregated serving): a draft round is the target's verification step
-plus the draft's steps, the draft prefills every chunk too and holds its weights and KV cache; the MIP equals
-enumeration both ways."""
+"""Speculative decoding with whole requests (aggregated and disaggregated serving): a draft round is the target's
+verification step plus the draft's steps, the draft prefills every prompt too and holds its weights and KV cache; the
+MIP equals enumeration both ways."""
 
 from __future__ import annotations
 
@@ -52,6 +52,29 @@ QUESTIONS = {
         demand_req_s=20,
         max_gpus=16,
         gamma_max=2,
+    ),
+    "llama70b-draft8b-agg-disagg": dict(
+        model="llama-3-70b",
+        gpu="h100-sxm",
+        draft="llama-3-8b",
+        isl=2000,
+        osl=500,
+        ttft_ms=2000,
+        gamma_max=3,
+        serving=("agg", "disagg"),
+        max_instances=3,
+    ),
+    "llama8b-draft-disagg-two-gpus-kv": dict(
+        model="llama-3-70b",
+        gpu=("h100-sxm", "h200"),
+        draft="llama-3-8b",
+        isl=4000,
+        osl=1000,
+        serving="disagg",
+        kv_bits=(16, 8),
+        gamma_max=2,
+        acceptance=0.6,
+        max_instances=2,
     ),
 }
 FACTORS = (None, 1.0, 2.0)
@@ -157,12 +180,72 @@ def test_the_draft_prefills_too_ttft_rises_and_memory_holds_the_draft():
     assert drafted["kv_cache_bytes_per_device"] > plain["kv_cache_bytes_per_device"]
 
 
-def test_disaggregated_serving_with_a_draft_is_refused_in_one_line():
-    with pytest.raises(InvalidInput, match="needs `serving` agg") as err:
-        api.question("llama-3-70b", "h100-sxm", draft="llama-3-8b", isl=2000, osl=500, serving=("agg", "disagg"))
-    assert "\n" not in str(err.value)
+P_LAYOUT = ev.Layout.of(2, False, 1, 0.0, 1, 1, 16)
+
+
+def _disagg(spec, batch=16.0):
+    return rq.disaggregated_figures(
+        TARGET, PRESETS["default"], 16, WORK, (GPU, P_LAYOUT, 4.0, 1), (GPU, LAYOUT, batch, 2), spec=spec
+    )
+
+
+def test_disaggregated_gamma_0_is_no_draft():
+    plain, zero = _disagg(None), _disagg(rq.Speculation(DRAFT, 0.0, 0.7))
+    for field in ("tpot_s", "ttft_s", "requests_per_s", "usd_per_mtok", "weights_bytes_per_device"):
+        assert np.all(zero[field] == plain[field]), field
+
+
+def test_disaggregated_prefill_runs_the_draft_too():
+    plain, drafted = _disagg(None), _disagg(rq.Speculation(DRAFT, 2.0, 0.7))
+    p = PRESETS["default"]
+    target = rq.prefill_step(TARGET, GPU, p, 16, P_LAYOUT, 4.0, 2000).step_time_s
+    draft = rq.prefill_step(DRAFT, GPU, p, ev.DRAFT_WEIGHT_BITS, P_LAYOUT, 4.0, 2000).step_time_s
+    assert float(drafted["prefill_step_s"]) == pytest.approx(float(target + draft), rel=1e-12)
+    assert float(plain["prefill_step_s"]) == pytest.approx(float(target), rel=1e-12)
+    assert float(drafted["prefill_requests_per_s"]) == pytest.approx(4.0 / float(target + draft), rel=1e-12)
+    assert drafted["ttft_s"] > plain["ttft_s"]
+    assert drafted["decode_requests_per_s"] > plain["decode_requests_per_s"]  # batch 16 is memory-bound: drafting helps
+
+
+def test_the_fastest_disaggregated_answer_drafts_and_pairs_a_drafting_prefill():
+    q, *_ = _setting("llama70b-draft8b-agg-disagg")
+    answer = fastest(q, None)
+    assert answer.setup.serving == "disagg" and answer.setup.gamma > 0
+    s = answer.setup
+    fig = rq.disaggregated_figures(
+        q.model,
+        q.preset,
+        s.weight_bits,
+        q.whole_requests,
+        (
+            q.gpus[0],
+            ev.Layout.of(s.prefill_tp, s.prefill_tp_2d, s.prefill_pp, 0, 1, 1, s.kv_bits),
+            float(s.prefill_batch),
+            s.prefill_instances,
+        ),
+        (
+            q.gpus[0],
+            ev.Layout.of(s.tp, s.tp_2d, s.pp, q.context, s.ep, 1, s.kv_bits),
+            float(s.batch),
+            s.decode_instances,
+        ),
+        spec=rq.Speculation(q.draft, s.gamma, q.acceptance),
+    )
+    for field in ("tpot_s", "ttft_s", "usd_per_mtok"):
+        assert answer.figures[field] == pytest.approx(float(fig[field]), rel=1e-12), field
 
 
 def test_a_percentile_with_a_draft_is_refused_in_one_line():
     with pytest.raises(InvalidInput, match="percentile"):
         api.question("llama-3-70b", "h100-sxm", draft="llama-3-8b", isl=2000, osl=500, ttft_ms=1000, percentile=90)
+
+
+def test_a_fleet_model_with_a_draft_and_whole_requests_is_refused_in_one_line(tmp_path):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        "models:\n  - name: chat\n    model: llama-3-70b\n    draft: llama-3-8b\n    isl: 2000\n    osl: 500\n"
+        "    demand_req_s: 1\ngpus:\n  h100-sxm: 16\n"
+    )
+    with pytest.raises(InvalidInput, match="draft") as err:
+        api.plan(fleet)
+    assert "\n" not in str(err.value)
