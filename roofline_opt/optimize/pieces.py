@@ -116,7 +116,7 @@ def request_pieces(question: Question, fig, lo, hi) -> tuple[list[np.ndarray], l
     width = np.maximum(hi - lo, 1.0)
     values, gaps = [], []
     for picks in itertools.product(GEMM_PICKS, repeat=len(terms)):
-        value, curvature = 0.0, 0.0
+        value, curvature = np.zeros(()), np.zeros(())
         for (w, step), pick in zip(terms, picks, strict=True):
             g = step.serial_s + getattr(step, pick)
             w = np.broadcast_to(w, np.shape(g))
