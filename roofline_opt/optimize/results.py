@@ -239,7 +239,7 @@ def _request_fields(s: Setup) -> dict:
     rec = {
         "serving": s.serving,
         "chunk_tokens": s.chunk_tokens if not s.disaggregated else 0,
-        "decode_layout": layout_label(s.tp, s.tp_2d, s.pp, s.ep, dp_attention=s.dp_attention),
+        "decode_layout": layout_label(s.tp, s.tp_2d, s.pp, s.ep, s.gamma, s.dp_attention),
         "decode_gpu": s.gpu,
         "decode_instances": s.decode_instances,
     }
