@@ -249,3 +249,11 @@ def test_a_fleet_model_with_a_draft_and_whole_requests_is_refused_in_one_line(tm
     with pytest.raises(InvalidInput, match="draft") as err:
         api.plan(fleet)
     assert "\n" not in str(err.value)
+
+
+def test_evaluate_prices_a_drafting_setup_as_the_evaluator():
+    setup = dict(model="llama-3-70b", gpu="h100-sxm", tp=4, pp=1, batch=32, isl=2000, osl=500, draft="llama-3-8b")
+    row = api.evaluate_setups([{**setup, "gamma_max": 2, "acceptance": 0.7}]).iloc[0]
+    fig = _agg(PRESETS["default"], 32.0, rq.Speculation(DRAFT, 2.0, 0.7))
+    assert row["tpot_s"] == pytest.approx(float(fig["tpot_s"]), rel=1e-12)
+    assert row["ttft_s"] == pytest.approx(float(fig["ttft_s"]), rel=1e-12)

@@ -535,12 +535,13 @@ def prefill_figures(
     link_bytes_per_s,
     hop_latency_s: float = 0.0,
     draft: ModelSpec | None = None,
+    draft_weight_bits: int = ev.DRAFT_WEIGHT_BITS,
 ) -> dict[str, np.ndarray]:
     """A prefill instance batching ``batch`` prompts of one class per step: requests/s over the mix and TTFT.
 
     requests/s = b / sum_k w_k T_pre(b, I_k); TTFT = max_k T_pre(b, I_k) + KV transfer of I_k tokens (I_k - P_k
     with a cached prefix). ``draft``: the instance prefills the draft model too (its step after the target's, at
-    ``DRAFT_WEIGHT_BITS`` on ``Layout.for_draft``) and sends its KV cache with the target's.
+    ``draft_weight_bits`` on ``Layout.for_draft``) and sends its KV cache with the target's.
     """
     batch = np.asarray(batch, dtype=float)
     w = workload._w()
@@ -553,7 +554,7 @@ def prefill_figures(
         t = step_s + kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s)
         if draft is not None:
             d_layout = layout.for_draft(draft)
-            step_s = step_s + prefill_step(draft, gpu, preset, ev.DRAFT_WEIGHT_BITS, d_layout, batch, i, p).step_time_s
+            step_s = step_s + prefill_step(draft, gpu, preset, draft_weight_bits, d_layout, batch, i, p).step_time_s
             t = step_s + kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s)
             t = t + kv_transfer_s(draft, layout, i - p, link_bytes_per_s)
         busy = busy + wk * step_s
@@ -658,7 +659,8 @@ def disaggregated_figures(
     hop = p_gpu.intra_hop_latency_s if same else max(p_gpu.inter_hop_latency_s, d_gpu.inter_hop_latency_s)
     p_draft = spec.draft if spec is not None and drafting else None
     p_preset = prefill_preset or preset
-    pre = prefill_figures(model, p_gpu, p_preset, weight_bits, p_layout, p_batch, workload, link, hop, p_draft)
+    d_bits = ev.DRAFT_WEIGHT_BITS if spec is None else spec.weight_bits
+    pre = prefill_figures(model, p_gpu, p_preset, weight_bits, p_layout, p_batch, workload, link, hop, p_draft, d_bits)
     step = tpot_step(model, d_gpu, preset, weight_bits, d_layout, d_batch, workload, 0.0, 0.0, spec)
     tpot = step.step_time_s
     decode_rate = d_batch / (workload.mean_osl * tpot)
