@@ -409,7 +409,9 @@ def stable_batch_limit(workload: Workload, chunk_tokens, spec: Speculation | Non
     speculating, B * E * I / O per round."""
     ratio = workload.prompt_tokens_per_output * (1.0 if spec is None else spec.tokens_per_round)
     chunk = np.asarray(chunk_tokens, dtype=float)
-    return np.floor(chunk / ratio * (1 + 1e-12)) if np.all(ratio > 0) else np.full_like(chunk / ratio, np.inf)
+    if workload.prompt_tokens_per_output <= 0:
+        return np.full(np.broadcast_shapes(chunk.shape, np.shape(ratio)), np.inf)
+    return np.floor(chunk / ratio * (1 + 1e-12))
 
 
 def ttft_aggregated_s(
