@@ -16,6 +16,7 @@ import numpy as np
 
 from roofline_opt.optimize import pairing
 from roofline_opt.optimize.cost_range import check_costs_representable
+from roofline_opt.optimize.pieces import speculation
 from roofline_opt.optimize.results import Answer, Setup, reevaluate, setup_of
 from roofline_opt.optimize.space import (
     Layouts,
@@ -133,10 +134,12 @@ def _slo_rates(question: Question, lay: Layouts, rep: dict[str, np.ndarray]) -> 
 def _agg_limits(question: Question, gpu_index: int, bits: int, lay: Layouts, idx, batches) -> np.ndarray:
     """Aggregated points meeting the chunk budget and the TTFT limit, evaluated point by point."""
     col = idx[:, None]
-    ok = batches[None, :] <= rq.stable_batch_limit(question.whole_requests, lay.chunk[col])
+    spec = speculation(question, lay, col)
+    ok = batches[None, :] <= rq.stable_batch_limit(question.whole_requests, lay.chunk[col], spec)
     if question.max_ttft_s is not None:
         layout = group_layout(lay, col, question)
-        ttft = aggregated_ttft_s(question, question.gpus[gpu_index], bits, layout, batches[None, :], lay.chunk[col])
+        gpu = question.gpus[gpu_index]
+        ttft = aggregated_ttft_s(question, gpu, bits, layout, batches[None, :], lay.chunk[col], spec)
         ok &= ttft <= question.max_ttft_s * (1 + 1e-12)
     return ok | lay.disagg[col]
 
@@ -175,7 +178,7 @@ def feasible_points(question: Question) -> Points:
                 tau = target_step(question, gi, bits, lay, col, batches[None, :]).step_time_s
             tau = np.broadcast_to(tau, (len(idx), len(batches)))
             fits = instance_memory(question, gi, bits, lay, col, batches[None, :]).fits
-            if question.draft is not None:
+            if question.draft is not None and question.workload is None:
                 with_draft = instance_memory(question, gi, bits, lay, col, batches[None, :], question.draft)
                 fits = np.where(lay.gamma[col] > 0, with_draft.fits, fits)
             ok = np.broadcast_to(fits, tau.shape) & (batches[None, :] >= lay.pp[col])
@@ -229,6 +232,7 @@ def _pair(question: Question, lay: Layouts, idx, batches, tau, cost, ok, partner
             (partners.decode_gpu == lay.gpu_index[j])
             & (pl.weight_bits[k] == lay.weight_bits[j])
             & (pl.kv_bits[k] == lay.kv_bits[j])
+            & ((pl.gamma[k] > 0) == (lay.gamma[j] > 0))
             & (partners.same_domain == same)
         )
         caps = np.array(

@@ -11,6 +11,7 @@ import numpy as np
 from roofline_opt import checks
 from roofline_opt.errors import Infeasible
 from roofline_opt.optimize import pairing
+from roofline_opt.optimize.pieces import speculation
 from roofline_opt.optimize.space import Question, layouts, prefill_layouts
 from roofline_opt.optimize.tables import (
     Tables,
@@ -29,7 +30,10 @@ def best_ttft_s(question: Question) -> float:
     lay = layouts(question)
     for gi, bits, idx in lay.groups(np.flatnonzero(~lay.disagg)):
         layout = group_layout(lay, idx, question)
-        ttft = aggregated_ttft_s(question, question.gpus[gi], bits, layout, lay.pp[idx].astype(float), lay.chunk[idx])
+        spec = speculation(question, lay, idx)
+        ttft = aggregated_ttft_s(
+            question, question.gpus[gi], bits, layout, lay.pp[idx].astype(float), lay.chunk[idx], spec
+        )
         best = min(best, float(np.min(ttft)))
     pre = prefill_layouts(question)
     for d in (g for g in range(len(question.gpus)) if question.offers(rq.DISAGG, g)):

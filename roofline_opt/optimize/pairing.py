@@ -60,19 +60,16 @@ def link_of(question: Question, prefill_gpu: int, decode_gpu: int, same: bool) -
 
 
 def prefill_points(question: Question, lay: Layouts, idx: np.ndarray, gpu: int, bits: int, batch, decode_gpu, same):
-    """Exact prefill figures of layouts idx (one accelerator and precision) at the given batches."""
+    """Exact prefill figures of layouts idx (one accelerator and precision) at the given batches; layouts with gamma 1
+    prefill the question's draft too."""
     link, hop = link_of(question, gpu, decode_gpu, same)
-    return rq.prefill_figures(
-        question.model,
-        question.gpus[gpu],
-        question.preset_on(question.gpus[gpu]),
-        bits,
-        prefill_layout(lay, idx),
-        batch,
-        question.whole_requests,
-        link,
-        hop,
-    )
+    args = (question.gpus[gpu], question.preset_on(question.gpus[gpu]), bits, prefill_layout(lay, idx), batch)
+    plain = rq.prefill_figures(question.model, *args, question.whole_requests, link, hop)
+    drafts = lay.gamma[idx] > 0
+    if question.draft is None or not np.any(drafts):
+        return plain
+    both = rq.prefill_figures(question.model, *args, question.whole_requests, link, hop, question.draft)
+    return {k: np.where(drafts, both[k], plain[k]) for k in plain}
 
 
 def _admissible(question: Question, figures) -> np.ndarray:
@@ -184,7 +181,7 @@ def _criteria(question: Question, o: PrefillOptions) -> np.ndarray:
 def _keys(question: Question, o: PrefillOptions) -> np.ndarray:
     """Options compete only within a key: decode accelerator, link, precisions (and more under limits)."""
     lay = o.layouts
-    cols = [o.decode_gpu, o.same_domain, lay.weight_bits[o.layout], lay.kv_bits[o.layout]]
+    cols = [o.decode_gpu, o.same_domain, lay.weight_bits[o.layout], lay.kv_bits[o.layout], lay.gamma[o.layout] > 0]
     cols.append(np.where(o.same_domain, o.n_gpus, 0))
     if _limited(question):
         cols.append(o.y)
@@ -231,6 +228,7 @@ def matches(question: Question, options: PrefillOptions, dec: Layouts, j: int) -
         (options.decode_gpu == d_gpu)
         & (lay.weight_bits[options.layout] == dec.weight_bits[j])
         & (lay.kv_bits[options.layout] == dec.kv_bits[j])
+        & ((lay.gamma[options.layout] > 0) == (dec.gamma[j] > 0))
         & (options.same_domain == (same_type & room))
     )
 

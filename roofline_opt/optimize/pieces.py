@@ -5,6 +5,8 @@ tables.py's docstring and docs/physics/step-structure.md).
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from roofline_opt.optimize.space import Layouts, Question
@@ -27,14 +29,30 @@ def needs_refining(question: Question) -> bool:
     return question.model.is_moe or prefill_cycle(question)
 
 
+def speculation(question: Question, lay: Layouts, idx: np.ndarray) -> rq.Speculation | None:
+    """The draft of whole-request layouts idx (their gamma; None without a draft model)."""
+    if question.draft is None:
+        return None
+    return rq.Speculation(question.draft, lay.gamma[idx].astype(float), question.acceptance)
+
+
+def n_steps(question: Question) -> int:
+    """Distinct steps of a whole-request row's TPOT (``requests.step_terms``): the target's step, or decode and chunk
+    steps with the cycle; with a draft its plain step and the step reading the prompt tokens too."""
+    steps = 2 if prefill_cycle(question) else 1
+    return steps + (2 if question.draft is not None else 0)
+
+
 def n_pieces(question: Question) -> int:
-    """Pieces per row: GEMM memory or compute of the target (and draft step, or decode and chunk step of a cycle)."""
-    return 4 if question.draft is not None or prefill_cycle(question) else 2
+    """Pieces per row: each distinct step's GEMM class at memory or compute (decode only: the target and draft)."""
+    if question.workload is None:
+        return 4 if question.draft is not None else 2
+    return 2 ** n_steps(question)
 
 
 def target_step(
     question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch
-) -> ev.StepFigures | rq.CycleFigures:
+) -> ev.StepFigures | rq.Round | rq.CycleFigures:
     """The step whose time is the time per token (or per draft round): decode, verification, or the TPOT step."""
     gpu = question.gpus[gpu_index]
     layout = group_layout(lay, idx, question)
@@ -50,15 +68,17 @@ def target_step(
         question.workload,
         lay.chunk[idx],
         ~lay.disagg[idx],
+        speculation(question, lay, idx),
     )
 
 
 def step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx: np.ndarray, batch: np.ndarray):
-    """Per-token milliseconds of the target (and draft) step terms at the given batches, for layouts idx."""
+    """Per-token milliseconds of the target (and draft) step terms at the given batches, for layouts idx (decode
+    only; whole requests: ``target_step``)."""
     gpu = question.gpus[gpu_index]
     layout = group_layout(lay, idx, question)
     terms = [target_step(question, gpu_index, bits, lay, idx, batch)]
-    if question.draft is not None:
+    if question.draft is not None and question.workload is None:
         draft_layout = layout.for_draft(question.draft)
         terms.append(ev.step(question.draft, gpu, question.preset_on(gpu), ev.DRAFT_WEIGHT_BITS, draft_layout, batch))
     return terms
@@ -66,9 +86,7 @@ def step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx:
 
 def per_token_s(question: Question, terms, gamma: np.ndarray, which: tuple[str, ...]) -> np.ndarray:
     """Seconds per generated token using the GEMM class's memory or compute time for the max() of target and draft
-    steps (the serial part - launches, network, attention classes - in every piece)."""
-    if isinstance(terms[0], rq.CycleFigures):
-        return terms[0].piece_s(*which)
+    steps (the serial part - launches, network, attention classes - in every piece); decode only."""
     e_tokens = ev.expected_tokens_per_round(question.acceptance, gamma) if question.draft is not None else 1.0
     total = 0.0
     for term, pick, weight in zip(terms, which, (1.0, gamma), strict=False):
@@ -82,35 +100,49 @@ PIECE_PICKS = (
     ("gemm_compute_s", "gemm_memory_s"),
     ("gemm_compute_s", "gemm_compute_s"),
 )
+GEMM_PICKS = ("gemm_memory_s", "gemm_compute_s")
+
+
+def request_pieces(question: Question, fig, lo, hi) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Every piece of a whole-request TPOT figure evaluated at (lo, hi) (leading axis 2), and how far each piece's chord
+    may lie above it on [lo, hi].
+
+    A piece is sum_k w_k (serial_k + GEMM pick_k) over the figure's distinct steps (``requests.step_terms``), with one
+    pick per step; padded by repetition to ``n_pieces``. The weights are constant (a speculative round: 1, gamma and
+    the draft's chunk reading, over E) or affine in the batch (the cycle's 1 - f and f, f = kappa B) and every step
+    term g_k is concave, so a piece lies above the quadratic sum_k w_k chord_k, whose chord is the piece's own; where
+    that is convex (curvature sum_k w_k' chord_k') its chord lies at most curvature (hi - lo)^2 / 4 above it."""
+    terms = rq.step_terms(fig)
+    width = np.maximum(hi - lo, 1.0)
+    values, gaps = [], []
+    for picks in itertools.product(GEMM_PICKS, repeat=len(terms)):
+        value, curvature = np.zeros(()), np.zeros(())
+        for (w, step), pick in zip(terms, picks, strict=True):
+            g = step.serial_s + getattr(step, pick)
+            w = np.broadcast_to(w, np.shape(g))
+            value = value + w * g
+            curvature = curvature + np.where(hi > lo, (w[1] - w[0]) * (g[1] - g[0]) / width**2, 0.0)
+        values.append(value)
+        gaps.append(np.maximum(curvature, 0.0) * (hi - lo) ** 2 / 4.0)
+    missing = n_pieces(question) - len(values)
+    return values + values[:1] * missing, gaps + gaps[:1] * missing
 
 
 def chord_pieces(question, gpu_index, bits, lay, idx, lo, hi):
     """a0, a1 of every convex piece on [lo, hi] (chords of the evaluator between the interval ends; a cycle's pieces
-    lowered by their quadratic's chord gap, see ``cycle_gap_s``)."""
+    lowered by their quadratic's chord gap, see ``request_pieces``)."""
     gamma = lay.gamma[idx].astype(float)
     at_ends = step_terms(question, gpu_index, bits, lay, idx, np.stack([lo, hi]))  # one call: collectives once
-    picks = PIECE_PICKS if n_pieces(question) == 4 else PIECE_PICKS[::3]
-    a0s, a1s = [], []
     width = np.maximum(hi - lo, 1.0)
-    for pick in picks:
-        y_lo, y_hi = per_token_s(question, at_ends, gamma, pick)
+    if question.workload is not None:
+        ends, belows = request_pieces(question, at_ends[0], lo, hi)
+    else:
+        picks = PIECE_PICKS if n_pieces(question) == 4 else PIECE_PICKS[::3]
+        ends = [per_token_s(question, at_ends, gamma, pick) for pick in picks]
+        belows = [0.0] * len(ends)
+    a0s, a1s = [], []
+    for (y_lo, y_hi), below in zip(ends, belows, strict=True):
         slope = np.where(hi > lo, (y_hi - y_lo) / width, 0.0)
         a1s.append(slope)
-        below = cycle_gap_s(at_ends[0], pick, lo, hi) if isinstance(at_ends[0], rq.CycleFigures) else 0.0
         a0s.append(y_lo - slope * lo - below)
     return np.stack(a0s, axis=-1), np.stack(a1s, axis=-1)
-
-
-def cycle_gap_s(cycle: rq.CycleFigures, pick: tuple[str, str], lo, hi) -> np.ndarray:
-    """How far a cycle piece's chord may lie above the piece on [lo, hi]: a piece is (1 - f) A + f C with A (the decode
-    step) and C (the chunk step) concave in the batch and f = kappa B; A and C lie above their chords, so the piece lies
-    above the quadratic (1 - f) chord_A + f chord_C, whose chord is the piece's own and whose curvature is
-    kappa (slope C - slope A). Where that is convex its chord lies at most kappa (slope C - slope A) (hi - lo)^2 / 4
-    above it (at the middle): lowering the chord by that much keeps a valid lower bound, exact where lo = hi."""
-    width = np.maximum(hi - lo, 1.0)
-    f_lo, f_hi = cycle.chunk_share
-    decode_lo, decode_hi = cycle.decode.serial_s + getattr(cycle.decode, pick[0])
-    chunk_lo, chunk_hi = cycle.chunk.serial_s + getattr(cycle.chunk, pick[1])
-    kappa = np.where(hi > lo, (f_hi - f_lo) / width, 0.0)
-    curvature = kappa * ((chunk_hi - chunk_lo) - (decode_hi - decode_lo)) / width
-    return np.maximum(curvature, 0.0) * (hi - lo) ** 2 / 4.0

@@ -225,7 +225,7 @@ def _request_fields(s: Setup) -> dict:
     rec = {
         "serving": s.serving,
         "chunk_tokens": s.chunk_tokens if not s.disaggregated else 0,
-        "decode_layout": layout_label(s.tp, s.tp_2d, s.pp, s.ep, dp_attention=s.dp_attention),
+        "decode_layout": layout_label(s.tp, s.tp_2d, s.pp, s.ep, s.gamma, s.dp_attention),
         "decode_gpu": s.gpu,
         "decode_instances": s.decode_instances,
     }
@@ -385,11 +385,14 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
             (gpu, layout, float(setup.batch), setup.decode_instances),
             u,
             prefill_preset=question.preset_on(p_gpu),
+            spec=_speculation(question, setup),
         )
         processed: float = setup.batch
     else:
-        out = rq.aggregated_figures(model, gpu, preset, bits, layout, setup.batch, w, setup.chunk_tokens, u)
+        spec = _speculation(question, setup)
+        out = rq.aggregated_figures(model, gpu, preset, bits, layout, setup.batch, w, setup.chunk_tokens, u, spec)
         processed = setup.batch * (1.0 + w.prompt_tokens_per_output)
+    out["best_gamma"] = setup.gamma
     if question.queued_ttft:
         _queued(question, setup, gpu, layout, out)
     tpot = out["tpot_s"]
@@ -399,6 +402,11 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
     out["mfu_fraction"] = flop / (tpot * setup.n_gpus * ev.flop_rate(gpu, bits))
     out["bottleneck"] = _bottleneck(out)
     return out
+
+
+def _speculation(question: Question, setup: Setup) -> rq.Speculation | None:
+    """The answer's draft at its gamma (None without a draft model)."""
+    return None if question.draft is None else rq.Speculation(question.draft, setup.gamma, question.acceptance)
 
 
 def _prefill_side(question: Question, setup: Setup, gpu, layout: ev.Layout):
@@ -417,15 +425,17 @@ def _least_prefill_batch(question: Question, setup: Setup, gpu, layout: ev.Layou
     Requests/s of a prefill instance never fall with its batch, so the batch is found by bisection."""
     w, x = question.whole_requests, setup.prefill_instances
     p_gpu, p_layout, link, hop = _prefill_side(question, setup, gpu, layout)
+    draft = question.draft if setup.gamma > 0 else None
 
     def prefill_rate(batch: float) -> float:
         fig = rq.prefill_figures(
-            question.model, p_gpu, question.preset_on(p_gpu), setup.weight_bits, p_layout, batch, w, link, hop
+            question.model, p_gpu, question.preset_on(p_gpu), setup.weight_bits, p_layout, batch, w, link, hop, draft
         )
         return x * float(fig["requests_per_s"])
 
+    spec = _speculation(question, setup)
     tpot = rq.tpot_step(
-        question.model, gpu, question.preset_on(gpu), setup.weight_bits, layout, setup.batch, w, 0.0, 0.0
+        question.model, gpu, question.preset_on(gpu), setup.weight_bits, layout, setup.batch, w, 0.0, 0.0, spec
     )
     decode_rate = setup.decode_instances * setup.batch / (w.mean_osl * float(tpot.step_time_s))
     served = min(prefill_rate(setup.prefill_batch), decode_rate)

@@ -304,7 +304,7 @@ def check(values: Mapping[str, Any], label: Callable[[str], str], specs: Specs) 
     if bool(gamma_max) != bool(draft_text):
         wanted = "at least 1 with a draft model (0 leaves it unused)" if draft_text else "0 without a draft model"
         raise InvalidInput(label("gamma_max"), f"must be {wanted}. Got {gamma_max} instead.")
-    request = _request_fields(values, label, specs, gpu_text, bits, bool(draft_text))
+    request = _request_fields(values, label, specs, gpu_text, bits)
     workload = rq.Workload.single(request["isl"], request["osl"]) if "isl" in request else None
     return SetupRow(
         model=model_text,
@@ -330,7 +330,7 @@ def check(values: Mapping[str, Any], label: Callable[[str], str], specs: Specs) 
     )
 
 
-def _request_fields(values, label, specs: Specs, gpu_text: str, bits: int, has_draft: bool) -> dict[str, Any]:
+def _request_fields(values, label, specs: Specs, gpu_text: str, bits: int) -> dict[str, Any]:
     """KV bits, request lengths, serving mode, chunk and the prefill side of a setup, checked."""
     out: dict[str, Any] = {"kv_bits": checks.choice(label("kv_bits"), values["kv_bits"], evaluator.KV_BITS)}
     isl, osl = values["isl"], values["osl"]
@@ -342,8 +342,6 @@ def _request_fields(values, label, specs: Specs, gpu_text: str, bits: int, has_d
     if _blank(isl) or _blank(osl):
         missing = "isl" if _blank(isl) else "osl"
         raise InvalidInput(label(missing), "is required with the other request length (`isl` and `osl` go together)")
-    if has_draft:
-        raise InvalidInput(label("draft"), "cannot be combined with whole requests (`isl`/`osl`) yet. Drop one.")
     out.update(
         isl=checks.positive_int(label("isl"), isl, minimum=0 if serving == rq.AGG else 1, maximum=MAX_CONTEXT),
         osl=checks.positive_int(label("osl"), osl, maximum=MAX_CONTEXT),
@@ -404,6 +402,10 @@ def _evaluate_request(setup: SetupRow, specs: Specs) -> dict[str, np.ndarray]:
     workload = rq.Workload.single(setup.isl, setup.osl)
     layout = request_layout(setup)
     batch = np.array([float(setup.batch)])
+    spec = None
+    if setup.draft and setup.gamma_max > 0:
+        draft = specs.model(setup.draft, "draft")[0]
+        spec = rq.Speculation(draft, float(setup.gamma_max), setup.acceptance, setup.draft_weight_bits)
     if setup.serving == rq.DISAGG:
         p_gpu = specs.gpu(setup.prefill_gpu, "prefill_gpu")
         p_layout = prefill_layout(setup)
@@ -415,6 +417,7 @@ def _evaluate_request(setup: SetupRow, specs: Specs) -> dict[str, np.ndarray]:
             (p_gpu, p_layout, float(setup.prefill_batch), setup.prefill_instances),
             (gpu, layout, batch, setup.decode_instances),
             prefill_preset=specs.preset(setup, p_gpu),
+            spec=spec,
         )
         # the xPyD unit is what is priced and served: its GPUs and $/hour, each side's kept beside them
         decode_gpus, prefill_gpus = setup.decode_instances * layout.n_gpus, setup.prefill_instances * p_layout.n_gpus
@@ -424,7 +427,9 @@ def _evaluate_request(setup: SetupRow, specs: Specs) -> dict[str, np.ndarray]:
         out["n_gpus"] = np.asarray(decode_gpus + prefill_gpus, dtype=float)
         out["usd_per_hour"] = np.asarray(decode_gpus * gpu.usd_per_hour + prefill_gpus * p_gpu.usd_per_hour)
     else:
-        out = rq.aggregated_figures(model, gpu, preset, setup.weight_bits, layout, batch, workload, setup.chunk_tokens)
+        out = rq.aggregated_figures(
+            model, gpu, preset, setup.weight_bits, layout, batch, workload, setup.chunk_tokens, 1.0, spec
+        )
         out["n_gpus"] = np.asarray(layout.n_gpus, dtype=float)
         out["usd_per_hour"] = np.asarray(layout.n_gpus * gpu.usd_per_hour)
     out["time_per_token_s"] = out["tpot_s"]

@@ -307,7 +307,8 @@ def layouts(question: Question) -> Layouts:
 
 
 def prefill_layouts(question: Question) -> Layouts:
-    """Every admissible prefill layout of disaggregated serving (no expert parallelism, no draft)."""
+    """Every admissible prefill layout of disaggregated serving (no expert parallelism); with a draft model, each
+    twice: gamma 0 (target only) and gamma 1 (it prefills the draft too, the partner of drafting decode layouts)."""
     if question.workload is None or DISAGG not in question.serving:
         return _layouts_of([])
     rows = []
@@ -319,7 +320,8 @@ def prefill_layouts(question: Question) -> Layouts:
                 continue
             for kv in question.kv_bits:
                 for tp, two_d, pp, ep, dp in _shapes(question, (1,)):
-                    rows.append((g, bits, tp, two_d, pp, ep, 0, kv, True, 0, dp))
+                    for drafts in (0, 1) if question.draft is not None and question.gamma_max > 0 else (0,):
+                        rows.append((g, bits, tp, two_d, pp, ep, drafts, kv, True, 0, dp))
     return _layouts_of(rows)
 
 

@@ -27,7 +27,7 @@ With ``Preset.prefill_cycle`` (the default preset) an aggregated layout's TPOT i
 a chunk step C, weighted by the chunk share f = kappa * B, which grows with the batch: a piece (1 - f) A + f C is not
 concave, and its chord may lie above it. A and C are concave, so the piece lies above the quadratic (1 - f) chord_A +
 f chord_C, whose chord is the piece's own; where that quadratic is convex the chord is lowered by its largest gap
-(``cycle_gap_s``), which keeps every row a valid optimistic bound, exact on a single batch. Such rows have four
+(``pieces.request_pieces``), which keeps every row a valid optimistic bound, exact on a single batch. Such rows have
 pieces (each step's GEMM class at memory or compute), start unrefined like MoE rows and are split until the gap is
 within MOE_CHORD_TOLERANCE; the chunk step's protocol changes are breakpoints too. Unlike a MoE chord, a lowered cycle
 chord need not rise everywhere when its row is split (the new line touches the quadratic at the new middle): every
@@ -53,13 +53,13 @@ import numpy as np
 
 from roofline_opt.optimize import pairing
 from roofline_opt.optimize.pieces import (
-    PIECE_PICKS,
     chord_pieces,
-    cycle_gap_s,
     group_layout,
     n_pieces,
     needs_refining,
     prefill_cycle,
+    request_pieces,
+    speculation,
     target_step,
 )
 from roofline_opt.optimize.space import Layouts, Question, layouts, replica_caps
@@ -153,8 +153,10 @@ def instance_memory(question: Question, gpu_index: int, bits: int, lay: Layouts,
     layout = group_layout(lay, idx, question)
     if question.workload is None:
         return ev.memory(question.model, gpu, question.preset_on(gpu), bits, layout, batch, draft)
+    preset = question.preset_on(gpu)
+    spec = speculation(question, lay, idx)
     return rq.aggregated_memory(
-        question.model, gpu, question.preset_on(gpu), bits, layout, batch, question.workload, ~lay.disagg[idx]
+        question.model, gpu, preset, bits, layout, batch, question.workload, ~lay.disagg[idx], spec
     )
 
 
@@ -165,6 +167,8 @@ def _breakpoints(question: Question, gpu_index: int, bits: int, lay: Layouts, id
     layout = group_layout(lay, idx, question)
     cycle = prefill_cycle(question)
     share = 0.0 if cycle else rq.prompt_share(question.workload, ~lay.disagg[idx])
+    if question.workload is not None and question.draft is not None:
+        share = share * ev.expected_tokens_per_round(question.acceptance, lay.gamma[idx].astype(float))
     tokens = layout.verifying(lay.gamma[idx]).tokens_per_step + share
     groups = [(question.model, bits, replace(layout, tokens_per_step=tokens))]
     if question.draft is not None:
@@ -235,12 +239,11 @@ def _concave_gap(question, gpu_index, bits, lay, idx, lo, hi) -> np.ndarray:
     gap = np.where(saturated, 0.0, np.abs(vals[1] - chord) / np.maximum(vals[1], 1e-300))
     if not prefill_cycle(question):
         return gap
-    # the cycle's TPOT against its chord at the middle, plus how far its pieces were lowered (``cycle_gap_s``)
+    # the cycle's TPOT against its chord at the middle, plus how far its pieces were lowered (``request_pieces``)
     tpot = target_step(question, gpu_index, bits, lay, idx, np.stack([lo, mid, hi])).step_time_s
     tpot_chord = tpot[0] + (tpot[2] - tpot[0]) * (mid - lo) / width
     ends = target_step(question, gpu_index, bits, lay, idx, np.stack([lo, hi]))
-    assert isinstance(ends, rq.CycleFigures)  # the target step of a prefill cycle is its cycle
-    below = np.max([cycle_gap_s(ends, pick, lo, hi) for pick in PIECE_PICKS], axis=0)
+    below = np.max(request_pieces(question, ends, lo, hi)[1], axis=0)
     return np.maximum(gap, (np.abs(tpot[1] - tpot_chord) + below) / np.maximum(tpot[1], 1e-300))
 
 
@@ -297,11 +300,14 @@ def option_of_rows(tables: Tables) -> np.ndarray:
     return np.full(len(tables), -1) if tables.option_of is None else tables.option_of
 
 
-def aggregated_ttft_s(question: Question, gpu, bits: int, layout: ev.Layout, batch, chunk_tokens) -> np.ndarray:
+def aggregated_ttft_s(
+    question: Question, gpu, bits: int, layout: ev.Layout, batch, chunk_tokens, spec: rq.Speculation | None = None
+) -> np.ndarray:
     """The TTFT an aggregated layout's limit applies to at ``batch``: its chunk schedule at no load or, with a
     percentile, that percentile under arrivals at the load whose mean decode batch is ``batch`` (rising in it)."""
     w = question.whole_requests
     if question.queued_ttft:
+        assert spec is None  # api.question refuses a percentile with a draft
         assert question.slo_percentile is not None
         return qm.aggregated_percentile_ttft_s(
             question.slo_percentile,
@@ -315,14 +321,16 @@ def aggregated_ttft_s(question: Question, gpu, bits: int, layout: ev.Layout, bat
             chunk_tokens,
             question.arrival_scv,
         )
-    return rq.ttft_aggregated_s(question.model, gpu, question.preset_on(gpu), bits, layout, batch, w, chunk_tokens)
+    preset = question.preset_on(gpu)
+    return rq.ttft_aggregated_s(question.model, gpu, preset, bits, layout, batch, w, chunk_tokens, spec)
 
 
 def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, batch_lo, batch_hi, why) -> None:
     """Aggregated layouts: the batch range meeting the TTFT limit (bisection) and the chunk budget (B I/O <= chunk)."""
     agg = ~lay.disagg[idx]
     lo, hi = batch_lo[idx].astype(float), batch_hi[idx].astype(float)
-    stable = np.where(agg, rq.stable_batch_limit(question.whole_requests, lay.chunk[idx]), np.inf)
+    spec = speculation(question, lay, idx)
+    stable = np.where(agg, rq.stable_batch_limit(question.whole_requests, lay.chunk[idx], spec), np.inf)
     why[idx[agg & (hi >= lo) & (stable < lo)]] = "chunk"
     hi = np.minimum(hi, stable)
     if question.max_ttft_s is not None:
@@ -330,7 +338,7 @@ def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, bat
         layout = group_layout(lay, idx, question)
 
         def too_slow(batch):
-            return agg & (aggregated_ttft_s(question, gpu, bits, layout, batch, lay.chunk[idx]) > limit)
+            return agg & (aggregated_ttft_s(question, gpu, bits, layout, batch, lay.chunk[idx], spec) > limit)
 
         first_slow = _first_batch(lo, hi, too_slow)
         why[idx[(hi >= lo) & (first_slow <= lo)]] = "ttft"

@@ -151,7 +151,8 @@ def _loaded_step(
     base = ev.step(model, gpu, preset, weight_bits, replace(layout, tokens_per_step=s), batch)
     sz = ev.model_sizes(model)
     counted = batch * s * (layout.context + (s - 1.0) / 2.0)
-    wanted = batch * layout.context + np.asarray(prompt_attention, dtype=float)
+    tps = layout.tokens_per_step
+    wanted = batch * tps * (layout.context + (tps - 1.0) / 2.0) + np.asarray(prompt_attention, dtype=float)
     attn_flop = sz.attn_flop_per_ctx_token_per_layer * model.n_layers * (wanted - counted)
     n = layout.n_gpus
     flop_s = n * ev.flop_rate(gpu, weight_bits) * preset.flop_efficiency
@@ -164,7 +165,6 @@ def _loaded_step(
     if not base.per_kernel_class:
         return replace(base, memory_s=memory_s, compute_s=compute_s)
     # the decode tokens' attention at layout.context; the prompt tokens' attention is the prefill class
-    tps = layout.tokens_per_step
     per_ctx = sz.attn_flop_per_ctx_token_per_layer * model.n_layers
     decode_flop = per_ctx * batch * tps * (layout.context + (tps - 1.0) / 2.0)
     prompt_flop = per_ctx * np.asarray(prompt_attention, dtype=float)
@@ -185,6 +185,91 @@ def prompt_share(workload: Workload | None, aggregated) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding with whole requests: a ``draft`` proposing ``gamma`` tokens per round (per layout, 0 = none)
+    accepted with probability ``acceptance``. The draft runs on the target's GPUs (``Layout.for_draft``), prefills every
+    prompt too (its own KV cache) and holds its weights and KV cache beside the target's."""
+
+    draft: ModelSpec
+    gamma: np.ndarray | float
+    acceptance: float
+    weight_bits: int = ev.DRAFT_WEIGHT_BITS
+
+    @property
+    def tokens_per_round(self) -> np.ndarray:
+        """Expected tokens a sequence gains per round (1 where gamma is 0)."""
+        return ev.expected_tokens_per_round(self.acceptance, self.gamma)
+
+    @property
+    def drafting(self) -> np.ndarray:
+        """1 where the layout drafts (gamma > 0), else 0: the weight of the step in which the draft reads a chunk."""
+        return np.minimum(np.asarray(self.gamma, dtype=float), 1.0)
+
+
+@dataclass(frozen=True)
+class Round:
+    """A speculative round per expected token: the target's verification step (gamma + 1 tokens per sequence) and the
+    draft's gamma steps, each weighted and the whole divided by the expected tokens per round, so ``step_time_s`` is the
+    time per output token like a plain step's. ``terms``: (weight, step) pairs, a step object listed once even where it
+    recurs (the MIP's pieces pick one GEMM class per distinct step)."""
+
+    terms: tuple[tuple[np.ndarray, ev.StepFigures], ...]
+    tokens: np.ndarray
+
+    def _sum(self, value) -> np.ndarray:
+        return sum(w * value(s) for w, s in self.terms) / self.tokens
+
+    @property
+    def step_time_s(self) -> np.ndarray:
+        return self._sum(lambda s: s.step_time_s)
+
+    @property
+    def round_time_s(self) -> np.ndarray:
+        """One round's seconds (the gap between two token bursts of a sequence)."""
+        return self.step_time_s * self.tokens
+
+    @property
+    def kernel_launch_s(self) -> np.ndarray:
+        return self._sum(lambda s: s.kernel_launch_s)
+
+    @property
+    def network_s(self) -> np.ndarray:
+        return self._sum(lambda s: s.network_s)
+
+    @property
+    def memory_s(self) -> np.ndarray:
+        return self._sum(lambda s: s.memory_s)
+
+    @property
+    def compute_s(self) -> np.ndarray:
+        return self._sum(lambda s: s.compute_s)
+
+    @property
+    def gemm_memory_s(self) -> np.ndarray:
+        return self._sum(lambda s: s.gemm_memory_s)
+
+
+def step_terms(fig) -> list[tuple[np.ndarray, ev.StepFigures]]:
+    """A TPOT figure as (weight, distinct step) pairs whose weighted step times sum to its time per token: a step
+    (weight 1), a speculative round, or a prefill cycle of them (weights (1 - f) and f)."""
+    if isinstance(fig, CycleFigures):
+        f = fig.chunk_share
+        pairs = [((1.0 - f) * w, s) for w, s in step_terms(fig.decode)] + [(f * w, s) for w, s in step_terms(fig.chunk)]
+    elif isinstance(fig, Round):
+        pairs = [(w / fig.tokens, s) for w, s in fig.terms]
+    else:
+        return [(np.ones_like(fig.step_time_s), fig)]
+    merged: list[tuple[np.ndarray, ev.StepFigures]] = []
+    for w, s in pairs:
+        at = next((k for k, (_, t) in enumerate(merged) if t is s), None)
+        if at is None:
+            merged.append((w, s))
+        else:
+            merged[at] = (merged[at][0] + w, s)
+    return merged
+
+
+@dataclass(frozen=True)
 class CycleFigures:
     """Aggregated serving as engines schedule it (``Preset.prefill_cycle``): decode-only steps and, a share
     ``chunk_share`` of all steps, steps that also carry one prefill chunk, at the rate the arrivals need
@@ -194,8 +279,8 @@ class CycleFigures:
     asked for. With chunk_share 0 (a pure decode instance, I = 0) it is the decode step exactly.
     """
 
-    decode: ev.StepFigures
-    chunk: ev.StepFigures
+    decode: ev.StepFigures | Round
+    chunk: ev.StepFigures | Round
     chunk_share: np.ndarray
 
     def _mean(self, value) -> np.ndarray:
@@ -209,7 +294,7 @@ class CycleFigures:
     @property
     def max_itl_s(self) -> np.ndarray:
         """The longest gap between two output tokens of a sequence: the chunk step (the decode step without chunks)."""
-        return np.where(self.chunk_share > 0, self.chunk.step_time_s, self.decode.step_time_s)
+        return np.where(self.chunk_share > 0, _gap_s(self.chunk), _gap_s(self.decode))
 
     @property
     def kernel_launch_s(self) -> np.ndarray:
@@ -231,11 +316,10 @@ class CycleFigures:
     def gemm_memory_s(self) -> np.ndarray:
         return self._mean(lambda s: s.gemm_memory_s)
 
-    def piece_s(self, decode_pick: str, chunk_pick: str) -> np.ndarray:
-        """The cycle's mean with the GEMM class of each step fixed to its memory or compute term (a MIP piece)."""
-        f = self.chunk_share
-        decode = self.decode.serial_s + getattr(self.decode, decode_pick)
-        return (1.0 - f) * decode + f * (self.chunk.serial_s + getattr(self.chunk, chunk_pick))
+
+def _gap_s(fig: ev.StepFigures | Round) -> np.ndarray:
+    """Seconds between two outputs of a sequence: a step, or a whole speculative round."""
+    return fig.round_time_s if isinstance(fig, Round) else fig.step_time_s
 
 
 def chunk_carried_tokens(workload: Workload, chunk_tokens, prompt_tokens_per_step) -> np.ndarray:
@@ -243,6 +327,39 @@ def chunk_carried_tokens(workload: Workload, chunk_tokens, prompt_tokens_per_ste
     0), or every step's share where the budget is exceeded (then every step carries prompt tokens)."""
     chunk = np.asarray(chunk_tokens, dtype=float)
     return np.maximum(np.where(chunk > 0, chunk, workload.mean_computed_isl), prompt_tokens_per_step)
+
+
+def _round(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: ev.Layout,
+    batch,
+    spec: Speculation | None,
+    plain_draft: ev.StepFigures | None = None,
+):
+    """A function of one round's prompt tokens (tokens, attention, KV tokens) giving its step: the loaded step or,
+    speculating, the verification step carrying them, the draft's step reading them (its prefill) and gamma - 1 plain
+    draft steps (``plain_draft``: that step when the caller shares it between rounds)."""
+    if spec is None:
+        return lambda *prompt: _loaded_step(model, gpu, preset, weight_bits, layout, batch, *prompt)
+    gamma = np.asarray(spec.gamma, dtype=float)
+    draft_layout = layout.for_draft(spec.draft)
+    zero = np.zeros_like(np.asarray(batch, dtype=float))
+    plain = plain_draft or _loaded_step(
+        spec.draft, gpu, preset, spec.weight_bits, draft_layout, batch, zero, zero, zero
+    )
+    tokens = spec.tokens_per_round
+
+    def one(prompt, attention, kv) -> Round:
+        target = _loaded_step(model, gpu, preset, weight_bits, layout.verifying(gamma), batch, prompt, attention, kv)
+        if not np.any(np.asarray(prompt) > 0):
+            return Round(((np.ones_like(gamma), target), (gamma, plain)), tokens)
+        reading = _loaded_step(spec.draft, gpu, preset, spec.weight_bits, draft_layout, batch, prompt, attention, kv)
+        return Round(((np.ones_like(gamma), target), (spec.drafting, reading), (gamma - spec.drafting, plain)), tokens)
+
+    return one
 
 
 def tpot_step(
@@ -255,35 +372,46 @@ def tpot_step(
     workload: Workload | None,
     chunk_tokens,
     aggregated,
-) -> ev.StepFigures | CycleFigures:
+    spec: Speculation | None = None,
+) -> ev.StepFigures | Round | CycleFigures:
     """The steady state whose mean step time is the TPOT: B decode tokens plus, aggregated, B * I / O prompt tokens
-    per step on average, smeared into every step or (``Preset.prefill_cycle``) carried by chunk steps."""
+    per step on average, smeared into every step or (``Preset.prefill_cycle``) carried by chunk steps.
+
+    ``spec``: speculative decoding; each round yields E = ``Speculation.tokens_per_round`` tokens per sequence, so it
+    carries E times a step's prompt tokens, and its time over E is the TPOT (gamma 0 is the plain step exactly)."""
     batch = np.asarray(batch, dtype=float)
     agg = np.asarray(aggregated, dtype=float)
+    zero = np.zeros(np.broadcast_shapes(batch.shape, agg.shape))
     if workload is None:
-        zero = np.zeros(np.broadcast_shapes(batch.shape, agg.shape))
-        return _loaded_step(model, gpu, preset, weight_bits, layout, batch, zero, zero, zero)
-    per_output = batch * agg / workload.mean_osl
+        return _round(model, gpu, preset, weight_bits, layout, batch, spec)(zero, zero, zero)
+    per_output = batch * agg / workload.mean_osl * (1.0 if spec is None else spec.tokens_per_round)
     prompt = per_output * workload.mean_computed_isl
     attention = per_output * workload.mean_osl * workload.prompt_attention_per_output
     kv = prompt + per_output * workload.mean_osl * workload.prefix_reads_per_output(chunk_tokens)
     if not preset.prefill_cycle:
-        return _loaded_step(model, gpu, preset, weight_bits, layout, batch, prompt, attention, kv)
+        return _round(model, gpu, preset, weight_bits, layout, batch, spec)(prompt, attention, kv)
     carried = chunk_carried_tokens(workload, chunk_tokens, prompt)
     share = np.where(carried > 0, prompt / np.where(carried > 0, carried, 1.0), 0.0)
     # a chunk step carries 1 / share of the mean step's prompt work (attention and KV bytes are linear in it)
     scale = np.where(share > 0, 1.0 / np.where(share > 0, share, 1.0), 0.0)
     zero = np.zeros_like(prompt)
-    decode = _loaded_step(model, gpu, preset, weight_bits, layout, batch, zero, zero, zero)
-    chunk = _loaded_step(model, gpu, preset, weight_bits, layout, batch, prompt * scale, attention * scale, kv * scale)
+    decode = _round(model, gpu, preset, weight_bits, layout, batch, spec)(zero, zero, zero)
+    # the draft's plain step is the same step in both rounds (one GEMM-class pick for it in the MIP's pieces)
+    shared = decode.terms[1][1] if isinstance(decode, Round) else None
+    chunk = _round(model, gpu, preset, weight_bits, layout, batch, spec, shared)(
+        prompt * scale, attention * scale, kv * scale
+    )
     return CycleFigures(decode, chunk, share)
 
 
-def stable_batch_limit(workload: Workload, chunk_tokens) -> np.ndarray:
-    """Largest B whose prefill load B * I / O fits the per-step chunk budget (else prompts queue without bound)."""
-    ratio = workload.prompt_tokens_per_output
+def stable_batch_limit(workload: Workload, chunk_tokens, spec: Speculation | None = None) -> np.ndarray:
+    """Largest B whose prefill load B * I / O fits the per-step chunk budget (else prompts queue without bound);
+    speculating, B * E * I / O per round."""
+    ratio = workload.prompt_tokens_per_output * (1.0 if spec is None else spec.tokens_per_round)
     chunk = np.asarray(chunk_tokens, dtype=float)
-    return np.floor(chunk / ratio * (1 + 1e-12)) if ratio > 0 else np.full_like(chunk, np.inf)
+    if workload.prompt_tokens_per_output <= 0:
+        return np.full(np.broadcast_shapes(chunk.shape, np.shape(ratio)), np.inf)
+    return np.floor(chunk / ratio * (1 + 1e-12))
 
 
 def ttft_aggregated_s(
@@ -295,10 +423,13 @@ def ttft_aggregated_s(
     batch,
     workload: Workload,
     chunk_tokens,
+    spec: Speculation | None = None,
 ) -> np.ndarray:
     """Time to first token, aggregated: ceil(N / chunk) steps of B decode tokens plus one chunk of the N = I - P
-    prompt tokens not cached, the longest class; each chunk attends over and reads the cached prefix P too."""
+    prompt tokens not cached, the longest class; each chunk attends over and reads the cached prefix P too.
+    Speculating, each of those steps is a round whose draft prefills the chunk too."""
     given = np.asarray(chunk_tokens, dtype=float)
+    carry = _round(model, gpu, preset, weight_bits, layout, batch, spec)
     worst = None
     for i, p in sorted(set(workload.classes)):
         new = i - p
@@ -307,8 +438,7 @@ def ttft_aggregated_s(
         piece = np.minimum(chunk, float(new))
         kv = piece + chunk * (n - 1.0) / 2.0 + p
         attention = piece * ((new - 1.0) / 2.0 + p)
-        s = _loaded_step(model, gpu, preset, weight_bits, layout, batch, piece, attention, kv)
-        t = n * s.step_time_s
+        t = n * _gap_s(carry(piece, attention, kv))
         worst = t if worst is None else np.maximum(worst, t)
     assert worst is not None
     return worst
@@ -380,13 +510,20 @@ def kv_transfer_s(model: ModelSpec, layout: ev.Layout, isl: int, link_bytes_per_
 
 
 def prefill_memory(
-    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: ev.Layout, batch, workload: Workload
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: ev.Layout,
+    batch,
+    workload: Workload,
+    draft: ModelSpec | None = None,
 ) -> ev.DeviceMemory:
-    """Memory of a prefill instance holding ``batch`` prompts of the longest class."""
+    """Memory of a prefill instance holding ``batch`` prompts of the longest class (and the ``draft`` it prefills)."""
     longest = replace(
         layout, context=np.zeros_like(layout.context), tokens_per_step=np.full_like(layout.context, workload.max_isl)
     )
-    return ev.memory(model, gpu, preset, weight_bits, longest, batch)
+    return ev.memory(model, gpu, preset, weight_bits, longest, batch, draft)
 
 
 def prefill_figures(
@@ -399,11 +536,14 @@ def prefill_figures(
     workload: Workload,
     link_bytes_per_s,
     hop_latency_s: float = 0.0,
+    draft: ModelSpec | None = None,
+    draft_weight_bits: int = ev.DRAFT_WEIGHT_BITS,
 ) -> dict[str, np.ndarray]:
     """A prefill instance batching ``batch`` prompts of one class per step: requests/s over the mix and TTFT.
 
     requests/s = b / sum_k w_k T_pre(b, I_k); TTFT = max_k T_pre(b, I_k) + KV transfer of I_k tokens (I_k - P_k
-    with a cached prefix).
+    with a cached prefix). ``draft``: the instance prefills the draft model too (its step after the target's, at
+    ``draft_weight_bits`` on ``Layout.for_draft``) and sends its KV cache with the target's.
     """
     batch = np.asarray(batch, dtype=float)
     w = workload._w()
@@ -411,13 +551,18 @@ def prefill_figures(
     ttft = None
     compute = None
     for wk, (i, p) in zip(w, workload.classes, strict=True):
-        step = prefill_step(model, gpu, preset, weight_bits, layout, batch, i, p)
-        busy = busy + wk * step.step_time_s
+        step_s = prefill_step(model, gpu, preset, weight_bits, layout, batch, i, p).step_time_s
         # the decode side holds the cached prefix: only the new tokens' KV cache moves
-        t = step.step_time_s + kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s)
+        t = step_s + kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s)
+        if draft is not None:
+            d_layout = layout.for_draft(draft)
+            step_s = step_s + prefill_step(draft, gpu, preset, draft_weight_bits, d_layout, batch, i, p).step_time_s
+            t = step_s + kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s)
+            t = t + kv_transfer_s(draft, layout, i - p, link_bytes_per_s)
+        busy = busy + wk * step_s
         ttft = t if ttft is None else np.maximum(ttft, t)
-        compute = step.step_time_s if compute is None else np.maximum(compute, step.step_time_s)
-    mem = prefill_memory(model, gpu, preset, weight_bits, layout, batch, workload)
+        compute = step_s if compute is None else np.maximum(compute, step_s)
+    mem = prefill_memory(model, gpu, preset, weight_bits, layout, batch, workload, draft)
     return {
         "requests_per_s": batch / busy,
         "ttft_s": ttft,
@@ -435,12 +580,25 @@ def aggregated_memory(
     batch,
     workload: Workload | None,
     aggregated=1.0,
+    spec: Speculation | None = None,
 ) -> ev.DeviceMemory:
-    """Memory of a decoding instance at layout.context, with the steady-state prompt tokens in flight if aggregated."""
+    """Memory of a decoding instance at layout.context, with the steady-state prompt tokens in flight if aggregated;
+    speculating (gamma > 0), the draft's weights and KV cache too and gamma + 1 tokens per sequence per step."""
     extra = prompt_share(workload, aggregated)
-    return ev.memory(
-        model, gpu, preset, weight_bits, replace(layout, tokens_per_step=layout.tokens_per_step + extra), batch
-    )
+    if spec is None:
+        return ev.memory(
+            model, gpu, preset, weight_bits, replace(layout, tokens_per_step=layout.tokens_per_step + extra), batch
+        )
+    gamma = np.asarray(spec.gamma, dtype=float)
+    verifying = layout.verifying(gamma)
+    held = replace(verifying, tokens_per_step=verifying.tokens_per_step + extra * spec.tokens_per_round)
+    plain = ev.memory(model, gpu, preset, weight_bits, held, batch)
+    both = ev.memory(model, gpu, preset, weight_bits, held, batch, spec.draft)
+    return ev.DeviceMemory(*(np.where(gamma > 0, b, p) for b, p in zip(_fields(both), _fields(plain), strict=True)))
+
+
+def _fields(mem: ev.DeviceMemory) -> tuple[np.ndarray, ...]:
+    return (mem.weights_bytes, mem.kv_cache_bytes, mem.activations_bytes, mem.capacity_bytes, mem.fits)
 
 
 def usd_per_mtok(n_gpus, usd_per_s, time_per_token_s, batch, utilisation: float = 1.0):
@@ -458,22 +616,23 @@ def aggregated_figures(
     workload: Workload,
     chunk_tokens,
     utilisation: float = 1.0,
+    spec: Speculation | None = None,
 ) -> dict[str, np.ndarray]:
     """Every figure of an aggregated instance (chunked prefill in the decode steps), prices included."""
     batch = np.asarray(batch, dtype=float)
-    step = tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens, 1.0)
+    step = tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens, 1.0, spec)
     tpot = step.step_time_s
-    ttft = ttft_aggregated_s(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens)
+    ttft = ttft_aggregated_s(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens, spec)
     n = layout.n_gpus
-    mem = aggregated_memory(model, gpu, preset, weight_bits, layout, batch, workload)
+    mem = aggregated_memory(model, gpu, preset, weight_bits, layout, batch, workload, 1.0, spec)
     out = _request_prices(n * gpu.usd_per_s, batch / tpot * utilisation, workload, n)
     out.update(_step_fields(step, mem))
     out.update(
         tpot_s=tpot,
-        max_itl_s=step.max_itl_s if isinstance(step, CycleFigures) else tpot,
+        max_itl_s=step.max_itl_s if isinstance(step, CycleFigures) else _gap_s(step),
         ttft_s=ttft,
         usd_per_mtok=usd_per_mtok(n, gpu.usd_per_s, tpot, batch, utilisation),
-        prefill_within_chunk_budget=batch <= stable_batch_limit(workload, chunk_tokens),
+        prefill_within_chunk_budget=batch <= stable_batch_limit(workload, chunk_tokens, spec),
     )
     return out
 
@@ -487,30 +646,36 @@ def disaggregated_figures(
     decode: tuple[GpuSpec, ev.Layout, float | np.ndarray, int],
     utilisation: float = 1.0,
     prefill_preset: Preset | None = None,
+    spec: Speculation | None = None,
 ) -> dict[str, np.ndarray]:
     """Every figure of x prefill and y decode instances: prefill = (gpu, layout, batch, x), decode = (gpu, layout,
     batch, y); they serve min(x r_p, y r_d) requests/s for x N_p price_p + y N_d price_d dollars per second.
     ``prefill_preset``: the prefill side's physics where it differs from the decode side's (an engine profile's
-    efficiencies on another accelerator; None: ``preset``)."""
+    efficiencies on another accelerator; None: ``preset``). ``spec`` (one gamma): the decode side speculates and,
+    where gamma > 0, the prefill side prefills the draft too."""
+    drafting = spec is not None and float(np.max(spec.gamma)) > 0
     p_gpu, p_layout, p_batch, x = prefill
     d_gpu, d_layout, d_batch, y = decode
     same = bool(shares_domain(p_gpu, d_gpu, p_layout.n_gpus, d_layout.n_gpus))
     link = kv_link_bytes_per_s(p_gpu, d_gpu, same)
     hop = p_gpu.intra_hop_latency_s if same else max(p_gpu.inter_hop_latency_s, d_gpu.inter_hop_latency_s)
-    pre = prefill_figures(model, p_gpu, prefill_preset or preset, weight_bits, p_layout, p_batch, workload, link, hop)
-    step = tpot_step(model, d_gpu, preset, weight_bits, d_layout, d_batch, workload, 0.0, 0.0)
+    p_draft = spec.draft if spec is not None and drafting else None
+    p_preset = prefill_preset or preset
+    d_bits = ev.DRAFT_WEIGHT_BITS if spec is None else spec.weight_bits
+    pre = prefill_figures(model, p_gpu, p_preset, weight_bits, p_layout, p_batch, workload, link, hop, p_draft, d_bits)
+    step = tpot_step(model, d_gpu, preset, weight_bits, d_layout, d_batch, workload, 0.0, 0.0, spec)
     tpot = step.step_time_s
     decode_rate = d_batch / (workload.mean_osl * tpot)
     served = np.minimum(x * pre["requests_per_s"], y * decode_rate) * utilisation
     usd_per_s = x * p_layout.n_gpus * p_gpu.usd_per_s + y * d_layout.n_gpus * d_gpu.usd_per_s
     gpus = x * p_layout.n_gpus + y * d_layout.n_gpus
-    mem = aggregated_memory(model, d_gpu, preset, weight_bits, d_layout, d_batch, workload, 0.0)
+    mem = aggregated_memory(model, d_gpu, preset, weight_bits, d_layout, d_batch, workload, 0.0, spec)
     out = _request_prices(usd_per_s, served * workload.mean_osl, workload, gpus)
     out.update(_step_fields(step, mem))
     out["fits_in_memory"] = out["fits_in_memory"] & pre["fits_in_memory"]
     out.update(
         tpot_s=tpot,
-        max_itl_s=tpot,
+        max_itl_s=_gap_s(step) if isinstance(step, Round) else tpot,
         ttft_s=pre["ttft_s"],
         prefill_step_s=pre["prefill_step_s"],
         prefill_requests_per_s=pre["requests_per_s"],
@@ -535,7 +700,7 @@ def _request_prices(usd_per_s, throughput_tok_s, workload: Workload, gpus) -> di
     }
 
 
-def _step_fields(step: ev.StepFigures | CycleFigures, mem: ev.DeviceMemory) -> dict[str, np.ndarray]:
+def _step_fields(step: ev.StepFigures | Round | CycleFigures, mem: ev.DeviceMemory) -> dict[str, np.ndarray]:
     return {
         "step_time_s": step.step_time_s,
         "kernel_launch_s": step.kernel_launch_s,

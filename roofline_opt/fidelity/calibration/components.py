@@ -115,7 +115,9 @@ def _steps(setups: Sequence[MeasuredSetup], kind: Kind, preset: Preset) -> tuple
     chunk = np.maximum(requests.DEFAULT_CHUNK_TOKENS, np.ceil(batch * workload.prompt_tokens_per_output))
     step = requests.tpot_step(model, gpu, preset, bits, layout, batch, workload, chunk, 1.0)
     prompt = batch / o * i
+    assert not isinstance(step, requests.Round)  # no draft here
     if isinstance(step, requests.CycleFigures):
+        assert not isinstance(step.decode, requests.Round) and not isinstance(step.chunk, requests.Round)
         share = np.broadcast_to(step.chunk_share, batch.shape)
         carried = np.where(share > 0, prompt / np.where(share > 0, share, 1.0), 0.0)
         tpot = [(1.0 - share, step.decode, layout), (share, step.chunk, carrying(carried))]

@@ -291,4 +291,6 @@ def _question(where: str, make_question: QuestionFactory, model: Any, pool: Pool
         q = make_question(model, list(pool.gpus), **space)
     except InvalidInput as exc:
         raise InvalidInput(f"{where}{exc.field}", exc.message) from exc
+    if q.workload is not None and q.draft is not None and q.gamma_max > 0:
+        raise InvalidInput(f"{where}draft", "with whole requests is not modelled in fleets yet: drop draft or isl/osl")
     return q
