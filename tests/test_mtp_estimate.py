@@ -3,6 +3,7 @@ reading (best depth in 0..3 at 0.9 per drafted token) unless the row states its 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from roofline_opt.fidelity.measured import (
     map_row,
     model_card,
 )
+from roofline_opt.fidelity.validate import predict
 from roofline_opt.physics import evaluator
 from roofline_opt.physics.mtp import mtp_module
 from roofline_opt.physics.specs import DEFAULT
@@ -127,3 +129,22 @@ def test_the_estimate_runs_its_fixed_depth_and_stays_under_the_bound(tmp_path: P
     )
     assert row.estimate.tok_s_per_request == pytest.approx(float(fixed["tok_s_per_request"][0]))
     assert row.estimate.tok_s_per_request < row.predicted_tok_s_per_request
+
+
+def test_an_nvfp4_rows_mtp_block_is_estimated_unquantized_and_bounded_at_the_targets_bits() -> None:
+    fp4 = map_row(_row(precision="NVFP4, FP8 KV", gpu="B200")).setup
+    fp8 = map_row(_row(gpu="B200")).setup
+    assert fp4 is not None and fp8 is not None
+    assert (fp4.weight_bits, fp4.draft_weight_bits, fp4.for_bound().draft_weight_bits) == (4, 16, 0)
+    assert fp8.draft_weight_bits == 0
+
+
+def test_an_unquantized_mtp_block_slows_the_estimate(tmp_path: Path) -> None:
+    path = tmp_path / "m.csv"
+    row = _row(precision="NVFP4, FP8 KV", gpu="B200", batch_or_concurrency="batch 64")
+    path.write_text(COLUMNS + "\n" + ",".join(f'"{v}"' for v in row.values()) + "\n")
+    (validated,) = fidelity.validate(path)
+    setup = validated.row.setup
+    assert setup is not None
+    light = predict(replace(setup, draft_weight_bits=0), None, DEFAULT)
+    assert validated.estimate.tok_s_per_request < light.tok_s_per_request

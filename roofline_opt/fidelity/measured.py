@@ -77,6 +77,13 @@ ENGINE_MTP_DEPTH_DP_ATTENTION = {"tensorrt-llm": 1, "trt-llm": 1}
 ``DP_ATTENTION=true``, benchmarks/dsr1_fp8_h200_trt_mtp.sh @1fc5d73c)."""
 
 
+NVFP4_MTP_DRAFT_BITS = 16
+"""Weight bits of the MTP block the estimate runs for an NVFP4 row: NVIDIA's NVFP4 DeepSeek-R1 checkpoints leave the
+whole MTP layer unquantized (``"model.layers.61*"`` in ``exclude_modules`` of nvidia/DeepSeek-R1-FP4's
+hf_quant_config.json, as vllm-project/vllm#25987 quotes; "It's not quantized", sgl-project/sglang#7376). The bound
+keeps the draft at the target's bits (the lighter reading)."""
+
+
 def acceptance_for_length(length: float, depth: int) -> float:
     """The per-token acceptance alpha whose chain of ``depth`` drafted tokens yields ``length`` tokens per round,
     (1 - alpha^(depth+1)) / (1 - alpha) = length (bisection; the expression rises with alpha)."""
@@ -151,7 +158,8 @@ class MeasuredSetup:
     ``speed_basis`` says whether its tok/s per request is 1 / TPOT (``tpot``) or output tokens over the whole
     request's time, prefill included (``request``); ``static_batch``: all prompts prefilled, then all decoded.
     MTP: ``mtp_depth`` drafted tokens every round at ``acceptance`` per token (the estimate's, the engine's figures),
-    or with ``mtp_best_depth`` the best depth in 0..``mtp_depth`` (the bound's reading, ``for_bound``)."""
+    or with ``mtp_best_depth`` the best depth in 0..``mtp_depth`` (the bound's reading, ``for_bound``); the MTP block
+    at ``draft_weight_bits`` (0: the target's)."""
 
     model_card: str
     weight_bits: int
@@ -174,6 +182,7 @@ class MeasuredSetup:
     bound_mtp_depth: int = 0
     bound_acceptance: float = DEFAULT_MTP_ACCEPTANCE
     mtp_best_depth: bool = False
+    draft_weight_bits: int = 0
     assumptions: tuple[str, ...] = ()
     batch_cap: int | None = None
     input_len: int | None = None
@@ -196,7 +205,12 @@ class MeasuredSetup:
             if lowest < self.kv_bits:
                 changes["kv_bits"] = lowest
         if self.mtp_depth:
-            changes |= {"mtp_depth": self.bound_mtp_depth, "acceptance": self.bound_acceptance, "mtp_best_depth": True}
+            changes |= {
+                "mtp_depth": self.bound_mtp_depth,
+                "acceptance": self.bound_acceptance,
+                "mtp_best_depth": True,
+                "draft_weight_bits": 0,
+            }
         return replace(self, **changes) if changes else self
 
     @property
@@ -450,6 +464,10 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     check = _check(batch, per_request, per_gpu, reasons)
     extra = " ".join((text["layout"], text["framework"], text["notes"]))
     speculation = _speculation(model, extra, text["framework"], bool(layout and layout.dp_attention), reasons, notes)
+    draft_bits = 0
+    if speculation.depth and "nvfp4" in text["precision"].lower():
+        draft_bits = NVFP4_MTP_DRAFT_BITS
+        notes.append(f"NVFP4 checkpoint: the estimate's MTP block at {draft_bits}-bit weights (left unquantized)")
     prompt, output = _number(text["input_len"]), _number(text["output_len"])
     decode_only = bool(_DECODE_ONLY_RE.search(text["notes"]))
     whole = prompt is not None and output is not None and not _KV_LEN_RE.match(text["input_len"].lower())
@@ -485,6 +503,7 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             acceptance=speculation.acceptance,
             bound_mtp_depth=speculation.bound_depth,
             bound_acceptance=speculation.bound_acceptance,
+            draft_weight_bits=draft_bits,
             assumptions=tuple(notes),
             batch_cap=cap,
             input_len=round(prompt) if whole and prompt is not None else None,
