@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from roofline_opt import catalog, checks, files
 from roofline_opt.errors import InvalidInput
@@ -45,12 +46,58 @@ CHECKS = {
 """The kinds of check a row's figures allow, and what each compares."""
 
 DEFAULT_MTP_DEPTH = 3
-"""Drafted tokens per step when a row says MTP without a depth: TensorRT-LLM's usual MTP3 (the best depth 0..3 is
-taken, so a row that ran MTP1 is still bounded)."""
+"""The bound's MTP depth when a row states none: the best of 0..3 drafted tokens per step (TensorRT-LLM's usual MTP3,
+so a row that ran MTP1 or MTP2 is still bounded)."""
 
 DEFAULT_MTP_ACCEPTANCE = 0.9
-"""Acceptance of each drafted token when the row states none: the top of the 85-90% DeepSeek-V3's technical report
-gives for its second-token prediction (the generous end, since a bound must not rest on a guess that slows us)."""
+"""The bound's acceptance of each drafted token when the row states none: the top of the 85-90% DeepSeek-V3's
+technical report gives for its second-token prediction (the generous end, since a bound must not rest on a guess that
+slows us). The estimate uses ``ENGINE_MTP_ACCEPTANCE_LENGTH`` instead."""
+
+ENGINE_MTP_ACCEPTANCE_LENGTH = {1: 1.875, 2: 2.18, 3: 2.44}
+"""The estimate's mean tokens per draft-and-verify round of DeepSeek-V3/R1's MTP module as engines run it, by drafted
+tokens per round (chain drafting, top-1), when a row states none:
+
+- 1 drafted: 1 + 0.875, the middle of the DeepSeek-V3 technical report's 85-90% second-token acceptance (arXiv
+  2412.19437, section 5.4.3); SGLang's MTP pull request reports ~1.9 for the same setting (sgl-project/sglang#3582);
+- 2 and 3 drafted: SGLang's measured average acceptance lengths 2.18 (3-token window) and 2.44 (4-token window),
+  DeepSeek-V3 on 16 x H200 (lm-sys/lm-sys.github.io blog/2025-07-17-mtp.md, Case Study 1).
+
+TensorRT-LLM publishes its DeepSeek-R1 MTP acceptance only as a figure (tech blog 2, figure 7), not as numbers."""
+
+ENGINE_MTP_DEPTH = {"sglang": 2, "tensorrt-llm": 3, "trt-llm": 3}
+"""Drafted tokens per round the estimate runs when a row says MTP without a depth, by engine named in its framework
+text: SGLang 2 (``--speculative-num-steps 2 --speculative-num-draft-tokens 3``) and TensorRT-LLM 3
+(``num_nextn_predict_layers: 3``), 1 with attention data parallelism (``ENGINE_MTP_DEPTH_DP_ATTENTION``), as
+InferenceX runs them (SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_b200_mtp.sh @574bcd35,
+benchmarks/dsr1_fp8_h200_trt_mtp.sh @1fc5d73c). Another engine: ``DEFAULT_MTP_DEPTH``."""
+
+ENGINE_MTP_DEPTH_DP_ATTENTION = {"tensorrt-llm": 1, "trt-llm": 1}
+"""TensorRT-LLM's MTP depth with attention data parallelism in InferenceX's recipe (``MTP=1`` when
+``DP_ATTENTION=true``, benchmarks/dsr1_fp8_h200_trt_mtp.sh @1fc5d73c)."""
+
+
+NVFP4_MTP_DRAFT_BITS = 16
+"""Weight bits of the MTP block the estimate runs for an NVFP4 row: NVIDIA's NVFP4 DeepSeek-R1 checkpoints leave the
+whole MTP layer unquantized (``"model.layers.61*"`` in ``exclude_modules`` of nvidia/DeepSeek-R1-FP4's
+hf_quant_config.json, as vllm-project/vllm#25987 quotes; "It's not quantized", sgl-project/sglang#7376). The bound
+keeps the draft at the target's bits (the lighter reading)."""
+
+
+def acceptance_for_length(length: float, depth: int) -> float:
+    """The per-token acceptance alpha whose chain of ``depth`` drafted tokens yields ``length`` tokens per round,
+    (1 - alpha^(depth+1)) / (1 - alpha) = length (bisection; the expression rises with alpha)."""
+    if not 1.0 <= length <= depth + 1:
+        raise ValueError(f"acceptance length {length} outside [1, {depth + 1}] for {depth} drafted tokens")
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        if sum(mid**k for k in range(depth + 1)) < length:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
 
 PRECISION_BITS = {
     "nvfp4": 4,
@@ -80,6 +127,9 @@ _KV_RE = re.compile(
 _FP8_KV_FOR_RE = re.compile(r"fp8 kv for ([\w.-]+)")
 _SPECULATIVE_RE = re.compile(r"\bspeculative\b|\bmtp(-?\d+)?\s+(on|enabled|included)", re.IGNORECASE)
 _MTP_DEPTH_RE = re.compile(r"\bmtp-?(\d+)\s+(?:on|enabled|included)", re.IGNORECASE)
+_MTP_WINDOW_RE = re.compile(r"\b(\d+)-token (?:MTP )?window", re.IGNORECASE)
+"""SGLang's draft-token window (``--speculative-num-draft-tokens``): the accepted-so-far token plus the drafted ones."""
+_ACCEPTANCE_LENGTH_RE = re.compile(r"acceptance length(?: of)?\s*(?:=|:)?\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
 _ACCEPTANCE_RE = re.compile(r"acceptance(?: rate)?\s*(?:=|of)?\s*(0?\.\d+|\d+(?:\.\d+)?\s*%)", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)\s*(k\b)?", re.IGNORECASE)
 _KV_LEN_RE = re.compile(r"^kv\s*(\d+)$")
@@ -106,7 +156,10 @@ class MeasuredSetup:
     deployment included), ``batch`` sequences per instance (None: no batch; ``batch_cap``: at most that many),
     decoding at ``context``. ``input_len``/``output_len`` are set when the row states both (whole requests);
     ``speed_basis`` says whether its tok/s per request is 1 / TPOT (``tpot``) or output tokens over the whole
-    request's time, prefill included (``request``); ``static_batch``: all prompts prefilled, then all decoded."""
+    request's time, prefill included (``request``); ``static_batch``: all prompts prefilled, then all decoded.
+    MTP: ``mtp_depth`` drafted tokens every round at ``acceptance`` per token (the estimate's, the engine's figures),
+    or with ``mtp_best_depth`` the best depth in 0..``mtp_depth`` (the bound's reading, ``for_bound``); the MTP block
+    at ``draft_weight_bits`` (0: the target's)."""
 
     model_card: str
     weight_bits: int
@@ -126,6 +179,10 @@ class MeasuredSetup:
     serving: str = "aggregated"
     mtp_depth: int = 0
     acceptance: float = DEFAULT_MTP_ACCEPTANCE
+    bound_mtp_depth: int = 0
+    bound_acceptance: float = DEFAULT_MTP_ACCEPTANCE
+    mtp_best_depth: bool = False
+    draft_weight_bits: int = 0
     assumptions: tuple[str, ...] = ()
     batch_cap: int | None = None
     input_len: int | None = None
@@ -140,12 +197,21 @@ class MeasuredSetup:
 
     def for_bound(self) -> MeasuredSetup:
         """Unstated settings read as favourably to the measurement as they plausibly were: an unstated KV cache at the
-        lowest precision the row's engine runs on its accelerator (``kv_precision``; a bound must hold whatever the
-        row left out)."""
-        if self.kv_stated:
-            return self
-        lowest = kv_precision.lowest_kv_bits(self.framework, self.gpu_card)
-        return self if lowest >= self.kv_bits else replace(self, kv_bits=lowest)
+        lowest precision the row's engine runs on its accelerator (``kv_precision``), MTP at the best depth in
+        0..``bound_mtp_depth`` and ``bound_acceptance`` (a bound must hold whatever the row left out)."""
+        changes: dict[str, Any] = {}
+        if not self.kv_stated:
+            lowest = kv_precision.lowest_kv_bits(self.framework, self.gpu_card)
+            if lowest < self.kv_bits:
+                changes["kv_bits"] = lowest
+        if self.mtp_depth:
+            changes |= {
+                "mtp_depth": self.bound_mtp_depth,
+                "acceptance": self.bound_acceptance,
+                "mtp_best_depth": True,
+                "draft_weight_bits": 0,
+            }
+        return replace(self, **changes) if changes else self
 
     @property
     def bound_assumptions(self) -> tuple[str, ...]:
@@ -299,25 +365,63 @@ def _map_lengths(input_len: str, output_len: str, reasons: list[str], notes: lis
     return None
 
 
-def _speculation(model: ModelSpec | None, text: str, reasons: list[str], notes: list[str]) -> tuple[int, float]:
-    """(MTP depth, acceptance) of a row measured with speculative decoding; (0, default) without."""
+@dataclass(frozen=True)
+class Speculation:
+    """A row's MTP settings: the estimate's (``depth`` drafted tokens every round, ``acceptance`` per token, the
+    engine's figures) and the bound's (the best depth in 0..``bound_depth`` at ``bound_acceptance``, read
+    favourably). Depth 0: no speculative decoding."""
+
+    depth: int = 0
+    acceptance: float = DEFAULT_MTP_ACCEPTANCE
+    bound_depth: int = 0
+    bound_acceptance: float = DEFAULT_MTP_ACCEPTANCE
+
+
+def _engine_depth(framework: str, dp_attention: bool) -> int | None:
+    name = framework.lower()
+    for table in (ENGINE_MTP_DEPTH_DP_ATTENTION, ENGINE_MTP_DEPTH) if dp_attention else (ENGINE_MTP_DEPTH,):
+        # TensorRT-LLM first: "Dynamo + TensorRT-LLM" names both Dynamo and the engine that runs the step
+        for engine in sorted(table, key=lambda e: "sglang" in e):
+            if engine in name:
+                return table[engine]
+    return None
+
+
+def _speculation(
+    model: ModelSpec | None, text: str, framework: str, dp_attention: bool, reasons: list[str], notes: list[str]
+) -> Speculation:
+    """The MTP settings of a row measured with speculative decoding (none without)."""
     if not _SPECULATIVE_RE.search(text):
-        return 0, DEFAULT_MTP_ACCEPTANCE
+        return Speculation()
     if model is None or model.name not in MTP_MODELS:
         reasons.append("measured with speculative decoding but the model has no MTP module and no draft is named")
-        return 0, DEFAULT_MTP_ACCEPTANCE
-    depth_match = _MTP_DEPTH_RE.search(text)
-    depth = int(depth_match.group(1)) if depth_match else DEFAULT_MTP_DEPTH
-    if not depth_match:
-        notes.append(f"MTP depth not stated: best of 0..{DEFAULT_MTP_DEPTH}")
-    stated = _ACCEPTANCE_RE.search(text)
-    if stated:
-        value = stated.group(1).replace(" ", "")
-        acceptance = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+        return Speculation()
+    depth_match, window_match = _MTP_DEPTH_RE.search(text), _MTP_WINDOW_RE.search(text)
+    stated = int(depth_match.group(1)) if depth_match else int(window_match.group(1)) - 1 if window_match else None
+    engine = _engine_depth(framework, dp_attention)
+    if stated is not None and stated >= 1:
+        depth = bound_depth = stated
     else:
-        acceptance = DEFAULT_MTP_ACCEPTANCE
-        notes.append(f"MTP acceptance not stated: {DEFAULT_MTP_ACCEPTANCE} per drafted token")
-    return depth, acceptance
+        depth, bound_depth = engine or DEFAULT_MTP_DEPTH, DEFAULT_MTP_DEPTH
+        runs = "the engine's recipe" if engine else "no engine recipe known"
+        notes.append(f"MTP depth not stated: estimate {depth} drafted ({runs}), bound the best of 0..{bound_depth}")
+    rate, length = _ACCEPTANCE_RE.search(text), _ACCEPTANCE_LENGTH_RE.search(text)
+    if rate:
+        value = rate.group(1).replace(" ", "")
+        acceptance = bound_acceptance = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    elif length and 1.0 <= float(length.group(1)) <= depth + 1:
+        acceptance = acceptance_for_length(float(length.group(1)), depth)
+        bound_acceptance = max(acceptance, DEFAULT_MTP_ACCEPTANCE) if stated is None else acceptance
+        notes.append(f"MTP acceptance length {length.group(1)} stated: {acceptance:.3f} per drafted token")
+    else:
+        known = min(depth, max(ENGINE_MTP_ACCEPTANCE_LENGTH))
+        acceptance = acceptance_for_length(ENGINE_MTP_ACCEPTANCE_LENGTH[known], known)
+        bound_acceptance = DEFAULT_MTP_ACCEPTANCE
+        notes.append(
+            f"MTP acceptance not stated: estimate {acceptance:.3f} per drafted token (engines' published acceptance "
+            f"length {ENGINE_MTP_ACCEPTANCE_LENGTH[known]} at {known} drafted), bound {DEFAULT_MTP_ACCEPTANCE}"
+        )
+    return Speculation(depth, acceptance, bound_depth, bound_acceptance)
 
 
 def _check(batch: int | None, per_request: float | None, per_gpu: float | None, reasons: list[str]) -> str:
@@ -359,7 +463,11 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
         per_request = 1000.0 / tpot
     check = _check(batch, per_request, per_gpu, reasons)
     extra = " ".join((text["layout"], text["framework"], text["notes"]))
-    depth, acceptance = _speculation(model, extra, reasons, notes)
+    speculation = _speculation(model, extra, text["framework"], bool(layout and layout.dp_attention), reasons, notes)
+    draft_bits = 0
+    if speculation.depth and "nvfp4" in text["precision"].lower():
+        draft_bits = NVFP4_MTP_DRAFT_BITS
+        notes.append(f"NVFP4 checkpoint: the estimate's MTP block at {draft_bits}-bit weights (left unquantized)")
     prompt, output = _number(text["input_len"]), _number(text["output_len"])
     decode_only = bool(_DECODE_ONLY_RE.search(text["notes"]))
     whole = prompt is not None and output is not None and not _KV_LEN_RE.match(text["input_len"].lower())
@@ -391,8 +499,11 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             total_gpus=layout.total_gpus,
             check=check,
             serving=layout.serving,
-            mtp_depth=depth,
-            acceptance=acceptance,
+            mtp_depth=speculation.depth,
+            acceptance=speculation.acceptance,
+            bound_mtp_depth=speculation.bound_depth,
+            bound_acceptance=speculation.bound_acceptance,
+            draft_weight_bits=draft_bits,
             assumptions=tuple(notes),
             batch_cap=cap,
             input_len=round(prompt) if whole and prompt is not None else None,

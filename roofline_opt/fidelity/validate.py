@@ -248,8 +248,9 @@ def _evaluate(s: MeasuredSetup, preset: Preset, batch) -> dict[str, np.ndarray]:
         np.asarray(batch, dtype=float),
         draft=mtp_module(model) if s.mtp_depth else None,
         acceptance=s.acceptance,
-        gamma_max=s.mtp_depth,
-        draft_weight_bits=s.weight_bits,
+        gamma_max=s.mtp_depth if s.mtp_best_depth else 0,
+        gamma=None if s.mtp_best_depth or not s.mtp_depth else s.mtp_depth,
+        draft_weight_bits=s.draft_weight_bits or s.weight_bits,
     )
 
 
