@@ -28,7 +28,11 @@ class Recipes:
 
 def recipe_id(dep: Deployment, engine: str) -> str:
     """A short stable id of (deployment, engine): the benchmark's result carries it back to the recipe."""
-    text = json.dumps([asdict(dep), engine], sort_keys=True, default=str)
+    fields = asdict(dep)
+    for inst in fields["instances"]:  # ids of recipes written before kinds existed stay the same
+        if not inst["kind"]:
+            del inst["kind"]
+    text = json.dumps([fields, engine], sort_keys=True, default=str)
     return f"{engine}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
