@@ -116,7 +116,8 @@ def emit_answer(args: argparse.Namespace, question: Any, records: Sequence[Mappi
 
 
 def emit_plan(args: argparse.Namespace, spec: Any, plan: Any) -> None:
-    """--emit of plan: one recipe per (model, layout) of the first period, copies pinned to their placement."""
+    """--emit of plan: one recipe per (model, layout) of the first period, copies pinned to their placement; an xPyD
+    recipe (prefill and decode workers, the router) per model served by disaggregated pools."""
     if not getattr(args, "emit", None):
         return
     from roofline_opt import deploy
@@ -124,11 +125,8 @@ def emit_plan(args: argparse.Namespace, spec: Any, plan: Any) -> None:
 
     lengths = {m.name: _mean_lengths(m.question.workload) for m in spec.models if m.question.workload is not None}
     deps = answer.from_plan(plan.to_record(), lengths, {m.name: m.question.context for m in spec.models})
-    _finish(
-        recipe.build(deps, deploy.parse_engines(args.engine, False), f"roofline-opt plan {args.fleet}"),
-        args.emit,
-        "--emit",
-    )
+    chosen = deploy.parse_engines(args.engine, any(d.disaggregated for d in deps))
+    _finish(recipe.build(deps, chosen, f"roofline-opt plan {args.fleet}"), args.emit, "--emit")
 
 
 def _question_file(path: Path) -> dict[str, Any]:

@@ -54,10 +54,17 @@ class Instance:
     prefill_batch: int = 0
     placement: tuple[tuple[tuple[str, ...], ...], ...] = ()
     """GPU ids per copy and pipeline stage (a plan on a cluster graph), else empty."""
+    kind: str = ""
+    """A name for this server kind where a role has several (a fleet pool's mixed decode layouts), else empty."""
 
     @property
     def n_gpus(self) -> int:
         return self.tp * self.pp
+
+    @property
+    def label(self) -> str:
+        """The server kind's name in host names, file names and manifests: ``kind``, else the role."""
+        return self.kind or self.role
 
 
 @dataclass(frozen=True)
@@ -185,12 +192,111 @@ def from_record(
     )
 
 
+def _copies(placement: Sequence[Mapping[str, Any]], row: Mapping[str, Any]) -> tuple[tuple[tuple[str, ...], ...], ...]:
+    """The GPU ids per copy and stage of a plan row's instances (empty unless the placement has one per replica)."""
+    role = row.get("role", "agg")
+    copies = [
+        p
+        for p in placement
+        if p["model"] == row["model"]
+        and p.get("role", "agg") == role
+        and p["tp"] == row["tp"]
+        and p["pp"] == row["pp"]
+        and p["gpu"] == row["gpu"]
+    ]
+    if len(copies) != int(row["replicas"]):
+        return ()
+    return tuple(tuple(tuple(s) for s in c["stages"]) for c in copies)
+
+
+def _decode_kind(row: Mapping[str, Any]) -> str:
+    dp = "-dp" if row.get("dp_attention") else ""
+    return f"decode-tp{row['tp']}pp{row['pp']}ep{row['ep']}{dp}-b{row['batch']}"
+
+
+def _pooled(
+    name: str,
+    rows: Sequence[Mapping[str, Any]],
+    placement: Sequence[Mapping[str, Any]],
+    isl: int | None,
+    osl: int | None,
+    context: float,
+) -> Deployment:
+    """The xPyD deployment of a fleet model served by a prefill pool and decode instances (``serving: disagg``):
+    one prefill kind, one or several decode kinds (named apart when several), the figures of the whole pool."""
+    prefill = [r for r in rows if r.get("role") == "prefill"]
+    decode = [r for r in rows if r.get("role") == "decode"]
+    if len(prefill) != 1 or not decode:
+        raise InvalidInput(
+            "answer",
+            f"model {name!r} is pooled but its rows hold {len(prefill)} prefill and {len(decode)} decode kinds",
+        )
+    (p,) = prefill
+    isl_, osl_, stated = _lengths({"context": context}, isl, osl)
+    several = len(decode) > 1
+    instances = [
+        Instance(
+            "prefill",
+            str(p["gpu"]),
+            int(p["tp"]),
+            int(p["pp"]),
+            int(p["ep"]),
+            int(p["batch"]),
+            int(p["replicas"]),
+            tp_2d=bool(p["tp_2d"]),
+            prefill_batch=int(p["batch"]),
+            placement=_copies(placement, p),
+        )
+    ]
+    for d in decode:
+        instances.append(
+            Instance(
+                "decode",
+                str(d["gpu"]),
+                int(d["tp"]),
+                int(d["pp"]),
+                int(d["ep"]),
+                int(d["batch"]),
+                int(d["replicas"]),
+                tp_2d=bool(d["tp_2d"]),
+                dp_attention=bool(d.get("dp_attention", False)),
+                placement=_copies(placement, d),
+                kind=_decode_kind(d) if several else "",
+            )
+        )
+    # The pool at full decode batches (the benchmark's concurrency): tok/s adds up over the decode instances, the
+    # per-request figures are their means weighted by the requests each kind serves in the plan.
+    served = [float(d.get("served_req_s") or 0) for d in decode]
+    weights = served if sum(served) > 0 else [float(d["replicas"]) for d in decode]
+    total = sum(weights)
+    predicted = {"throughput_tok_s": sum(float(d["capacity_tok_s"]) for d in decode)}
+    for key, field_ in (("tpot_ms", "time_per_token_s"), ("tok_s_per_request", "tok_s_per_request")):
+        if all(d.get(key) is not None for d in decode):
+            scale = 1e-3 if key == "tpot_ms" else 1.0
+            predicted[field_] = sum(float(d[key]) * w for d, w in zip(decode, weights, strict=True)) * scale / total
+    return Deployment(
+        name=name,
+        model=str(p["model_spec"]),
+        weight_bits=int(p["weight_bits"]),
+        kv_bits=int(p.get("kv_bits", 16)),
+        instances=tuple(instances),
+        isl=isl_,
+        osl=osl_,
+        context=context,
+        gamma=int(p["gamma"]),
+        predicted=predicted,
+        units=1,
+        lengths_stated=stated,
+    )
+
+
 def from_plan(
     plan: Mapping[str, Any],
     lengths: Mapping[str, tuple[int, int]] | None = None,
     contexts: Mapping[str, float] | None = None,
 ) -> list[Deployment]:
-    """One deployment per (model, layout) row of a fleet plan's first period, with the placement of its copies.
+    """One deployment per (model, layout) row of a fleet plan's first period, with the placement of its copies; a
+    model served by disaggregated pools (rows with role prefill / decode) is one xPyD deployment of all its rows.
 
     ``lengths`` maps a fleet model's name to its (isl, osl); without them the benchmark lengths are derived from
     the context a decode-only model was planned at (``contexts``, by name; the default context when not given).
@@ -199,28 +305,40 @@ def from_plan(
     if missing or not isinstance(plan["rows"], Sequence):
         raise InvalidInput("answer", f"is not a roofline-opt plan: it lacks {', '.join(missing) or 'rows'}")
     placement = plan["placement"][0] if plan["placement"] else []
+    rows = [r for r in plan["rows"] if r.get("period", 0) == 0]
     out = []
-    for row in plan["rows"]:
-        if row.get("period", 0) != 0:
+    done: set[str] = set()
+    for row in rows:
+        name = str(row["model"])
+        isl, osl = (lengths or {}).get(name, (None, None))
+        context = float((contexts or {}).get(name, DEFAULT_CONTEXT))
+        if row.get("role", "agg") != "agg":
+            if name not in done:
+                done.add(name)
+                out.append(_pooled(name, [r for r in rows if str(r["model"]) == name], placement, isl, osl, context))
             continue
-        copies = [
-            p
-            for p in placement
-            if p["model"] == row["model"] and p["tp"] == row["tp"] and p["pp"] == row["pp"] and p["gpu"] == row["gpu"]
-        ]
-        if len(copies) != int(row["replicas"]):
-            copies = []
-        isl, osl = (lengths or {}).get(row["model"], (None, None))
         record = {
             **row,
             "model": row["model_spec"],
-            "context": (contexts or {}).get(row["model"], DEFAULT_CONTEXT),
+            "context": context,
             "time_per_token_s": row["tpot_ms"] / 1e3,
             "throughput_tok_s": row["throughput_tok_s_per_instance"],
         }
         dep = from_record(record, isl, osl)
-        inst = dep.instances[0]
-        stages = tuple(tuple(tuple(s) for s in c["stages"]) for c in copies)
-        dep = replace(dep, name=str(row["model"]), instances=(replace(inst, placement=stages),))
-        out.append(dep)
+        inst = replace(dep.instances[0], placement=_copies(placement, row))
+        out.append(replace(dep, name=name, instances=(inst,)))
+    return _apart(out)
+
+
+def _apart(deps: list[Deployment]) -> list[Deployment]:
+    """Deployments with distinct names (a model on several layouts: ``code-1``, ``code-2``; their files would
+    otherwise share one prefix)."""
+    names = [d.name for d in deps]
+    seen: dict[str, int] = {}
+    out = []
+    for d in deps:
+        if names.count(d.name) > 1:
+            seen[d.name] = seen.get(d.name, 0) + 1
+            d = replace(d, name=f"{d.name}-{seen[d.name]}")
+        out.append(d)
     return out

@@ -70,6 +70,11 @@ class Command:
     def shell(self) -> str:
         return shlex.join([*self.launcher, *self.argv()])
 
+    @property
+    def label(self) -> str:
+        """The kind's name in host names, file names and manifests (its instance's label, else the role)."""
+        return self.instance.label if self.instance is not None else self.role
+
 
 def gpus_per_node(gpu: str) -> int:
     """GPUs of one Kubernetes node of this accelerator (the scale-up domain, at most 8, unless listed)."""
@@ -282,7 +287,7 @@ def trtllm(dep: Deployment, inst: Instance, prefix: str = "") -> Command:
     ]
     files = {}
     if options := trtllm_options(dep, inst):
-        name = f"{prefix}trtllm.{inst.role}.extra-llm-api-options.yaml"
+        name = f"{prefix}trtllm.{inst.label}.extra-llm-api-options.yaml"
         s.append(("--extra_llm_api_options", name))
         files[name] = _yaml(options)
     return Command(
@@ -319,10 +324,12 @@ def trtllm_launcher(inst: Instance) -> tuple[str, ...]:
 def trtllm_router(dep: Deployment, workers: list[Command], prefix: str = "") -> Command:
     """``trtllm-serve disaggregated``: the front server over the xPyD workers (their URLs are set at launch)."""
     port = SERVE_PORT["trtllm"]
-    config = {"hostname": "0.0.0.0", "port": port}
-    for w in workers:
+    config: dict[str, Any] = {"hostname": "0.0.0.0", "port": port}
+    for w in workers:  # several decode kinds (a fleet pool) are one group of generation servers
         key = "context_servers" if w.role == "prefill" else "generation_servers"
-        config[key] = {"num_instances": w.count, "urls": [f"{w.role}-{i}:{port}" for i in range(w.count)]}
+        group = config.setdefault(key, {"num_instances": 0, "urls": []})
+        group["num_instances"] += w.count
+        group["urls"] += [f"{w.label}-{i}:{port}" for i in range(w.count)]
     name = f"{prefix}trtllm.disagg.yaml"
     return Command(
         "router", ("trtllm-serve", "disaggregated"), (("--config_file", name),), 1, 0, "", None, {name: _yaml(config)}
@@ -349,12 +356,14 @@ def pd_router(engine: str, workers: list[Command]) -> Command:
         s.append(("--pd-disaggregation", None))
     for w in workers:
         for k in range(w.count):
-            url = f"http://{w.role}-{k}:{port}"
+            url = f"http://{w.label}-{k}:{port}"
             if w.role == "prefill":
                 s.append(("--prefill", (url, SGLANG_BOOTSTRAP_PORT) if engine == "sglang" else (url,)))
             else:
                 s.append(("--decode", url))
-    s.append(("--policy", "round_robin"))
+    # Decode kinds of unequal capacity (a fleet pool) need load-aware routing: round robin would split evenly.
+    kinds = {w.label for w in workers if w.role == "decode"}
+    s.append(("--policy", "power_of_two" if len(kinds) > 1 else "round_robin"))
     return Command("router", program, tuple(s), 1, 0, table=f"{engine}-router")
 
 

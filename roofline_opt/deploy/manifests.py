@@ -53,7 +53,7 @@ def _node_of(gpu_id: str) -> str:
 def _container(engine: str, cmd: Command, script: str, gpus: int) -> dict[str, Any]:
     port = SERVE_PORT.get(engine, 8000)
     return {
-        "name": cmd.role,
+        "name": _name(cmd.label),
         "image": IMAGES[engine],
         "command": ["/bin/sh", "-c"],
         "args": [script],
@@ -85,11 +85,11 @@ def _labels(app: str, role: str) -> dict[str, str]:
 
 def deployment(engine: str, app: str, cmd: Command, replicas: int, nodes: Sequence[str] = ()) -> dict[str, Any]:
     """An apps/v1 Deployment of ``replicas`` single-node servers."""
-    labels = _labels(app, cmd.role)
+    labels = _labels(app, cmd.label)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": _name(f"{app}-{cmd.role}"), "labels": labels},
+        "metadata": {"name": _name(f"{app}-{cmd.label}"), "labels": labels},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": labels},
@@ -114,11 +114,11 @@ def leader_worker_set(engine: str, app: str, cmd: Command, replicas: int, nodes:
     per_node = gpus_per_node(cmd.gpu)
     size = -(-cmd.gpus // per_node)
     leader, worker = multinode_scripts(engine, cmd, size)
-    labels = _labels(app, cmd.role)
+    labels = _labels(app, cmd.label)
     return {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
-        "metadata": {"name": _name(f"{app}-{cmd.role}"), "labels": labels},
+        "metadata": {"name": _name(f"{app}-{cmd.label}"), "labels": labels},
         "spec": {
             "replicas": replicas,
             "leaderWorkerTemplate": {
@@ -136,7 +136,7 @@ ROUTER_INSTALL = {"vllm": "pip install vllm-router==0.1.17 && "}
 
 def router_deployment(engine: str, app: str, cmd: Command) -> dict[str, Any]:
     """An apps/v1 Deployment of the disaggregated router: one pod, no GPUs, in the engine's image."""
-    labels = _labels(app, cmd.role)
+    labels = _labels(app, cmd.label)
     container = {
         "name": cmd.role,
         "image": IMAGES[engine],
@@ -147,7 +147,7 @@ def router_deployment(engine: str, app: str, cmd: Command) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": _name(f"{app}-{cmd.role}"), "labels": labels},
+        "metadata": {"name": _name(f"{app}-{cmd.label}"), "labels": labels},
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": labels},
@@ -205,7 +205,8 @@ def dynamo_graph(app: str, cmds: Sequence[Command]) -> dict[str, Any]:
         }
         if nodes > 1:
             service["multinode"] = {"nodeCount": nodes}
-        services[f"Vllm{cmd.role.capitalize()}Worker"] = service
+        kind = "".join(part.capitalize() for part in cmd.label.split("-"))
+        services[f"Vllm{kind}Worker"] = service
     return {
         "apiVersion": "nvidia.com/v1alpha1",
         "kind": "DynamoGraphDeployment",

@@ -28,7 +28,11 @@ class Recipes:
 
 def recipe_id(dep: Deployment, engine: str) -> str:
     """A short stable id of (deployment, engine): the benchmark's result carries it back to the recipe."""
-    text = json.dumps([asdict(dep), engine], sort_keys=True, default=str)
+    fields = asdict(dep)
+    for inst in fields["instances"]:  # ids of recipes written before kinds existed stay the same
+        if not inst["kind"]:
+            del inst["kind"]
+    text = json.dumps([fields, engine], sort_keys=True, default=str)
     return f"{engine}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
@@ -68,6 +72,19 @@ def notes(engine: str, dep: Deployment) -> list[str]:
         out.append(
             "the router names each server as ROLE-K (prefill-0, decode-0, ...): set them to the servers' addresses "
             "(one pod per copy) before starting it; the benchmark sends its requests to the router"
+        )
+    decode_kinds = [i.label for i in dep.instances if i.role == "decode"]
+    if len(decode_kinds) > 1:
+        policy = {
+            "vllm": "the router balances by load (power_of_two)",
+            "sglang": "the router balances by load (power_of_two)",
+            "trtllm": "trtllm-serve disaggregated spreads requests over the generation servers",
+            "dynamo": "the frontend's round-robin spreads requests evenly",
+        }[engine]
+        out.append(
+            f"the decode instances are of {len(decode_kinds)} kinds ({', '.join(decode_kinds)}) of unequal "
+            f"capacity, as the plan sized them; {policy}, while the plan gives each kind its share of requests "
+            "in proportion to its capacity"
         )
     if engine == "trtllm" and any(i.n_gpus > engines.gpus_per_node(i.gpu) for i in dep.instances):
         out.append(
