@@ -32,17 +32,58 @@ CLUSTER = {
 }
 SPACE = {"tp_degrees": [1, 2, 4, 8], "pp_degrees": [1, 2, 4], "max_batch": 1024}
 MODELS = [
-    {"name": "chat", "model": "llama-3-70b", "weight_bits": [16, 8], "isl": 2000, "osl": 400, "demand_req_s": 150,
-     "tpot_ms": 40, "ttft_ms": 1000, "percentile": 90},
-    {"name": "code", "model": "llama-3.1-8b", "isl": 1500, "osl": 300, "demand_req_s": 400, "tpot_ms": 20,
-     "ttft_ms": 300, "percentile": 90},
-    {"name": "moe", "model": "mixtral-8x22b", "weight_bits": [16, 8], "isl": 1000, "osl": 500, "demand_req_s": 60,
-     "tpot_ms": 50, "ttft_ms": 1500},
-    {"name": "big", "model": "llama-3.1-405b", "weight_bits": [8], "isl": 2000, "osl": 400, "demand_req_s": 20,
-     "tpot_ms": 60, "ttft_ms": 2000, "percentile": 99},
-    {"name": "qwen", "model": "qwen2.5-72b", "isl": 3000, "osl": 300, "demand_req_s": 100, "tpot_ms": 30,
-     "ttft_ms": 800},
-]  # fmt: skip
+    {
+        "name": "chat",
+        "model": "llama-3-70b",
+        "weight_bits": [16, 8],
+        "isl": 2000,
+        "osl": 400,
+        "demand_req_s": 150,
+        "tpot_ms": 40,
+        "ttft_ms": 1000,
+        "percentile": 90,
+    },
+    {
+        "name": "code",
+        "model": "llama-3.1-8b",
+        "isl": 1500,
+        "osl": 300,
+        "demand_req_s": 400,
+        "tpot_ms": 20,
+        "ttft_ms": 300,
+        "percentile": 90,
+    },
+    {
+        "name": "moe",
+        "model": "mixtral-8x22b",
+        "weight_bits": [16, 8],
+        "isl": 1000,
+        "osl": 500,
+        "demand_req_s": 60,
+        "tpot_ms": 50,
+        "ttft_ms": 1500,
+    },
+    {
+        "name": "big",
+        "model": "llama-3.1-405b",
+        "weight_bits": [8],
+        "isl": 2000,
+        "osl": 400,
+        "demand_req_s": 20,
+        "tpot_ms": 60,
+        "ttft_ms": 2000,
+        "percentile": 99,
+    },
+    {
+        "name": "qwen",
+        "model": "qwen2.5-72b",
+        "isl": 3000,
+        "osl": 300,
+        "demand_req_s": 100,
+        "tpot_ms": 30,
+        "ttft_ms": 800,
+    },
+]
 
 
 def fleet() -> dict:
@@ -70,8 +111,13 @@ def once(data: dict, time_limit: float | None):
     solve["candidates"] = len(cands)
     plan = fl.results.build_plan(spec, cands, replicas, placement, split, solve)
     done = time.perf_counter()
-    phases = {"graph + questions": parsed - start, "candidates + pools": built - parsed,
-              "MIP build + solve": solved - built, "re-evaluation": done - solved, "total": done - start}  # fmt: skip
+    phases = {
+        "graph + questions": parsed - start,
+        "candidates + pools": built - parsed,
+        "MIP build + solve": solved - built,
+        "re-evaluation": done - solved,
+        "total": done - start,
+    }
     return spec, cands, pools, plan, solve, phases
 
 
@@ -86,12 +132,16 @@ def main() -> None:
         spec, cands, pools, plan, solve, phases = once(data, args.time_limit)
         if r == 0:
             gpus = sum(n for n in spec.pool.counts.values() if n)
-            print(f"== {len(spec.models)} models with disaggregated pools on {gpus} GPUs: {len(cands)} candidates "
-                  f"({sum(c.role == 'prefill' for c in cands)} prefill), {len(pools)} prefill pools; "
-                  f"MIP {size(spec, cands, pools)}")  # fmt: skip
+            print(
+                f"== {len(spec.models)} models with disaggregated pools on {gpus} GPUs: {len(cands)} candidates "
+                f"({sum(c.role == 'prefill' for c in cands)} prefill), {len(pools)} prefill pools; "
+                f"MIP {size(spec, cands, pools)}"
+            )
         shown = ", ".join(f"{k} {v:.2f} s" for k, v in phases.items())
-        print(f"run {r + 1}: {shown}; HiGHS {solve['solve_seconds']:.2f} s, status {solve['status']}, "
-              f"gap {solve['mip_gap']:.2e}; placement model: {solve['placement_model']}")  # fmt: skip
+        print(
+            f"run {r + 1}: {shown}; HiGHS {solve['solve_seconds']:.2f} s, status {solve['status']}, "
+            f"gap {solve['mip_gap']:.2e}; placement model: {solve['placement_model']}"
+        )
     print(plan_text(plan, "fleet_pools"))
 
 

@@ -72,21 +72,46 @@ def test_burstier_arrivals_lower_the_rate_an_slo_allows():
 SMALL = dict(tp_degrees=(1, 2, 4), pp_degrees=(1, 2), tp_modes=("1d",), max_batch=256, max_instances=3)
 QUESTIONS = {
     "llama8b-agg-disagg-p90-poisson": dict(
-        model="llama-3-8b", gpu="h100-sxm", isl=2000, osl=200, serving=["agg", "disagg"], ttft_ms=300, percentile=90,
+        model="llama-3-8b",
+        gpu="h100-sxm",
+        isl=2000,
+        osl=200,
+        serving=["agg", "disagg"],
+        ttft_ms=300,
+        percentile=90,
     ),
     "llama8b-mix-chunks-p99-bursty": dict(
-        model="llama-3-8b", gpu="h100-sxm", workload=((200, 800, 3.0), (3000, 300, 1.0)), serving=["agg", "disagg"],
-        chunk_tokens=(512, 2048), ttft_ms=400, percentile=99, burstiness=4.0,
+        model="llama-3-8b",
+        gpu="h100-sxm",
+        workload=((200, 800, 3.0), (3000, 300, 1.0)),
+        serving=["agg", "disagg"],
+        chunk_tokens=(512, 2048),
+        ttft_ms=400,
+        percentile=99,
+        burstiness=4.0,
     ),
     "llama70b-two-gpus-disagg-p50-demand": dict(
-        model="llama-3-70b", gpu=["h100-sxm", "h200"], isl=4000, osl=500, serving="disagg", ttft_ms=1500, percentile=50,
-        demand_req_s=8, max_gpus=48,
+        model="llama-3-70b",
+        gpu=["h100-sxm", "h200"],
+        isl=4000,
+        osl=500,
+        serving="disagg",
+        ttft_ms=1500,
+        percentile=50,
+        demand_req_s=8,
+        max_gpus=48,
     ),
     "llama8b-agg-p99-tpot": dict(
-        model="llama-3-8b", gpu="a100-80gb", isl=1000, osl=500, ttft_ms=250, tpot_ms=40, percentile=99,
+        model="llama-3-8b",
+        gpu="a100-80gb",
+        isl=1000,
+        osl=500,
+        ttft_ms=250,
+        tpot_ms=40,
+        percentile=99,
         burstiness=2.0,
     ),
-}  # fmt: skip
+}
 
 
 @functools.cache

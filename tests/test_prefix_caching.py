@@ -115,14 +115,26 @@ def test_drawn_requests_carry_the_prefix_of_their_class_and_give_the_workload_ba
 SMALL = dict(tp_degrees=(1, 2), pp_degrees=(1, 2), tp_modes=("1d",), max_batch=256, max_instances=3)
 QUESTIONS = {
     "llama8b-agg-disagg-half-hits": dict(
-        model="llama-3-8b", gpu="h100-sxm", isl=3000, osl=300, serving=["agg", "disagg"], ttft_ms=400,
-        prefix_tokens=2000, prefix_hit_rate=0.5,
+        model="llama-3-8b",
+        gpu="h100-sxm",
+        isl=3000,
+        osl=300,
+        serving=["agg", "disagg"],
+        ttft_ms=400,
+        prefix_tokens=2000,
+        prefix_hit_rate=0.5,
     ),
     "llama8b-p90-all-hits": dict(
-        model="llama-3-8b", gpu="h100-sxm", isl=2000, osl=200, serving=["agg", "disagg"], ttft_ms=300, percentile=90,
+        model="llama-3-8b",
+        gpu="h100-sxm",
+        isl=2000,
+        osl=200,
+        serving=["agg", "disagg"],
+        ttft_ms=300,
+        percentile=90,
         prefix_tokens=1500,
     ),
-}  # fmt: skip
+}
 
 
 def _question(name: str):
