@@ -39,6 +39,7 @@ from roofline_opt.optimize.layout_record import LayoutChoice
 from roofline_opt.optimize.space import Layouts, Question, layouts, prefill_layouts
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
+from roofline_opt.physics.specs import GpuSpec
 
 LIMIT_RTOL = 1e-12
 AGG, PREFILL, DECODE = "agg", "prefill", "decode"
@@ -200,32 +201,34 @@ def model_candidates(index: int, fm: FleetModel, pool: Pool, prune: bool = True)
     for gi, bits, pos in lay.groups(rows):  # one evaluator call per accelerator and precision
         tau_at[rows[pos]] = time_and_fit(question, gi, bits, lay, rows[pos], batch[rows[pos]])[0]
     for j in rows:
-        gpu = question.gpus[int(lay.gpu_index[j])]
-        found.append(
-            Candidate(
-                model=index,
-                gpu=gpu.name,
-                weight_bits=int(lay.weight_bits[j]),
-                tp=int(lay.tp[j]),
-                tp_2d=bool(lay.tp_2d[j]),
-                pp=int(lay.pp[j]),
-                ep=int(lay.ep[j]),
-                gamma=int(lay.gamma[j]),
-                kv_bits=int(lay.kv_bits[j]),
-                chunk_tokens=int(lay.chunk[j]),
-                batch=int(batch[j]),
-                time_per_token_s=float(tau_at[j]),
-                usd_per_hour=gpu.usd_per_hour,
-                role=DECODE if lay.disagg[j] else AGG,
-                dp_attention=bool(lay.dp_attention[j]),
-            )
-        )
+        found.append(decode_candidate(index, question.gpus[int(lay.gpu_index[j])], lay, j, batch[j], tau_at[j]))
     if fm.disaggregated:
         found += prefill_candidates(index, fm, pool)
     kept = best_per_shape(found)
     if prune:
         kept = undominated(kept)
     return ModelCandidates(tuple(kept), memory_excluded, speed_excluded, fastest)
+
+
+def decode_candidate(model: int, gpu: GpuSpec, lay: Layouts, j, batch, time_per_token_s) -> Candidate:
+    """The aggregated or decode candidate of layout index ``j`` at ``batch`` (its time per token already evaluated)."""
+    return Candidate(
+        model=model,
+        gpu=gpu.name,
+        weight_bits=int(lay.weight_bits[j]),
+        tp=int(lay.tp[j]),
+        tp_2d=bool(lay.tp_2d[j]),
+        pp=int(lay.pp[j]),
+        ep=int(lay.ep[j]),
+        gamma=int(lay.gamma[j]),
+        kv_bits=int(lay.kv_bits[j]),
+        chunk_tokens=int(lay.chunk[j]),
+        batch=int(batch),
+        time_per_token_s=float(time_per_token_s),
+        usd_per_hour=gpu.usd_per_hour,
+        role=DECODE if lay.disagg[j] else AGG,
+        dp_attention=bool(lay.dp_attention[j]),
+    )
 
 
 def best_per_shape(found: list[Candidate]) -> list[Candidate]:

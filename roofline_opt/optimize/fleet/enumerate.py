@@ -21,11 +21,11 @@ import numpy as np
 from roofline_opt.errors import Infeasible, InvalidInput
 from roofline_opt.optimize.fleet import kv
 from roofline_opt.optimize.fleet.candidates import (
-    AGG,
     DECODE,
     PREFILL,
     Candidate,
     best_per_shape,
+    decode_candidate,
     max_instances,
     pool_carries,
     prefill_candidates_at,
@@ -62,25 +62,7 @@ def grid_candidates(fleet: Fleet, i: int) -> list[Candidate]:
                 continue
             thr = np.where(ok, batches / tau, -np.inf)
             b = int(np.argmax(thr))
-            found.append(
-                Candidate(
-                    model=i,
-                    gpu=gpu.name,
-                    weight_bits=int(bits),
-                    tp=int(lay.tp[j]),
-                    tp_2d=bool(lay.tp_2d[j]),
-                    pp=int(lay.pp[j]),
-                    ep=int(lay.ep[j]),
-                    gamma=int(lay.gamma[j]),
-                    kv_bits=int(lay.kv_bits[j]),
-                    chunk_tokens=int(lay.chunk[j]),
-                    batch=int(batches[b]),
-                    time_per_token_s=float(tau[b]),
-                    usd_per_hour=gpu.usd_per_hour,
-                    role=DECODE if lay.disagg[j] else AGG,
-                    dp_attention=bool(lay.dp_attention[j]),
-                )
-            )
+            found.append(decode_candidate(i, gpu, lay, j, batches[b], tau[b]))
     if fm.disaggregated:
         found += _grid_prefill(fleet, i)
     return best_per_shape(found)
