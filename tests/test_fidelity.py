@@ -75,6 +75,7 @@ def test_validate_maps_a_row_and_predicts_with_the_evaluator() -> None:
         speed_basis="request",
         static_batch=True,
         framework="LMDeploy v0.1.0a1 (TurboMind)",
+        clients=1,
     )
     assert row.predicted_tok_s_per_request == pytest.approx(expected)
     assert row.ratio_tok_s_per_request == pytest.approx(expected / 98.92)
@@ -97,7 +98,20 @@ def test_validate_splits_instances_and_reads_an_fp8_kv_cache() -> None:
         }
     )
     assert row.setup == MeasuredSetup(
-        "llama-2-70b", 8, 8, "h100-sxm", 2, 1, 1, 4, 100, 1100, total_gpus=8, input_len=1000, output_len=200
+        "llama-2-70b",
+        8,
+        8,
+        "h100-sxm",
+        2,
+        1,
+        1,
+        4,
+        100,
+        1100,
+        total_gpus=8,
+        input_len=1000,
+        output_len=200,
+        clients=400,
     )
     assert row.reasons == ()
 

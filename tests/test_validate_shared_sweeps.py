@@ -42,7 +42,8 @@ def test_a_point_read_from_the_shared_sweep_equals_evaluating_that_batch(preset)
     assert points
     for s in points:
         p = predictor.predict(s, None)
-        f = _evaluate(s, preset, [float(s.batch)])
+        share = s.clients / s.instances if s.clients else float(s.batch)
+        f = _evaluate(s, preset, [share])
         assert p.tok_s_per_request == float(f["tok_s_per_request"][0])
         assert p.tok_s_per_gpu == float(f["throughput_tok_s"][0] * s.instances / s.gpus_in_all)
         assert p.fits_in_memory == bool(f["fits_in_memory"][0])

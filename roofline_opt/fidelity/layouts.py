@@ -4,8 +4,10 @@ the decode side of disaggregated deployments.
 ``TP2 x 4 instances`` and ``TP1 DP8`` are replicas of one instance; ``DEP8``, ``TP8 EP8 with attention DP`` and
 ``EP72 + DP attention`` are one data-parallel-attention group of 8 or 72 GPUs; wide EP named without a TP degree
 (``decode 32 GPU EP32``) is read as data-parallel attention, the convention of wide-EP deployments. In a
-disaggregated layout (``prefill 4 GPU TP4 + decode 32 GPU EP32``) only the decode side is parsed: it produces every
-output token, so its prediction bounds the deployment's output speed and throughput.
+disaggregated layout (``prefill 4 GPU TP4 + decode 32 GPU EP32``) the decode side is the row's layout: it produces
+every output token, so its prediction bounds the deployment's output speed and throughput. The prefill side, parsed
+the same way where it states its GPUs and shape, is kept as ``ParsedLayout.prefill``: a closed-loop benchmark's
+throughput also depends on how fast it prefills (``whole_requests``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class ParsedLayout:
     serving: str
     total_gpus: int
     a2a_overlap: bool = False
+    prefill: ParsedLayout | None = None
+    """The prefill side's instances of a disaggregated layout (None: aggregated, or the row does not state it)."""
 
 
 def _number(text: str) -> int | None:
@@ -80,6 +84,19 @@ def _decode_side(low: str, stated: int | None, reasons: list[str]) -> tuple[str,
         reasons.append(f"layout {low!r}: the number of decode GPUs is not stated")
         return None
     return part, count
+
+
+def _prefill_side(low: str, model: ModelSpec | None, where: str) -> ParsedLayout | None:
+    """The prefill part of a disaggregated layout (``prefill 4 GPU (1 x TP4)``), None where it states no prefill GPU
+    count or shape (its reasons are not the row's: the decode side still bounds it)."""
+    if "prefill" not in low or "decode" not in low or low.index("prefill") > low.index("decode"):
+        return None
+    part = low[low.index("prefill") + len("prefill") : low.index("decode")].strip(" +;,")
+    gpus = re.search(r"(\d+)\s*gpus?\b", part)
+    if gpus is None:
+        return None
+    found = map_layout(part, gpus.group(1), model, [], [], f"{where} (prefill side)")
+    return None if found is None or found.serving != "aggregated" else found
 
 
 def map_layout(
@@ -118,6 +135,7 @@ def map_layout(
         dp_attention = True
         notes.append("attention layout not stated with wide EP: data-parallel attention (the wide-EP convention)")
     serving = "disaggregated" if disaggregated else "aggregated"
+    prefill = _prefill_side(text.lower(), model, where) if disaggregated else None
     if dp_attention and pp is not None and pp > 1:
         reasons.append(f"layout {text!r}: data-parallel attention with pipeline parallelism PP{pp} is not modelled")
         return None
@@ -125,9 +143,9 @@ def map_layout(
         group = dep or ep or dp_degree or tp or pool
         parsed = _dp_attention(text, group, pool, stated, model, serving, reasons, notes)
         if parsed is None or not overlap:
-            return parsed
+            return parsed if parsed is None else replace(parsed, prefill=prefill)
         notes.append("two-batch overlap: the expert all-to-all runs alongside compute and memory")
-        return replace(parsed, a2a_overlap=True)
+        return replace(parsed, a2a_overlap=True, prefill=prefill)
     if overlap:
         notes.append("two-batch overlap stated without data-parallel attention: not modelled")
     if tp is None:
@@ -147,7 +165,7 @@ def map_layout(
     if ep > 1 and model is not None and (not model.is_moe or model.n_experts % ep or tp % ep):
         reasons.append(f"layout {text!r}: EP{ep} must divide TP{tp} and the experts of a MoE model")
         return None
-    return ParsedLayout(tp, pp, ep, instances, False, serving, stated or used)
+    return ParsedLayout(tp, pp, ep, instances, False, serving, stated or used, prefill=prefill)
 
 
 def _dp_attention(
@@ -178,9 +196,10 @@ def _dp_attention(
 
 def map_batch(
     text: str, layout: ParsedLayout, reasons: list[str], notes: list[str], where: str = "batch_or_concurrency"
-) -> tuple[int | None, int | None]:
-    """(sequences per instance, the most sequences per instance the row allows); a batch of None means the row
-    states none (its check then needs none), a cap of None no cap (``max batch 256`` is a cap, not a batch)."""
+) -> tuple[int | None, int | None, int | None]:
+    """(sequences per instance, the most sequences per instance the row allows, the sequences stated over all
+    instances); a batch of None means the row states none (its check then needs none), a cap of None no cap (``max
+    batch 256`` is a cap, not a batch), a total of None a batch stated per GPU or none."""
     low = text.lower()
     cap_match = _CAP_RE.search(low)
     cap = _whole(where, cap_match.group(1), "the batch", MAX_BATCH_LIMIT) if cap_match else None
@@ -188,17 +207,18 @@ def map_batch(
         low = low[: cap_match.start()] + low[cap_match.end() :]
     if _LITTLE_RE.search(low):
         notes.append("in-flight requests computed by Little's law are not a batch: no batch taken")
-        return None, cap
+        return None, cap, None
     match = _BATCH_RE.search(low)
     per_gpu = _PER_GPU_BATCH_RE.search(low)
+    stated = None
     if match is not None:
         stated = _whole(where, match.group(1) or match.group(2), "the batch", MAX_BATCH_LIMIT)
         batch = max(round(stated / layout.instances), 1)
     elif per_gpu is not None:
         batch = _whole(where, per_gpu.group(1), "the batch", MAX_BATCH_LIMIT) * layout.tp * layout.pp
     else:
-        return None, cap
+        return None, cap, None
     if batch < layout.pp:
         reasons.append(f"batch {batch} per instance is smaller than the pipeline degree {layout.pp}")
-        return None, cap
-    return batch, cap
+        return None, cap, None
+    return batch, cap, stated

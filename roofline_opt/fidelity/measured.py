@@ -159,7 +159,9 @@ class MeasuredSetup:
     request's time, prefill included (``request``); ``static_batch``: all prompts prefilled, then all decoded.
     MTP: ``mtp_depth`` drafted tokens every round at ``acceptance`` per token (the estimate's, the engine's figures),
     or with ``mtp_best_depth`` the best depth in 0..``mtp_depth`` (the bound's reading, ``for_bound``); the MTP block
-    at ``draft_weight_bits`` (0: the target's)."""
+    at ``draft_weight_bits`` (0: the target's). ``prefill``: the prefill side of a disaggregated row, where it states
+    one; ``clients``: the sequences (a benchmark's concurrency) the row states over all its instances, where it states
+    them so (``batch`` is their share per instance, rounded)."""
 
     model_card: str
     weight_bits: int
@@ -190,6 +192,8 @@ class MeasuredSetup:
     speed_basis: str = "tpot"
     static_batch: bool = False
     framework: str = ""
+    prefill: parse.ParsedLayout | None = None
+    clients: int | None = None
 
     @property
     def n_gpus(self) -> int:
@@ -451,10 +455,10 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     where = f"line {text['line'] or '?'}"
     remarks = f"{text['framework']} {text['notes']}"
     layout = parse.map_layout(text["layout"], text["n_gpus"], model, reasons, notes, f"{where}: layout", remarks)
-    batch, cap = (
+    batch, cap, clients = (
         parse.map_batch(text["batch_or_concurrency"], layout, reasons, notes, f"{where}: batch_or_concurrency")
         if layout
-        else (None, None)
+        else (None, None, None)
     )
     context = _map_lengths(text["input_len"], text["output_len"], reasons, notes)
     per_request, per_gpu = (_positive(text[k]) for k in ("tok_s_per_request", "tok_s_per_gpu"))
@@ -511,6 +515,8 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             speed_basis=basis,
             static_batch="static" in text["batch_or_concurrency"].lower(),
             framework=text["framework"],
+            prefill=layout.prefill,
+            clients=clients,
         )
     return MeasuredRow(
         line=int(text["line"] or 0),

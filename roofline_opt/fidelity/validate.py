@@ -237,21 +237,26 @@ def _evaluate(s: MeasuredSetup, preset: Preset, batch) -> dict[str, np.ndarray]:
     layout = evaluator.Layout.of(
         s.tp, False, s.pp, s.context, 1, s.ep, s.kv_bits, dp_attention=s.dp_attention, a2a_overlap=s.a2a_overlap
     )
+    gpu = gpu_card(s.gpu_card)
+
+    def decode(batches) -> dict[str, np.ndarray]:
+        return evaluator.evaluate(
+            model,
+            gpu,
+            preset,
+            s.weight_bits,
+            layout,
+            np.asarray(batches, dtype=float),
+            draft=mtp_module(model) if s.mtp_depth else None,
+            acceptance=s.acceptance,
+            gamma_max=s.mtp_depth if s.mtp_best_depth else 0,
+            gamma=None if s.mtp_best_depth or not s.mtp_depth else s.mtp_depth,
+            draft_weight_bits=s.draft_weight_bits or s.weight_bits,
+        )
+
     if whole_requests.applies(s):
-        return whole_requests.figures(s, model, gpu_card(s.gpu_card), preset, layout, batch)
-    return evaluator.evaluate(
-        model,
-        gpu_card(s.gpu_card),
-        preset,
-        s.weight_bits,
-        layout,
-        np.asarray(batch, dtype=float),
-        draft=mtp_module(model) if s.mtp_depth else None,
-        acceptance=s.acceptance,
-        gamma_max=s.mtp_depth if s.mtp_best_depth else 0,
-        gamma=None if s.mtp_best_depth or not s.mtp_depth else s.mtp_depth,
-        draft_weight_bits=s.draft_weight_bits or s.weight_bits,
-    )
+        return whole_requests.figures(s, model, gpu, preset, layout, batch, decode)
+    return decode(batch)
 
 
 def largest_fitting_batch(s: MeasuredSetup, preset: Preset) -> int:
@@ -285,8 +290,12 @@ SWEPT = ("tok_s_per_request", "throughput_tok_s", "fits_in_memory", "bottleneck"
 
 
 def _shape(s: MeasuredSetup) -> MeasuredSetup:
-    """What the evaluator's figures of one instance depend on: the setup without its batch, cap, copies and check."""
-    return replace(s, batch=None, batch_cap=None, instances=1, total_gpus=0, check="point", assumptions=())
+    """What the evaluator's figures of one instance depend on: the setup without its batch, cap, copies and check
+    (a disaggregated row's decode instances share its prefill pool: their number stays)."""
+    copies = s.instances if s.serving == "disaggregated" else 1
+    return replace(
+        s, batch=None, batch_cap=None, instances=copies, total_gpus=0, check="point", assumptions=(), clients=None
+    )
 
 
 def _curve_indices(n: int) -> np.ndarray:
@@ -344,7 +353,11 @@ class Predictor:
         curve = self._curves[curve_key]
         if s.check == "point":
             assert s.batch is not None  # a point check has a batch
-            if top <= DENSE_SWEEP_BATCHES and 1 <= s.batch <= len(batches):
+            share = s.clients / s.instances if s.clients else float(s.batch)
+            if share != s.batch:
+                # the instances share the stated clients unevenly: the prediction at their mean share
+                f, i = _evaluate(s, self.preset, [share]), 0
+            elif top <= DENSE_SWEEP_BATCHES and 1 <= s.batch <= len(batches):
                 f, i = sweep, s.batch - 1  # batches[i] == s.batch
             else:
                 f, i = _evaluate(s, self.preset, [float(s.batch)]), 0
