@@ -12,6 +12,8 @@ For each file (and for all files together when more than one is given) it prints
   lengths (a row without an input length is bounded with empty prompts, which estimates nothing). Tok/s per user is
   compared on ``point`` rows only (the estimate at the measured batch); tok/s per GPU on ``point``, ``throughput
   ceiling`` (the largest batch that fits) and ``frontier`` rows (at the measured speed);
+- the estimate's time to first token over the median a row states (its notes' ``median TTFT N ms``), on modern
+  point rows with whole requests;
 - layout ordering: over pairs of rows with the same model card, weight precision, accelerator, framework (as written,
   version included), input/output lengths, batch or concurrency text, check and MTP depth but different mapped
   layouts, the share the estimate orders like the measurement (tok/s per GPU; and tok/s per user for ``point``
@@ -97,6 +99,16 @@ def per_user_errors(rows: Iterable[Judged]) -> list[float]:
             e = _error(r.estimate.tok_s_per_request, r.row.measured_tok_s_per_request)
             if e is not None:
                 out.append(e)
+    return out
+
+
+def ttft_ratios(rows: Iterable[Judged]) -> list[float]:
+    """Estimated over measured median time to first token, on point rows stating a TTFT the estimate has one for."""
+    out = []
+    for r in _whole_requests(rows):
+        estimate, measured = r.estimate.ttft_s, r.row.measured_ttft_s
+        if r.check == "point" and estimate is not None and measured:
+            out.append(estimate / measured)
     return out
 
 
@@ -230,6 +242,13 @@ def report(name: str, rows: list[Judged], since: int, show_wrong: bool) -> None:
     print(
         f"the same on modern rows without speculative decoding (MTP): per GPU {_median(per_gpu_errors(plain))}; "
         f"per user {_median(per_user_errors(plain))}"
+    )
+    ttft = ttft_ratios(modern)
+    quartiles = f"{np.percentile(ttft, 25):.3g}-{np.percentile(ttft, 75):.3g}" if ttft else "-"
+    print(
+        f"time to first token, modern point rows stating one: median estimate/measured "
+        f"{np.median(ttft) if ttft else float('nan'):.3g} (n={len(ttft)}; quartiles {quartiles}); median |error| "
+        f"{_median([abs(t - 1) for t in ttft])}"
     )
     gpu, user, wrong = layout_pairs(rows)
     print(

@@ -107,3 +107,14 @@ def test_clients_shared_unevenly_are_predicted_at_their_mean_share(tmp_path: Pat
     assert (row.row.setup.batch, row.row.setup.clients) == (2, 8)
     f = _evaluate(row.row.setup.for_bound(), PEAK, [8 / 5])
     assert row.predicted_tok_s_per_gpu == pytest.approx(float(f["throughput_tok_s"][0]) * 5 / 44)
+
+
+def test_a_rows_median_time_to_first_token_is_read_from_its_notes() -> None:
+    cells = _cells("TP8", "8", "4") | {"notes": "stated: median TPOT 3.60 ms, median TTFT 872 ms", "line": "2"}
+    assert map_row(cells).measured_ttft_s == pytest.approx(0.872)
+
+
+def test_a_records_estimated_time_to_first_token_is_the_closed_loops(tmp_path: Path) -> None:
+    cells = _cells("prefill 4 GPU (1 x TP4) + decode 8 GPU (1 x TP8)", "12", "64")
+    record = _validate(tmp_path, cells).to_record()
+    assert record["estimated_ttft_s"] == pytest.approx(float(_figures(cells, 64.0)["ttft_s"][0]))

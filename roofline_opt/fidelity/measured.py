@@ -133,6 +133,8 @@ _ACCEPTANCE_LENGTH_RE = re.compile(r"acceptance length(?: of)?\s*(?:=|:)?\s*(\d+
 _ACCEPTANCE_RE = re.compile(r"acceptance(?: rate)?\s*(?:=|of)?\s*(0?\.\d+|\d+(?:\.\d+)?\s*%)", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"^~?\s*(\d+(?:\.\d+)?)\s*(k\b)?", re.IGNORECASE)
 _KV_LEN_RE = re.compile(r"^kv\s*(\d+)$")
+_TTFT_NOTE_RE = re.compile(r"median TTFT (\d+(?:\.\d+)?) ?ms", re.IGNORECASE)
+"""A median time to first token a row's notes state (InferenceX rows: ``median TTFT 872 ms``)."""
 _DECODE_ONLY_RE = re.compile(r"decode[- ]only (?:figures|measurement|speeds?)", re.IGNORECASE)
 """Notes saying the figures are of decoding alone (no prompt processed): the lengths only set the context."""
 _WHOLE_REQUEST_SPEED_RE = re.compile(
@@ -253,6 +255,9 @@ class MeasuredRow:
     setup: MeasuredSetup | None
     reasons: tuple[str, ...]
     framework: str = ""
+    measured_ttft_s: float | None = None
+    """The row's median time to first token: its ``ttft_ms`` cell (a client's result file), else a ``median TTFT N
+    ms`` its notes state (None: neither)."""
 
 
 def _number(text: str) -> float | None:
@@ -442,7 +447,7 @@ def _check(batch: int | None, per_request: float | None, per_gpu: float | None, 
 def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     """A measured row in catalog terms; every problem found is listed in ``reasons``."""
     _check_cells(cells)
-    keys = (*MEASURED_COLUMNS, "n_gpus", "tpot_ms", "framework", "notes", "line")
+    keys = (*MEASURED_COLUMNS, "n_gpus", "tpot_ms", "ttft_ms", "framework", "notes", "line")
     text = {k: str(cells.get(k, "") if cells.get(k) is not None else "").strip() for k in keys}
     text = {k: "" if v.lower() == "nan" else v for k, v in text.items()}
     reasons: list[str] = []
@@ -463,6 +468,8 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     context = _map_lengths(text["input_len"], text["output_len"], reasons, notes)
     per_request, per_gpu = (_positive(text[k]) for k in ("tok_s_per_request", "tok_s_per_gpu"))
     tpot = _positive(text["tpot_ms"])
+    ttft_note = _TTFT_NOTE_RE.search(text["notes"])
+    ttft_ms = _positive(text["ttft_ms"]) or (float(ttft_note.group(1)) if ttft_note else None)
     if per_request is None and tpot:
         per_request = 1000.0 / tpot
     check = _check(batch, per_request, per_gpu, reasons)
@@ -529,4 +536,5 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
         setup=setup,
         reasons=tuple(reasons),
         framework=text["framework"],
+        measured_ttft_s=None if ttft_ms is None else ttft_ms / 1e3,
     )

@@ -43,6 +43,8 @@ class Prediction:
     explanation: str | None = None
     curve_tok_s_per_request: np.ndarray | None = None
     curve_tok_s_per_gpu: np.ndarray | None = None
+    ttft_s: float | None = None
+    """Time to first token at ``batch`` where the row's model has one (whole requests), else None."""
 
 
 NO_PREDICTION = Prediction(None, None, None, None)
@@ -153,6 +155,8 @@ class ValidationRow:
             "estimated_tok_s_per_request": self.estimate.tok_s_per_request,
             "estimated_tok_s_per_gpu": self.estimate.tok_s_per_gpu,
             "estimate_ratio": self.estimate_ratio,
+            "measured_ttft_s": self.row.measured_ttft_s,
+            "estimated_ttft_s": self.estimate.ttft_s,
             "fits_in_memory": p.fits_in_memory,
             "bottleneck": p.bottleneck,
             "bound_holds": self.bound_holds,
@@ -285,8 +289,9 @@ def _sweep_batches(top: int) -> np.ndarray:
 CURVE_POINTS = 256
 """Points of the swept curve a prediction keeps for plots (log-spaced over the swept batches, ends included); the
 checks themselves read every swept batch."""
-SWEPT = ("tok_s_per_request", "throughput_tok_s", "fits_in_memory", "bottleneck")
-"""The figures of a sweep the checks read (a whole figures dict of 10^5 batches is some 20 MB)."""
+SWEPT = ("tok_s_per_request", "throughput_tok_s", "fits_in_memory", "bottleneck", "ttft_s")
+"""The figures of a sweep the checks read, where the model gives them (a whole figures dict of 10^5 batches is some
+20 MB; only whole requests have a TTFT)."""
 
 
 def _shape(s: MeasuredSetup) -> MeasuredSetup:
@@ -325,7 +330,7 @@ class Predictor:
         if key not in self._sweeps:
             batches = _sweep_batches(max(top, 1))
             figures = _evaluate(key[0], self.preset, batches)
-            self._sweeps[key] = batches, {k: np.broadcast_to(figures[k], batches.shape) for k in SWEPT}
+            self._sweeps[key] = batches, {k: np.broadcast_to(figures[k], batches.shape) for k in SWEPT if k in figures}
         return self._sweeps[key]
 
     def predict(self, s: MeasuredSetup, measured_per_request: float | None) -> Prediction:
@@ -367,6 +372,7 @@ class Predictor:
                 bool(f["fits_in_memory"][i]),
                 str(f["bottleneck"][i]),
                 batch=s.batch,
+                ttft_s=_ttft(f, i),
                 **curve,
             )
         nothing_fits = "the model does not fit in memory on this layout even at batch 1" if top < 1 else None
@@ -397,8 +403,13 @@ def _at(sweep, per_gpu, batches, i: int, why: str | None, curve: dict) -> Predic
         str(sweep["bottleneck"][i]),
         batch=int(batches[i]),
         explanation=why,
+        ttft_s=_ttft(sweep, i),
         **curve,
     )
+
+
+def _ttft(figures: dict[str, np.ndarray], i: int) -> float | None:
+    return float(np.ravel(figures["ttft_s"])[i]) if "ttft_s" in figures else None
 
 
 def validate(

@@ -81,6 +81,7 @@ def figures(
         tpot = out["step_time_s"]
         whole_s = prefill + o * tpot
         out["throughput_tok_s"] = batch * o / whole_s
+        out["ttft_s"] = np.broadcast_to(prefill, batch.shape)
     else:
         workload = requests.Workload.single(i, o)
         chunk = np.maximum(requests.DEFAULT_CHUNK_TOKENS, np.ceil(batch * workload.prompt_tokens_per_output))
