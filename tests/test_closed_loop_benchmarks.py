@@ -14,6 +14,7 @@ from roofline_opt.fidelity import whole_requests
 from roofline_opt.fidelity.measured import map_row
 from roofline_opt.fidelity.validate import _evaluate
 from roofline_opt.physics import evaluator, requests
+from roofline_opt.physics.mtp import mtp_module
 from roofline_opt.physics.specs import DEFAULT
 
 PEAK = DEFAULT.at_peak()
@@ -118,3 +119,19 @@ def test_a_records_estimated_time_to_first_token_is_the_closed_loops(tmp_path: P
     cells = _cells("prefill 4 GPU (1 x TP4) + decode 8 GPU (1 x TP8)", "12", "64")
     record = _validate(tmp_path, cells).to_record()
     assert record["estimated_ttft_s"] == pytest.approx(float(_figures(cells, 64.0)["ttft_s"][0]))
+
+
+def test_an_aggregated_mtp_row_runs_its_draft_in_the_closed_loop() -> None:
+    cells = _cells("TP8", "8", "32", "1024") | {"framework": "SGLang v0.5.6, MTP on", "line": "2"}
+    setup = map_row(cells).setup
+    assert setup is not None and setup.mtp_depth == 2
+    model, gpu = catalog.load_model("deepseek-v3"), catalog.load_gpu("b200")
+    spec = requests.Speculation(mtp_module(model), 2.0, setup.acceptance, setup.weight_bits)
+    layout = evaluator.Layout.of(8, False, 1, 1536, 1, 1, 8)
+    workload = requests.Workload.single(1024, 1024)
+    chunk = max(2048.0, float(np.ceil(32 * 1.0 * spec.tokens_per_round)))
+    out = requests.aggregated_figures(model, gpu, DEFAULT, 8, layout, 32.0, workload, chunk, spec=spec)
+    f = _evaluate(setup, DEFAULT, [32.0])
+    assert float(f["tok_s_per_request"][0]) == pytest.approx(1.0 / float(out["tpot_s"]))
+    cycle_s = float(out["ttft_s"]) + 1023 * float(out["tpot_s"])
+    assert float(f["throughput_tok_s"][0]) == pytest.approx(32 * 1024 / cycle_s)

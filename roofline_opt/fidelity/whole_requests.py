@@ -23,18 +23,21 @@ for its first token produces none, so the output rate is below C / TPOT by the T
   decodes a small batch fast; TTFT is the prefill side's residence time (C - y b) / X.
 
 A row's tok/s per request is compared like with like: 1 / TPOT, or O over the whole request's time (TTFT + (O - 1)
-TPOT; static: T_prefill + O TPOT) when its notes say the measured speed spans the whole request. Aggregated rows
-measured with speculative decoding (MTP) keep the decode-only model: the aggregated whole-request model has no draft.
+TPOT; static: T_prefill + O TPOT) when its notes say the measured speed spans the whole request. An aggregated row
+measured with speculative decoding (MTP) runs the draft in the same cycle (``physics.requests.Speculation``: each
+round yields E tokens per sequence and carries E times a step's prompt tokens); its static batches are not modelled
+with a draft and keep the decode-only model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from roofline_opt.fidelity.measured import MeasuredSetup
 from roofline_opt.physics import evaluator, requests
+from roofline_opt.physics.mtp import mtp_module
 from roofline_opt.physics.specs import GpuSpec, ModelSpec, Preset
 
 PREFILL_BATCH_TOKENS = 16384
@@ -50,13 +53,13 @@ Decode = Callable[[np.ndarray], dict[str, np.ndarray]]
 
 
 def applies(s: MeasuredSetup) -> bool:
-    """The row states both lengths and is aggregated without speculative decoding, or disaggregated with a stated
-    prefill side and at least two output tokens (one from prefill, the rest decoded)."""
+    """The row states both lengths and is aggregated (a static batch without speculative decoding), or disaggregated
+    with a stated prefill side and at least two output tokens (one from prefill, the rest decoded)."""
     if s.input_len is None or s.output_len is None:
         return False
     if s.serving == "disaggregated":
         return s.prefill is not None and s.output_len >= 2 and not s.static_batch
-    return not s.mtp_depth
+    return not (s.static_batch and s.mtp_depth)
 
 
 def figures(
@@ -75,27 +78,70 @@ def figures(
     batch = np.asarray(batch, dtype=float)
     if s.serving == "disaggregated":
         return disaggregated(s, model, gpu, preset, batch, decode)
-    if s.static_batch:
-        out = dict(evaluator.evaluate(model, gpu, preset, s.weight_bits, layout, batch))
-        prefill = requests.prefill_step(model, gpu, preset, s.weight_bits, layout, batch, i).step_time_s if i else 0.0
-        tpot = out["step_time_s"]
-        whole_s = prefill + o * tpot
-        out["throughput_tok_s"] = batch * o / whole_s
-        out["ttft_s"] = np.broadcast_to(prefill, batch.shape)
-    else:
-        workload = requests.Workload.single(i, o)
-        chunk = np.maximum(requests.DEFAULT_CHUNK_TOKENS, np.ceil(batch * workload.prompt_tokens_per_output))
-        out = requests.aggregated_figures(model, gpu, preset, s.weight_bits, layout, batch, workload, chunk)
-        tpot = out["tpot_s"]
-        whole_s = out["ttft_s"] + (o - 1) * tpot
-        out["throughput_tok_s"] = batch * o / whole_s
-        out["bottleneck"] = np.select(
-            [out["network_s"] >= np.maximum(out["memory_s"], out["compute_s"]), out["memory_s"] >= out["compute_s"]],
-            ["network", "memory"],
-            "compute",
-        )
+    if not s.static_batch:
+        depths = range(s.mtp_depth + 1) if s.mtp_best_depth else (s.mtp_depth,)
+        return _best(_aggregated(s, model, gpu, preset, layout, batch, _speculation(s, model, g)) for g in depths)
+    out = dict(evaluator.evaluate(model, gpu, preset, s.weight_bits, layout, batch))
+    prefill = requests.prefill_step(model, gpu, preset, s.weight_bits, layout, batch, i).step_time_s if i else 0.0
+    tpot = out["step_time_s"]
+    whole_s = prefill + o * tpot
+    out["throughput_tok_s"] = batch * o / whole_s
+    out["ttft_s"] = np.broadcast_to(prefill, batch.shape)
     out["tok_s_per_request"] = o / whole_s if s.speed_basis == "request" else 1.0 / tpot
     return out
+
+
+def _speculation(s: MeasuredSetup, model: ModelSpec, gamma: int) -> requests.Speculation | None:
+    """The row's MTP draft proposing ``gamma`` tokens per round (None without one)."""
+    if not gamma:
+        return None
+    return requests.Speculation(mtp_module(model), float(gamma), s.acceptance, s.draft_weight_bits or s.weight_bits)
+
+
+def _aggregated(
+    s: MeasuredSetup,
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    layout: evaluator.Layout,
+    batch: np.ndarray,
+    spec: requests.Speculation | None,
+) -> dict[str, np.ndarray]:
+    """Closed-loop figures of an aggregated instance at ``batch`` clients (module docstring), speculating with
+    ``spec``: its chunk budget holds a round's prompt tokens, B E I / O."""
+    assert s.input_len is not None and s.output_len is not None
+    o = s.output_len
+    workload = requests.Workload.single(s.input_len, o)
+    per_round = 1.0 if spec is None else spec.tokens_per_round
+    load = np.ceil(batch * workload.prompt_tokens_per_output * per_round)
+    chunk = np.maximum(requests.DEFAULT_CHUNK_TOKENS, load)
+    out = requests.aggregated_figures(model, gpu, preset, s.weight_bits, layout, batch, workload, chunk, spec=spec)
+    tpot = out["tpot_s"]
+    whole_s = out["ttft_s"] + (o - 1) * tpot
+    out["throughput_tok_s"] = batch * o / whole_s
+    out["bottleneck"] = np.select(
+        [out["network_s"] >= np.maximum(out["memory_s"], out["compute_s"]), out["memory_s"] >= out["compute_s"]],
+        ["network", "memory"],
+        "compute",
+    )
+    out["tok_s_per_request"] = o / whole_s if s.speed_basis == "request" else 1.0 / tpot
+    return out
+
+
+def _best(candidates: Iterable[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The figures of the draft depth with the most throughput at each batch, its speed the fastest depth's (the
+    bound reads an unstated depth as favourably as any: ``MeasuredSetup.for_bound``)."""
+    best: dict[str, np.ndarray] | None = None
+    for out in candidates:
+        if best is None:
+            best = out
+            continue
+        ahead = out["throughput_tok_s"] > best["throughput_tok_s"]
+        speed = np.maximum(out["tok_s_per_request"], best["tok_s_per_request"])
+        best = {k: np.where(ahead, out[k], best[k]) if k in out else best[k] for k in best}
+        best["tok_s_per_request"] = speed
+    assert best is not None
+    return best
 
 
 def _table_batches(top: float) -> np.ndarray:
