@@ -84,14 +84,15 @@ def step_terms(question: Question, gpu_index: int, bits: int, lay: Layouts, idx:
     return terms
 
 
-def per_token_s(question: Question, terms, gamma: np.ndarray, which: tuple[str, ...]) -> np.ndarray:
+def per_token_s(question: Question, gpu_index: int, terms, gamma: np.ndarray, which: tuple[str, ...]) -> np.ndarray:
     """Seconds per generated token using the GEMM class's memory or compute time for the max() of target and draft
-    steps (the serial part - launches, network, attention classes - in every piece); decode only."""
-    e_tokens = ev.expected_tokens_per_round(question.acceptance, gamma) if question.draft is not None else 1.0
-    total = 0.0
-    for term, pick, weight in zip(terms, which, (1.0, gamma), strict=False):
-        total = total + weight * (term.serial_s + getattr(term, pick))
-    return np.where(gamma > 0, total / e_tokens, total)
+    steps (the serial part - launches, network, attention classes - in every piece), composed into a round as the
+    evaluator does (``evaluator.round_time_per_token_s``); decode only."""
+    target, *draft = (term.serial_s + getattr(term, pick) for term, pick in zip(terms, which, strict=False))
+    if not draft:
+        return target
+    preset = question.preset_on(question.gpus[gpu_index])
+    return ev.round_time_per_token_s(preset, target, draft[0], gamma, question.acceptance)
 
 
 PIECE_PICKS = (
@@ -113,10 +114,11 @@ def request_pieces(question: Question, fig, lo, hi) -> tuple[list[np.ndarray], l
     term g_k is concave, so a piece lies above the quadratic sum_k w_k chord_k, whose chord is the piece's own; where
     that is convex (curvature sum_k w_k' chord_k') its chord lies at most curvature (hi - lo)^2 / 4 above it."""
     terms = rq.step_terms(fig)
+    host = rq.host_per_token_s(fig)  # constant in the batch: in every piece, no curvature
     width = np.maximum(hi - lo, 1.0)
     values, gaps = [], []
     for picks in itertools.product(GEMM_PICKS, repeat=len(terms)):
-        value, curvature = np.zeros(()), np.zeros(())
+        value, curvature = host, np.zeros(())
         for (w, step), pick in zip(terms, picks, strict=True):
             g = step.serial_s + getattr(step, pick)
             w = np.broadcast_to(w, np.shape(g))
@@ -138,7 +140,7 @@ def chord_pieces(question, gpu_index, bits, lay, idx, lo, hi):
         ends, belows = request_pieces(question, at_ends[0], lo, hi)
     else:
         picks = PIECE_PICKS if n_pieces(question) == 4 else PIECE_PICKS[::3]
-        ends = [per_token_s(question, at_ends, gamma, pick) for pick in picks]
+        ends = [per_token_s(question, gpu_index, at_ends, gamma, pick) for pick in picks]
         belows = [0.0] * len(ends)
     a0s, a1s = [], []
     for (y_lo, y_hi), below in zip(ends, belows, strict=True):

@@ -453,6 +453,22 @@ def expected_tokens_per_round(acceptance: float, gamma) -> np.ndarray:
     return (1.0 - acceptance ** (gamma + 1.0)) / (1.0 - acceptance)
 
 
+def speculative_round_host_s(preset: Preset, gamma) -> np.ndarray:
+    """Host seconds a round of ``gamma`` drafted tokens adds to its GPU steps (``Preset.speculative_round_host_s``;
+    0 where gamma is 0: no round, no speculative loop)."""
+    return np.where(np.asarray(gamma, dtype=float) > 0, preset.speculative_round_host_s, 0.0)
+
+
+def round_time_per_token_s(preset: Preset, target_s, draft_s, gamma, acceptance: float) -> np.ndarray:
+    """Seconds per generated token of a draft-and-verify round: (verification + gamma draft steps + the round's host
+    time) / expected tokens per round; gamma 0: the target's step. ``target_s``/``draft_s``: the steps' times (or
+    the MIP's pieces of them)."""
+    gamma = np.asarray(gamma, dtype=float)
+    host = speculative_round_host_s(preset, gamma)
+    rounds = (target_s + gamma * draft_s + host) / expected_tokens_per_round(acceptance, gamma)
+    return np.where(gamma > 0, rounds, target_s)
+
+
 def time_per_token_with_gamma(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -474,8 +490,7 @@ def time_per_token_with_gamma(
         return target / layout.tokens_per_step
     if draft_step_s is None:
         draft_step_s = step(draft, gpu, preset, draft_weight_bits, layout.for_draft(draft), batch).step_time_s
-    rounds = (target + gamma * draft_step_s) / expected_tokens_per_round(acceptance, gamma)
-    return np.where(gamma > 0, rounds, target)
+    return round_time_per_token_s(preset, target, draft_step_s, gamma, acceptance)
 
 
 def evaluate(

@@ -211,17 +211,19 @@ class Round:
     """A speculative round per expected token: the target's verification step (gamma + 1 tokens per sequence) and the
     draft's gamma steps, each weighted and the whole divided by the expected tokens per round, so ``step_time_s`` is the
     time per output token like a plain step's. ``terms``: (weight, step) pairs, a step object listed once even where it
-    recurs (the MIP's pieces pick one GEMM class per distinct step)."""
+    recurs (the MIP's pieces pick one GEMM class per distinct step). ``host_s``: the round's host seconds outside its
+    steps (``evaluator.speculative_round_host_s``), in its time but in none of the steps' parts."""
 
     terms: tuple[tuple[np.ndarray, ev.StepFigures], ...]
     tokens: np.ndarray
+    host_s: np.ndarray | float = 0.0
 
     def _sum(self, value) -> np.ndarray:
         return sum(w * value(s) for w, s in self.terms) / self.tokens
 
     @property
     def step_time_s(self) -> np.ndarray:
-        return self._sum(lambda s: s.step_time_s)
+        return self._sum(lambda s: s.step_time_s) + self.host_s / self.tokens
 
     @property
     def round_time_s(self) -> np.ndarray:
@@ -249,9 +251,20 @@ class Round:
         return self._sum(lambda s: s.gemm_memory_s)
 
 
+def host_per_token_s(fig) -> np.ndarray:
+    """Seconds per token of a TPOT figure outside its steps: speculative rounds' host time over their tokens (0 for a
+    plain step), so ``step_terms``' weighted step times plus this are its time per token."""
+    if isinstance(fig, CycleFigures):
+        f = fig.chunk_share
+        return (1.0 - f) * host_per_token_s(fig.decode) + f * host_per_token_s(fig.chunk)
+    if isinstance(fig, Round):
+        return fig.host_s / fig.tokens
+    return np.zeros_like(fig.step_time_s)
+
+
 def step_terms(fig) -> list[tuple[np.ndarray, ev.StepFigures]]:
-    """A TPOT figure as (weight, distinct step) pairs whose weighted step times sum to its time per token: a step
-    (weight 1), a speculative round, or a prefill cycle of them (weights (1 - f) and f)."""
+    """A TPOT figure as (weight, distinct step) pairs whose weighted step times, plus ``host_per_token_s``, sum to its
+    time per token: a step (weight 1), a speculative round, or a prefill cycle of them (weights (1 - f) and f)."""
     if isinstance(fig, CycleFigures):
         f = fig.chunk_share
         pairs = [((1.0 - f) * w, s) for w, s in step_terms(fig.decode)] + [(f * w, s) for w, s in step_terms(fig.chunk)]
@@ -351,13 +364,15 @@ def _round(
         spec.draft, gpu, preset, spec.weight_bits, draft_layout, batch, zero, zero, zero
     )
     tokens = spec.tokens_per_round
+    host = ev.speculative_round_host_s(preset, gamma)
 
     def one(prompt, attention, kv) -> Round:
         target = _loaded_step(model, gpu, preset, weight_bits, layout.verifying(gamma), batch, prompt, attention, kv)
         if not np.any(np.asarray(prompt) > 0):
-            return Round(((np.ones_like(gamma), target), (gamma, plain)), tokens)
+            return Round(((np.ones_like(gamma), target), (gamma, plain)), tokens, host)
         reading = _loaded_step(spec.draft, gpu, preset, spec.weight_bits, draft_layout, batch, prompt, attention, kv)
-        return Round(((np.ones_like(gamma), target), (spec.drafting, reading), (gamma - spec.drafting, plain)), tokens)
+        terms = ((np.ones_like(gamma), target), (spec.drafting, reading), (gamma - spec.drafting, plain))
+        return Round(terms, tokens, host)
 
     return one
 

@@ -189,6 +189,13 @@ class Preset:
     per token, as engines do (the routed experts' weighted sum, plus the shared experts', is formed on each rank
     before one all-reduce: vLLM's FusedMoE ``reduce_results``, vllm/model_executor/layers/fused_moe/
     shared_fused_moe.py); off = the notebook's k * m_out * d_model values, one reduction per active expert.
+    speculative_round_host_s: host seconds every draft-and-verify round adds to the GPU's steps, for an engine whose
+    speculative loop the GPU waits on (sampling, acceptance, the next round's inputs between the graphs): SGLang's
+    EAGLE/MTP worker without the overlap scheduler ("spec v1") pays about 1.96e-3 s per round on DeepSeek-R1, TP8
+    Hopper (sgl-project/sglang pull request #12128: 3.644 s -> 3.206 s for 512 tokens at acceptance length 2.296 once
+    the round overlaps the host, (3.644 - 3.206) / (512 / 2.296), batch 1, FA3 attention); with the overlap scheduler
+    ("spec v2", ``SGLANG_ENABLE_SPEC_V2=1``; SGLang's default from 0.5.13, off before) it is hidden. 0 = none (the
+    notebook's and the default's: ``evaluator.speculative_round_host_s``).
     """
 
     name: str
@@ -212,6 +219,7 @@ class Preset:
     prefill_cycle: bool = False
     notebook_hardware: bool = False
     moe_output_reduced_once: bool = False
+    speculative_round_host_s: float = 0.0
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
