@@ -13,7 +13,7 @@ import numpy as np
 import yaml
 
 from roofline_opt.errors import InvalidInput
-from roofline_opt.fidelity import kv_precision, summary
+from roofline_opt.fidelity import kv_precision, summary, whole_requests
 from roofline_opt.fidelity.calibration import components, fit
 from roofline_opt.fidelity.measured import MeasuredRow, MeasuredSetup, gpu_card, map_row, read_measured
 from roofline_opt.physics.profiles import AcceleratorEfficiency, EngineProfile
@@ -41,11 +41,15 @@ def engine_version(framework: str) -> str:
 
 def fitted_rows(rows: Sequence[MeasuredRow]) -> list[tuple[MeasuredRow, MeasuredSetup]]:
     """Rows a fit can use: mapped, checked at a stated batch, with a measured tok/s per request, without speculation
-    or an assumed length (a ceiling is not a point, and an assumed context is not a measured one)."""
+    or an assumed length (a ceiling is not a point, and an assumed context is not a measured one), and not a
+    disaggregated closed loop (``whole_requests.disaggregated``: its decode batch moves with the efficiencies, so its
+    speed is no fixed sum of steps)."""
     out = []
     for r in rows:
         s = r.setup
         if s is None or r.reasons or s.check != "point" or s.batch is None or s.mtp_depth or s.assumptions:
+            continue
+        if s.serving == "disaggregated" and whole_requests.applies(s):
             continue
         if r.measured_tok_s_per_request is not None:
             out.append((r, s))
