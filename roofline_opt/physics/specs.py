@@ -229,8 +229,9 @@ class Preset:
     N x HBM >= weights + KV) or "per_device" (each device's shard of weights, KV cache and activations within
     ``usable_hbm_fraction`` of its HBM less a fixed reserve: ``memory_reserve_bytes`` per device plus
     ``memory_reserve_bytes_per_instance_gpu`` for each GPU of the instance; their sources: ``DEFAULT_MEMORY_*``).
-    kv_memory_rule: how the engine sizes its KV cache (``KvMemoryRule``), which lowers the per-device capacity to
-    what the engine gives weights, KV cache and activations; None = the device's memory less the reserve (above).
+    kv_memory_rule: how the engine sizes its KV cache (``KvMemoryRule``), which lowers the per-device check's
+    capacity to what the engine gives weights, KV cache and activations (the aggregate check ignores it); None = the
+    device's memory less the reserve (above).
     paper_qkv_quirk: omit the activation-byte factor on the QKV output term as the notebook does.
     integer_tp_2d: 2-D TP factors T = t1 x t2 into integers instead of sqrt(T) x sqrt(T).
     kv_split_by_kv_heads: per-device KV cache is split across at most kv_heads TP ranks (replicated beyond).
