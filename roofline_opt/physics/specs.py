@@ -312,18 +312,21 @@ SGLANG_KV_MEMORY_RULE = KvMemoryRule(
     reserve_bytes_per_instance_gpu=DEFAULT_MEMORY_RESERVE_BYTES_PER_INSTANCE_GPU,
 )
 """SGLang: the KV pool is mem_fraction_static x the memory free after distributed init, less the weights
-(python/sglang/srt/model_executor: profile_max_num_token, rest_memory = available_gpu_memory - total_gpu_memory x
-(1 - mem_fraction_static)), and the default mem_fraction_static = (device memory - reserved_mem) / device memory
+(rest_memory = available_gpu_memory - total_gpu_memory x (1 - mem_fraction_static), in ModelRunner
+``profile_max_num_token``, later ``profile_available_bytes``: read in several stored versions, no one commit), and
+the default mem_fraction_static = (device memory - reserved_mem) / device memory
 (sgl-project/sglang python/sglang/srt/server_args.py @ 5d2c83e6bb27e91c893e5fc11f6c268790a2a538,
 ``_handle_gpu_memory_settings``): reserved_mem = 512 MiB (constant metadata) + 1.5 MiB x max(chunked_prefill_size,
-2048) (activations of a prefill chunk) + tp x pp / 8 x 1024 MiB + the CUDA-graph reserve (2 MiB x the decode graphs'
-max batch size), at least 10 GiB on devices above 60 GiB. So the weights and KV pool get the device's memory less
-that reserve: fraction 1, the default preset's 512 MiB + 1 GiB of CUDA graphs (2 MiB x 512) and 128 MiB per GPU
-(``DEFAULT_MEMORY_RESERVE_*``) plus 1.5 MiB x 8192 (chunked_prefill_size 8192 on devices of 60-160 GiB; 16384 above,
+2048) (activations of a prefill chunk) + tp x pp / 8 x 1024 MiB + ``reserve_for_graph_mb`` (2 MiB x the decode
+graphs' max batch size), at least 10 GiB on devices above 60 GiB. So the weights and KV pool get the device's memory
+less that reserve: fraction 1, the default preset's 512 MiB + 1 GiB of CUDA graphs (max batch size 512: SGLang's
+default above 160 GiB, and at TP >= 4 from 60 GiB; 256, 0.5 GiB less, below TP 4 on 60-160 GiB) and 128 MiB per GPU
+(``DEFAULT_MEMORY_RESERVE_*``), plus 1.5 MiB x 8192 (chunked_prefill_size 8192 on devices of 60-160 GiB; 16384 above,
 a further 12 GiB this rule does not take: one reserve per profile, the H100/H200 tier). The 10 GiB floor never binds
-there (512 + 1.5 x 8192 MiB alone is 12.5 GiB). Not modelled: the 2 GiB speculative decoding, DP-attention and
-DeepEP terms, and the prefill-graph reserve. The activations SGLang keeps outside the pool are counted against it
-as well (conservative by a decode step's activations, ~1e-4 of the pool)."""
+there (512 + 1.5 x 8192 MiB alone is 12.5 GiB). Not modelled: the speculative-decoding, DP-attention, DeepEP and
+prefill-graph terms, and the post-capture sizing path (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING) that keeps only
+512 MiB + tp x pp / 8 GiB. The activations SGLang keeps outside the pool are counted against it as well
+(conservative by a decode step's activations, ~1e-4 of the pool)."""
 TRTLLM_KV_MEMORY_RULE = KvMemoryRule(
     "fraction_of_free_after_weights",
     0.9,
