@@ -3,10 +3,13 @@
 Usage::
 
     python benchmarks/fidelity_targets.py FILE.csv [FILE.csv ...] [--since 2025] [--slices] [--show-misordered]
+        [--engine-profiles]
 
 For each file (and for all files together when more than one is given) it prints:
 
 - the share of rows with a verdict on which the bound holds (``validate``'s verdict, default preset at peak);
+  with ``--engine-profiles`` the estimate of each row uses its engine's packaged profile (the framework column:
+  vLLM, SGLang, TensorRT-LLM; other rows stay neutral), as ``roofline-opt validate`` does without --engine;
 - the median absolute error |estimate / measured - 1| of the default preset's realistic estimate, for tok/s per GPU
   and tok/s per user, on all rows and on *modern* rows (see ``is_modern``), over rows stating both input and output
   lengths (a row without an input length is bounded with empty prompts, which estimates nothing). Tok/s per user is
@@ -35,9 +38,11 @@ from pathlib import Path
 
 import numpy as np
 
+from roofline_opt.catalog.profiles import ENGINE_KEYS, engine_of_framework, load_profile
 from roofline_opt.fidelity.measured import read_measured
 from roofline_opt.fidelity.summary import framework_family, summarise
 from roofline_opt.fidelity.validate import ValidationRow, validate
+from roofline_opt.physics.profiles import EngineProfile
 
 DATE_RE = re.compile(r"\b(20\d\d)-(?:0[1-9]|1[0-2])\b")
 """A date a row's source or notes state (``2026-05-20``, ``runs 2025-10-29``)."""
@@ -217,10 +222,18 @@ def _share(flags: Sequence[bool]) -> str:
     return f"{sum(flags)}/{len(flags)} = {sum(flags) / len(flags):.0%}" if flags else "-"
 
 
-def load(path: Path) -> list[Judged]:
-    """``validate``'s rows (default preset), each with the CSV cells it was read from."""
+def load(path: Path, engine_profiles: bool = False) -> list[Judged]:
+    """``validate``'s rows (default preset; with ``engine_profiles`` each row's estimate under its engine's packaged
+    profile), each with the CSV cells it was read from."""
     cells = {int(c["line"]): c for c in read_measured(path)}
-    return [Judged(r, cells[r.row.line]) for r in validate(path)]
+    profile_of = None
+    if engine_profiles:
+        profiles = {engine: load_profile(engine) for engine in ENGINE_KEYS}
+
+        def profile_of(framework: str) -> EngineProfile | None:
+            return profiles.get(engine_of_framework(framework) or "")
+
+    return [Judged(r, cells[r.row.line]) for r in validate(path, profile_of=profile_of)]
 
 
 def report(name: str, rows: list[Judged], since: int, show_wrong: bool) -> None:
@@ -237,6 +250,11 @@ def report(name: str, rows: list[Judged], since: int, show_wrong: bool) -> None:
     print(
         f"median |estimate/measured - 1|, tok/s per user (point rows): all {_median(per_user_errors(rows))}; "
         f"modern {_median(per_user_errors(modern))}"
+    )
+    ceiling = [j for j in modern if j.result.check == "throughput ceiling"]
+    print(
+        "the same on modern throughput-ceiling rows (the largest batch that fits): per GPU "
+        f"{_median(per_gpu_errors(ceiling))}"
     )
     plain = [j for j in modern if j.result.row.setup is not None and not j.result.row.setup.mtp_depth]
     print(
@@ -305,10 +323,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--show-misordered", action="store_true", help="list the layout pairs ordered unlike the measurement"
     )
+    parser.add_argument(
+        "--engine-profiles", action="store_true", help="estimate each row under its engine's packaged profile"
+    )
     args = parser.parse_args(argv)
     everything: list[Judged] = []
     for path in args.files:
-        rows = load(path)
+        rows = load(path, args.engine_profiles)
         everything += rows
         report(str(path), rows, args.since, args.show_misordered)
         if args.slices:

@@ -49,7 +49,12 @@ from roofline_opt.physics.profiles import (  # noqa: E402
     EngineProfile,
     family_of,
 )
-from roofline_opt.physics.specs import DEFAULT  # noqa: E402
+from roofline_opt.physics.specs import (  # noqa: E402
+    DEFAULT,
+    SGLANG_KV_MEMORY_RULE,
+    TRTLLM_KV_MEMORY_RULE,
+    VLLM_KV_MEMORY_RULE,
+)
 
 MEASURED = (
     "../shared/reference/measured_points.csv",
@@ -85,15 +90,15 @@ DEPLOYABLE = ("tp", "pp", "ep", "dp_attention", "mtp", "draft", "disagg")
 
 ENGINES = {
     "vllm": EngineSettings(
-        settings=(("usable_hbm_fraction", 0.9),),
+        settings=(("kv_memory_rule", VLLM_KV_MEMORY_RULE),),
         default_chunk_tokens=8192,
         default_kv_bits=16,
         deployable=DEPLOYABLE,
         sources=(
-            "usable_hbm_fraction 0.9: vLLM caps the whole engine (weights, activations, CUDA graphs, KV cache) at",
-            "  gpu_memory_utilization of the device, default 0.9 (vllm-project/vllm vllm/config/cache.py",
-            "  CacheConfig.gpu_memory_utilization @ c1d86421); the default preset's context and CUDA-graph reserve",
-            "  stays inside that budget.",
+            "kv_memory_rule fraction_of_total 0.9: weights, peak activations and the KV cache share",
+            "  gpu_memory_utilization (default 0.9) of the device's total memory; the CUDA context, NCCL buffers",
+            "  and CUDA graphs sit outside it (vllm-project/vllm vllm/v1/worker/gpu_worker.py @ 35d5cda1",
+            "  init_device, determine_available_memory; physics/specs.py VLLM_KV_MEMORY_RULE).",
             "default_chunk_tokens 8192: max_num_batched_tokens of the OpenAI server on devices of >= 70 GiB other",
             "  than A100 (2048 on A100 and smaller): vllm/engine/arg_utils.py EngineArgs.get_batch_defaults.",
             "default_kv_bits 16: kv_cache_dtype 'auto' = the model's dtype (vllm/config/cache.py).",
@@ -103,16 +108,17 @@ ENGINES = {
         ),
     ),
     "sglang": EngineSettings(
-        settings=(),
+        settings=(("kv_memory_rule", SGLANG_KV_MEMORY_RULE),),
         default_chunk_tokens=8192,
         default_kv_bits=16,
         deployable=DEPLOYABLE,
         sources=(
-            "memory: the default preset's reserve is SGLang's own estimate (python/sglang/srt/server_args.py",
-            "  _handle_gpu_memory_settings: 512 MiB + 2 MiB x cuda_graph_max_bs + tp x pp / 8 GiB; its prefill",
-            "  activation term is computed by the memory check), so no override. Newer SGLang reserves a flat tier",
-            "  per device size ((9.5 + tp x pp / 2) GiB on 80-90 GiB devices, (12 + tp x pp / 2) GiB up to 160 GiB,",
-            "  32 GiB above, activations included): not modelled (one reserve per profile).",
+            "kv_memory_rule fraction_of_total 1.0 less SGLang's reserve: weights and the KV pool get",
+            "  mem_fraction_static = (device memory - reserved_mem) / device memory, reserved_mem = 512 MiB +",
+            "  1.5 MiB x chunked_prefill_size (8192: 12 GiB) + 2 MiB x cuda_graph_max_bs + tp x pp / 8 GiB",
+            "  (sgl-project/sglang python/sglang/srt/server_args.py @ 5d2c83e6 _handle_gpu_memory_settings;",
+            "  physics/specs.py SGLANG_KV_MEMORY_RULE). One reserve per profile: the H100/H200 tier (B200 and",
+            "  MI300X default to a 16384-token chunk, 12 GiB more).",
             "default_chunk_tokens 8192: chunked_prefill_size on devices of 60-160 GiB (H100, H200); 16384 above",
             "  (B200, MI300X): server_args.py _handle_gpu_memory_settings (one value per profile: the H100/H200 tier).",
             "default_kv_bits 16: kv_cache_dtype 'auto' (docs/advanced_features/server_arguments.md).",
@@ -121,16 +127,15 @@ ENGINES = {
         ),
     ),
     "trtllm": EngineSettings(
-        settings=(),
+        settings=(("kv_memory_rule", TRTLLM_KV_MEMORY_RULE),),
         default_chunk_tokens=8192,
         default_kv_bits=16,
         deployable=DEPLOYABLE,
         sources=(
-            "memory: trtllm-serve gives kv_cache_free_gpu_memory_fraction (default 0.9) of the memory left after",
-            "  weights and activations to the KV cache (NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py,",
-            "  KvCacheConfig.free_gpu_memory_fraction). The memory check has no term for a share of free memory, so",
-            "  the default preset's reserve is kept: the 10% of free memory left unused is not modelled (the largest",
-            "  batch may be overestimated by up to ~10%).",
+            "kv_memory_rule fraction_of_free_after_weights 0.9: the KV cache gets free_gpu_memory_fraction",
+            "  (default 0.9) of the memory left after the profiled peak (weights, activations, NCCL and CUDA",
+            "  graphs: the default preset's reserve) (NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/_util.py",
+            "  @ d8ae02ca KvCacheCreator._cal_max_tokens; physics/specs.py TRTLLM_KV_MEMORY_RULE).",
             "default_chunk_tokens 8192: --max_num_tokens default (tensorrt_llm/commands/serve.py, BuildConfig).",
             "default_kv_bits 16: KvCacheConfig.dtype 'auto' = the checkpoint's dtype.",
             "deployable: --tp_size, --pp_size, --ep_size, enable_attention_dp, MTP and draft-target speculators,",

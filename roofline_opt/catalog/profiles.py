@@ -2,9 +2,10 @@
 
 ``load_profile("vllm")`` reads a packaged profile (or one of ``ROOFLINE_OPT_DATA``'s ``instances/profiles/``);
 ``load_profile("my.yaml")`` a file, bounded like cards (files.MAX_CARD_BYTES, the bounded YAML loader) with every
-field checked: efficiencies in (0, 1], factors positive, settings only Preset fields of the right type, accelerator
-names or family keys (``physics.profiles.ACCELERATOR_FAMILIES``). ``profile_yaml`` writes the form ``load_profile``
-reads back to an equal profile. The schema: docs/profiles/index.md.
+field checked: efficiencies in (0, 1], factors positive, settings only Preset fields of the right type (a
+``kv_memory_rule`` as a mapping of ``KvMemoryRule``'s fields), accelerator names or family keys
+(``physics.profiles.ACCELERATOR_FAMILIES``). ``profile_yaml`` writes the form ``load_profile`` reads back to an equal
+profile. The schema: docs/profiles/index.md.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from roofline_opt.physics.profiles import (
     AcceleratorEfficiency,
     EngineProfile,
 )
-from roofline_opt.physics.specs import PRESETS, Preset
+from roofline_opt.physics.specs import KV_MEMORY_RULE_KINDS, PRESETS, KvMemoryRule, Preset
 
 PROFILES_SUBDIR = Path("instances") / "profiles"
 
@@ -163,10 +164,13 @@ def _settings(field: str, value: Any) -> tuple[tuple[str, object], ...]:
         name = checks.choice(field, key, SETTING_FIELDS)
         hint = hints[name]
         where = f"{field}: {name}"
-        if hint is bool:
+        converted: object
+        if name == "kv_memory_rule":
+            converted = _kv_memory_rule(where, raw)
+        elif hint is bool:
             if not isinstance(raw, bool):
                 raise InvalidInput(where, f"must be true or false. Got {checks.shown(raw)} instead.")
-            converted: object = raw
+            converted = raw
         elif hint is str:
             converted = checks.choice(where, raw, ("aggregate", "per_device"))
         elif name == "usable_hbm_fraction":
@@ -177,6 +181,36 @@ def _settings(field: str, value: Any) -> tuple[tuple[str, object], ...]:
             converted = checks.positive_float(where, raw, allow_zero=True, maximum=MAX_CARD_NUMBER)
         out.append((name, converted))
     return tuple(sorted(out))
+
+
+def _kv_memory_rule(field: str, value: Any) -> KvMemoryRule:
+    """A ``kv_memory_rule`` setting: a mapping of kind, fraction and (optionally) the reserve bytes."""
+    keys = tuple(f.name for f in dataclasses.fields(KvMemoryRule))
+    if not isinstance(value, dict):
+        raise InvalidInput(field, f"must be a mapping of {', '.join(keys)}. Got {checks.shown(value)} instead.")
+    for key in value:
+        checks.choice(f"{field}: key", key, keys)
+    for key in ("kind", "fraction"):
+        if key not in value:
+            raise InvalidInput(f"{field}: {key}", "is missing: a KV-memory rule needs it")
+    return KvMemoryRule(
+        kind=checks.choice(f"{field}: kind", value["kind"], KV_MEMORY_RULE_KINDS),
+        fraction=checks.probability(f"{field}: fraction", value["fraction"], include_one=True),
+        reserve_bytes=checks.positive_float(
+            f"{field}: reserve_bytes", value.get("reserve_bytes", 0.0), allow_zero=True, maximum=MAX_CARD_NUMBER
+        ),
+        reserve_bytes_per_instance_gpu=checks.positive_float(
+            f"{field}: reserve_bytes_per_instance_gpu",
+            value.get("reserve_bytes_per_instance_gpu", 0.0),
+            allow_zero=True,
+            maximum=MAX_CARD_NUMBER,
+        ),
+    )
+
+
+def _setting_yaml(value: object) -> object:
+    """A setting's value as YAML reads it back (a KV-memory rule as its mapping)."""
+    return dataclasses.asdict(value) if isinstance(value, KvMemoryRule) else value
 
 
 def _entry(field: str, value: Any) -> AcceleratorEfficiency:
@@ -254,7 +288,7 @@ def profile_yaml(profile: EngineProfile) -> str:
         "engine_versions": profile.engine_versions,
         "base_preset": profile.base_preset,
         "source": profile.source,
-        "settings": dict(profile.settings),
+        "settings": {k: _setting_yaml(v) for k, v in profile.settings},
         "default_chunk_tokens": profile.default_chunk_tokens,
         "default_kv_bits": profile.default_kv_bits,
         "deployable": list(profile.deployable),

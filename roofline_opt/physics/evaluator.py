@@ -433,6 +433,8 @@ def memory(
         act = act + a * batch * layout.tokens_per_step * (2.0 * m.d_model + widest / layout.tp)
     weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights + 0.0 * kv, kv, act))
     cap = np.full_like(kv, gpu.hbm_bytes * preset.usable_hbm_fraction) - memory_reserve_bytes(preset, layout)
+    if preset.kv_memory_rule is not None:
+        cap = np.minimum(cap, preset.kv_memory_rule.capacity_bytes(gpu.hbm_bytes, weights, layout.n_gpus))
     return DeviceMemory(weights, kv, act, cap, weights + kv + act <= cap)
 
 

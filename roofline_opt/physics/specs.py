@@ -163,6 +163,64 @@ NCCL_PROTOCOLS = (
 )
 
 
+KV_MEMORY_RULE_KINDS = ("fraction_of_total", "fraction_of_free_after_weights")
+"""How an engine sizes its KV cache (``KvMemoryRule.kind``)."""
+
+
+@dataclass(frozen=True)
+class KvMemoryRule:
+    """How a serving engine sizes its KV cache on each device, as the bytes weights, KV cache and activations may
+    take there (the per-device memory check's capacity; affine in nothing but the layout, so memory stays affine in
+    the batch).
+
+    ``kind``:
+    - ``"fraction_of_total"``: weights, activations and the KV cache share ``fraction`` of the device's memory, less
+      ``reserve``: capacity = fraction x HBM - reserve (vLLM's ``gpu_memory_utilization``; SGLang's
+      ``mem_fraction_static`` = (HBM - its reserved memory) / HBM, i.e. fraction 1 and SGLang's reserve);
+    - ``"fraction_of_free_after_weights"``: the KV cache gets ``fraction`` of the memory still free once weights,
+      activations and the reserve are in place: KV <= fraction x (HBM - reserve - weights - activations), i.e.
+      capacity = weights + fraction x (HBM - reserve - weights) (TensorRT-LLM's ``free_gpu_memory_fraction``). The
+      activations are counted whole against that capacity, not at ``fraction``: a decode step's activations are
+      ~1e-4 of the KV cache per sequence, so the check is conservative by (1 - fraction) x activations.
+
+    reserve = ``reserve_bytes`` + ``reserve_bytes_per_instance_gpu`` x the instance's GPUs. The device itself still
+    bounds the result: the check's capacity is the smaller of this and HBM x ``usable_hbm_fraction`` less the
+    preset's reserve. Each engine's values and their sources: ``VLLM_KV_MEMORY_RULE``, ``SGLANG_KV_MEMORY_RULE``,
+    ``TRTLLM_KV_MEMORY_RULE``.
+    """
+
+    kind: str
+    fraction: float
+    reserve_bytes: float = 0.0
+    reserve_bytes_per_instance_gpu: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KV_MEMORY_RULE_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KV_MEMORY_RULE_KINDS)}, not {self.kind!r}")
+
+    def capacity_bytes(self, hbm_bytes: float, weights_bytes, n_gpus):
+        """Bytes per device weights, KV cache and activations may take under this rule.
+
+        Parameters
+        ----------
+        hbm_bytes : float
+            The device's memory.
+        weights_bytes : float or numpy.ndarray
+            Weight bytes on the device (used by ``fraction_of_free_after_weights`` only).
+        n_gpus : int or numpy.ndarray
+            GPUs of the instance (the per-GPU share of the reserve).
+
+        Returns
+        -------
+        float or numpy.ndarray
+            The capacity, broadcast over ``n_gpus`` (and ``weights_bytes`` where the rule reads it).
+        """
+        reserve = self.reserve_bytes + self.reserve_bytes_per_instance_gpu * n_gpus
+        if self.kind == "fraction_of_total":
+            return self.fraction * hbm_bytes - reserve
+        return weights_bytes + self.fraction * (hbm_bytes - reserve - weights_bytes)
+
+
 @dataclass(frozen=True)
 class Preset:
     """Physics settings. ``paper`` reproduces the reference notebook; ``default`` is the realistic one.
@@ -171,6 +229,9 @@ class Preset:
     N x HBM >= weights + KV) or "per_device" (each device's shard of weights, KV cache and activations within
     ``usable_hbm_fraction`` of its HBM less a fixed reserve: ``memory_reserve_bytes`` per device plus
     ``memory_reserve_bytes_per_instance_gpu`` for each GPU of the instance; their sources: ``DEFAULT_MEMORY_*``).
+    kv_memory_rule: how the engine sizes its KV cache (``KvMemoryRule``), which lowers the per-device check's
+    capacity to what the engine gives weights, KV cache and activations (the aggregate check ignores it); None = the
+    device's memory less the reserve (above).
     paper_qkv_quirk: omit the activation-byte factor on the QKV output term as the notebook does.
     integer_tp_2d: 2-D TP factors T = t1 x t2 into integers instead of sqrt(T) x sqrt(T).
     kv_split_by_kv_heads: per-device KV cache is split across at most kv_heads TP ranks (replicated beyond).
@@ -205,6 +266,7 @@ class Preset:
     usable_hbm_fraction: float = 1.0
     memory_reserve_bytes: float = 0.0
     memory_reserve_bytes_per_instance_gpu: float = 0.0
+    kv_memory_rule: KvMemoryRule | None = None
     paper_qkv_quirk: bool = True
     integer_tp_2d: bool = False
     kv_split_by_kv_heads: bool = False
@@ -241,6 +303,50 @@ out here because the memory check computes activations). The engines then hand t
 vLLM's ``gpu_memory_utilization`` (0.9) caps the whole of the engine's use at a fraction of the device."""
 DEFAULT_MEMORY_RESERVE_BYTES_PER_INSTANCE_GPU = 128 * MIB
 """Communication buffers growing with the instance: SGLang's ``tp_size * pp_size / 8 * 1024`` MiB per device."""
+
+VLLM_KV_MEMORY_RULE = KvMemoryRule("fraction_of_total", 0.9)
+"""vLLM: ``gpu_memory_utilization`` (CacheConfig, default 0.9) of the device's total memory holds weights, the
+profiled peak activations, the non-torch memory allocated while profiling and the KV cache (vllm-project/vllm
+vllm/v1/worker/gpu_worker.py @ 35d5cda123ec28581759b6d34cde8052314fb1e6: ``init_device`` sets requested_memory =
+init_snapshot.total_memory x gpu_memory_utilization, the snapshot taken after NCCL is initialised;
+``determine_available_memory`` gives the KV cache requested_memory - (weights + torch peak increase + non-torch
+increase)). The CUDA context and NCCL buffers (allocated before the snapshot) and the CUDA graphs (captured after the
+KV cache, ``compile_or_warm_up_model``) sit in the remaining 10%, so the rule's own reserve is 0; the non-torch
+memory the profiling run adds (cuBLAS workspaces and the like) is not modelled (no public figure)."""
+SGLANG_KV_MEMORY_RULE = KvMemoryRule(
+    "fraction_of_total",
+    1.0,
+    reserve_bytes=DEFAULT_MEMORY_RESERVE_BYTES + 1.5 * MIB * 8192,
+    reserve_bytes_per_instance_gpu=DEFAULT_MEMORY_RESERVE_BYTES_PER_INSTANCE_GPU,
+)
+"""SGLang: the KV pool is mem_fraction_static x the memory free after distributed init, less the weights
+(rest_memory = available_gpu_memory - total_gpu_memory x (1 - mem_fraction_static), in ModelRunner
+``profile_max_num_token``, later ``profile_available_bytes``: read in several stored versions, no one commit), and
+the default mem_fraction_static = (device memory - reserved_mem) / device memory
+(sgl-project/sglang python/sglang/srt/server_args.py @ 5d2c83e6bb27e91c893e5fc11f6c268790a2a538,
+``_handle_gpu_memory_settings``): reserved_mem = 512 MiB (constant metadata) + 1.5 MiB x max(chunked_prefill_size,
+2048) (activations of a prefill chunk) + tp x pp / 8 x 1024 MiB + ``reserve_for_graph_mb`` (2 MiB x the decode
+graphs' max batch size), at least 10 GiB on devices above 60 GiB. So the weights and KV pool get the device's memory
+less that reserve: fraction 1, the default preset's 512 MiB + 1 GiB of CUDA graphs (max batch size 512: SGLang's
+default above 160 GiB, and at TP >= 4 from 60 GiB; 256, 0.5 GiB less, below TP 4 on 60-160 GiB) and 128 MiB per GPU
+(``DEFAULT_MEMORY_RESERVE_*``), plus 1.5 MiB x 8192 (chunked_prefill_size 8192 on devices of 60-160 GiB; 16384 above,
+a further 12 GiB this rule does not take: one reserve per profile, the H100/H200 tier). The 10 GiB floor never binds
+there (512 + 1.5 x 8192 MiB alone is 12.5 GiB). Not modelled: the speculative-decoding, DP-attention, DeepEP and
+prefill-graph terms, and the post-capture sizing path (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING) that keeps only
+512 MiB + tp x pp / 8 GiB. The activations SGLang keeps outside the pool are counted against it as well
+(conservative by a decode step's activations, ~1e-4 of the pool)."""
+TRTLLM_KV_MEMORY_RULE = KvMemoryRule(
+    "fraction_of_free_after_weights",
+    0.9,
+    reserve_bytes=DEFAULT_MEMORY_RESERVE_BYTES,
+    reserve_bytes_per_instance_gpu=DEFAULT_MEMORY_RESERVE_BYTES_PER_INSTANCE_GPU,
+)
+"""TensorRT-LLM (PyTorch backend): the KV cache gets free_gpu_memory_fraction (KvCacheConfig, 0.9 when unset) of
+the device's total memory less the peak measured in a profiling run of max_num_tokens: weights, activations and the
+memory outside torch (NCCL, CUDA graphs) (NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/_util.py @
+d8ae02caed59708512e5aa578a09bb09f365bfed: ``KvCacheCreator._get_free_gpu_memory_fraction``, ``estimate_max_tokens``,
+``_cal_max_tokens``: available_kv_mem = (total_gpu_memory - peak_memory) x fraction). The memory outside torch is the
+default preset's reserve (``DEFAULT_MEMORY_RESERVE_*``: context, CUDA graphs, communication buffers)."""
 
 PAPER = Preset(name="paper", notebook_hardware=True)
 DEFAULT = Preset(
