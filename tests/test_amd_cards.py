@@ -16,6 +16,7 @@ from roofline_opt.errors import InvalidInput
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics.profiles import ACCELERATOR_FAMILIES
 from roofline_opt.physics.specs import DEFAULT, PAPER, GpuSpec
+from roofline_opt.study.execute import card_overrides
 
 MI300X = catalog.load_gpu("mi300x")
 LLAMA = catalog.load_model("llama-3-70b")
@@ -168,3 +169,8 @@ def test_a_card_claiming_more_than_its_nominal_bandwidth_is_refused(tmp_path: Pa
     card = _mi300x_card_with(tmp_path, "achievable_hbm_fraction: 0.8038", "achievable_hbm_fraction: 1.2")
     with pytest.raises(InvalidInput, match="achievable_hbm_fraction"):
         catalog.load_gpu(card)
+
+
+def test_a_study_may_not_set_an_achievable_fraction_above_one() -> None:
+    with pytest.raises(InvalidInput, match="achievable_flop_fraction"):
+        card_overrides({"achievable_flop_fraction": 1.5})
