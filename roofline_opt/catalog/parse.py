@@ -9,7 +9,7 @@ from typing import Any
 
 from roofline_opt import checks, files
 from roofline_opt.errors import InvalidInput
-from roofline_opt.physics.specs import WEIGHT_BITS, GpuSpec, ModelSpec
+from roofline_opt.physics.specs import SCALEUP_TOPOLOGIES, WEIGHT_BITS, GpuSpec, ModelSpec
 
 
 def read_text(path: Path) -> str:
@@ -105,6 +105,19 @@ def _check_consistency(spec: ModelSpec | GpuSpec, where: str) -> None:
         raise InvalidInput(f"{where}: name", "must be a non-empty text. Got '' instead.")
     if isinstance(spec, ModelSpec):
         _check_model_consistency(spec, where)
+    else:
+        _check_gpu_consistency(spec, where)
+
+
+GPU_FRACTIONS = ("scaleup_link_efficiency", "achievable_hbm_fraction", "achievable_flop_fraction")
+"""Card fields that are shares of a nominal figure: in (0, 1]."""
+
+
+def _check_gpu_consistency(gpu: GpuSpec, where: str) -> None:
+    """A known scale-up topology, and measured shares of the nominal figures no larger than them."""
+    checks.choice(f"{where}: scaleup_topology", gpu.scaleup_topology, SCALEUP_TOPOLOGIES)
+    for name in GPU_FRACTIONS:
+        checks.probability(f"{where}: {name}", getattr(gpu, name), include_one=True)
 
 
 def _check_model_consistency(model: ModelSpec, where: str) -> None:

@@ -258,7 +258,7 @@ def _target_memory_s(question: Question, gpu_index: int, bits: int, lay: Layouts
     if not preset.per_kernel_class:
         return total
     kv = ev.kv_read_bytes(question.model, preset, layout, batch)
-    return total - kv / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
+    return total - kv / (layout.n_gpus * ev.sustained_hbm_bytes_per_s(ev.hardware(gpu, preset), preset))
 
 
 def _intervals(lo: float, hi: float, breaks: np.ndarray) -> list[tuple[float, float]]:

@@ -74,7 +74,7 @@ def dispatch_combine(
     one_domain = group <= gpu.scaleup_gpus
     nodes = np.where(one_domain, 1.0, np.ceil(group / gpu.scaleup_gpus))
     link_bytes_per_s = ev.POINT_TO_POINT_LINK_FACTOR * np.where(
-        one_domain, gpu.intra_bytes_per_s, gpu.inter_bytes_per_s
+        one_domain, gpu.intra_bytes_per_s * ev.scaleup_link_share(gpu, preset, group), gpu.inter_bytes_per_s
     )
     leaving = (group - 1.0) / group
     bytes_per_seq = (

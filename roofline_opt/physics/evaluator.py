@@ -40,6 +40,35 @@ def hardware(gpu: GpuSpec, preset: Preset) -> GpuSpec:
     return gpu.in_notebook() if preset.notebook_hardware else gpu
 
 
+def sustained_hbm_bytes_per_s(gpu: GpuSpec, preset: Preset) -> float:
+    """HBM bytes per second one device sustains: the nominal bandwidth times ``hbm_efficiency``, and under
+    ``card_achievable_fractions`` times the card's ``achievable_hbm_fraction`` (docs/physics/accelerators.md)."""
+    achievable = gpu.achievable_hbm_fraction if preset.card_achievable_fractions else 1.0
+    return gpu.hbm_bytes_per_s * achievable * preset.hbm_efficiency
+
+
+def sustained_flop_per_s(gpu: GpuSpec, preset: Preset, weight_bits: int) -> float:
+    """Dense FLOP/s one device sustains at ``weight_bits``: the nominal rate times ``flop_efficiency``, and under
+    ``card_achievable_fractions`` times the card's ``achievable_flop_fraction``."""
+    achievable = gpu.achievable_flop_fraction if preset.card_achievable_fractions else 1.0
+    return flop_rate(gpu, weight_bits) * achievable * preset.flop_efficiency
+
+
+def scaleup_link_share(gpu: GpuSpec, preset: Preset, ranks_per_domain) -> np.ndarray:
+    """Share of a GPU's scale-up link bandwidth a collective among ``ranks_per_domain`` GPUs of each domain drives.
+
+    Behind a switch, all of it. On a mesh (``scaleup_topology`` "mesh" under ``Preset.card_scaleup_topology``) a GPU
+    has one direct link to each of the other scale-up_gpus - 1 GPUs and a collective among r of them uses r - 1:
+    (r - 1) / (scaleup_gpus - 1), all of it at r = scaleup_gpus. Ranks beyond the first cost nothing here (the callers'
+    byte terms are zero there), so the share is floored at one link rather than zero.
+    """
+    ranks = np.asarray(ranks_per_domain, dtype=float)
+    if not (preset.card_scaleup_topology and gpu.scaleup_topology == "mesh") or gpu.scaleup_gpus < 2:
+        return np.ones_like(ranks)
+    links = gpu.scaleup_gpus - 1.0
+    return np.clip((ranks - 1.0) / links, 1.0 / links, 1.0)
+
+
 def weight_bytes_per_param(weight_bits: int) -> float:
     return weight_bits / 8.0
 
@@ -88,8 +117,11 @@ def _collective(
     per_node_ranks, nodes, safe_ranks, on = (x[..., None] for x in (per_node_ranks, nodes, safe_ranks, active))
     latency = m * ((per_node_ranks - 1.0) * per_rank_s + per_log2_node_s * np.log2(nodes)) + base_s
     latency = latency + m * np.where(nodes > 1.0, gpu.inter_hop_latency_s, gpu.intra_hop_latency_s)
+    intra_bytes_per_s = gpu.intra_bytes_per_s * scaleup_link_share(gpu, preset, per_node_ranks)
+    if kind == ALLREDUCE and preset.card_scaleup_link_efficiency:
+        intra_bytes_per_s = intra_bytes_per_s * gpu.scaleup_link_efficiency
     per_byte = (
-        nodes * np.maximum(0.0, per_node_ranks - 1.0) / (safe_ranks * gpu.intra_bytes_per_s * bandwidth_factor)
+        nodes * np.maximum(0.0, per_node_ranks - 1.0) / (safe_ranks * intra_bytes_per_s * bandwidth_factor)
         + (nodes - 1.0) / (safe_ranks * gpu.inter_bytes_per_s * bandwidth_factor)
     ) * bw_scale
     seq_bytes = np.asarray(bytes_per_seq, dtype=float)[..., None]
@@ -349,7 +381,7 @@ def memory_time_s(
     """Seconds the instance's HBM needs for one step's traffic."""
     gpu = hardware(gpu, preset)
     traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
-    return traffic / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
+    return traffic / (layout.n_gpus * sustained_hbm_bytes_per_s(gpu, preset))
 
 
 def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> StepFigures:
@@ -366,8 +398,10 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
         busiest = dp_attention.busiest_gpu_flop(model, preset, layout, batch)
         flop = np.where(layout.dp_attention, busiest * n, flop)
     traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
-    compute_s = flop / (n * flop_rate(gpu, weight_bits) * preset.flop_efficiency)
-    memory_s = traffic / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
+    flop_per_s = n * sustained_flop_per_s(gpu, preset, weight_bits)
+    hbm_bytes_per_s = n * sustained_hbm_bytes_per_s(gpu, preset)
+    compute_s = flop / flop_per_s
+    memory_s = traffic / hbm_bytes_per_s
     network_s = sum(c.time_s(batch) for c in collectives(model, gpu, preset, weight_bits, layout))
     launch_s = kernels_per_step(model, preset) * gpu.kernel_launch_s * preset.kernel_launch_factor
     launch = np.full_like(compute_s, launch_s)
@@ -377,8 +411,8 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     network_s = network_s + np.zeros_like(compute_s)
     if not preset.per_kernel_class:
         return StepFigures(launch, network_s, memory_s, compute_s, hidden)
-    kv_s = kv_read_bytes(model, preset, layout, batch) / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
-    attn_s = attn_flop / (n * flop_rate(gpu, weight_bits) * preset.flop_efficiency)
+    kv_s = kv_read_bytes(model, preset, layout, batch) / hbm_bytes_per_s
+    attn_s = attn_flop / flop_per_s
     return StepFigures(launch, network_s, memory_s, compute_s, hidden, kv_s, attn_s, per_kernel_class=True)
 
 

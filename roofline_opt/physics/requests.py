@@ -155,12 +155,12 @@ def _loaded_step(
     wanted = batch * tps * (layout.context + (tps - 1.0) / 2.0) + np.asarray(prompt_attention, dtype=float)
     attn_flop = sz.attn_flop_per_ctx_token_per_layer * model.n_layers * (wanted - counted)
     n = layout.n_gpus
-    flop_s = n * ev.flop_rate(gpu, weight_bits) * preset.flop_efficiency
+    flop_s = n * ev.sustained_flop_per_s(gpu, preset, weight_bits)
     compute_s = base.compute_s + attn_flop / flop_s
     copies = ev.kv_copies(model, preset, layout)
     kv_bytes = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * np.asarray(prompt_kv_tokens, dtype=float)
     kv_bytes = kv_bytes * copies
-    hbm_s = n * gpu.hbm_bytes_per_s * preset.hbm_efficiency
+    hbm_s = n * ev.sustained_hbm_bytes_per_s(gpu, preset)
     memory_s = base.memory_s + kv_bytes / hbm_s
     if not base.per_kernel_class:
         return replace(base, memory_s=memory_s, compute_s=compute_s)
@@ -488,7 +488,7 @@ def prefill_step(
         * batch
         * ev.kv_copies(model, preset, prompt)
     )
-    written_s = written / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
+    written_s = written / (layout.n_gpus * ev.sustained_hbm_bytes_per_s(gpu, preset))
     memory_s = base.memory_s + written_s
     if not base.per_kernel_class:
         return replace(base, memory_s=memory_s)

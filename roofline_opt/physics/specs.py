@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, replace
 
 WEIGHT_BITS = (16, 8, 4)
 """Weight precisions the tool knows; an accelerator lists a FLOP rate for those it runs."""
+SCALEUP_TOPOLOGIES = ("switch", "mesh")
+"""How a scale-up domain joins its GPUs (``GpuSpec.scaleup_topology``)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,15 @@ class GpuSpec:
     hbm_bytes is the memory the device exposes (nvidia-smi / rocm-smi total). The ``notebook_*`` fields hold the
     reference notebook's figures where they differ from the vendor's (0 or empty: the same); presets with
     ``notebook_hardware`` (``paper``) use them (``in_notebook``).
+
+    What the card measures beyond the vendor's sheet (docs/physics/accelerators.md; each used only under its Preset
+    setting): ``scaleup_topology`` is how the scale-up domain joins its GPUs, ``"switch"`` (NVSwitch: every GPU's whole
+    link bandwidth reaches any peer) or ``"mesh"`` (AMD Infinity Fabric: a direct link to each of the other
+    ``scaleup_gpus - 1`` GPUs, so a collective among r of them uses r - 1 of those links);
+    ``scaleup_link_efficiency`` the share of the scale-up links' bandwidth an all-reduce achieves (measured bus
+    bandwidth over the links' per-direction peak); ``achievable_hbm_fraction`` / ``achievable_flop_fraction`` the
+    share of the nominal HBM bandwidth / dense matrix FLOP rate the best measured kernels reach (1.0: no sourced
+    measurement, the nominal figure).
     """
 
     name: str
@@ -86,6 +97,10 @@ class GpuSpec:
     notebook_hbm_bytes: float = 0.0
     notebook_hbm_bytes_per_s: float = 0.0
     notebook_flop_per_s_by_bits: dict[int, float] = field(default_factory=dict, hash=False)
+    scaleup_topology: str = "switch"
+    scaleup_link_efficiency: float = 1.0
+    achievable_hbm_fraction: float = 1.0
+    achievable_flop_fraction: float = 1.0
 
     def in_notebook(self) -> GpuSpec:
         """This accelerator with the reference notebook's figures wherever the card gives them (itself if none)."""
@@ -246,6 +261,13 @@ class Preset:
     need, steps carrying one prefill chunk; TPOT is the cycle's mean step and the chunk step the worst inter-token gap
     (off = the notebook-era smearing of B * I / O prompt tokens into every step).
     notebook_hardware: accelerators at the reference notebook's figures (``GpuSpec.in_notebook``), not the vendor's.
+    card_scaleup_topology: collectives inside a scale-up domain see the card's ``scaleup_topology``: on a mesh, one
+    among r GPUs per domain gets (r - 1) / (scaleup_gpus - 1) of a GPU's link bandwidth (off: every card a switch).
+    card_scaleup_link_efficiency: all-reduces inside a domain run at the card's ``scaleup_link_efficiency`` of the
+    link bandwidth. card_achievable_fractions: sustained HBM bandwidth and FLOP/s are the card's achievable fractions
+    of its nominal figures times ``hbm_efficiency`` / ``flop_efficiency``, which then read as shares of what the card
+    can achieve (docs/physics/accelerators.md says how they compose). ``at_peak`` drops the last two: they are
+    measurements of today's kernels and libraries, which an engine may beat; the bound keeps only the nominal peak.
     moe_output_reduced_once: 1-D TP of a MoE layer all-reduces the experts' combined output once, d_model values
     per token, as engines do (the routed experts' weighted sum, plus the shared experts', is formed on each rank
     before one all-reduce: vLLM's FusedMoE ``reduce_results``, vllm/model_executor/layers/fused_moe/
@@ -282,13 +304,25 @@ class Preset:
     notebook_hardware: bool = False
     moe_output_reduced_once: bool = False
     speculative_round_host_s: float = 0.0
+    card_scaleup_topology: bool = False
+    card_scaleup_link_efficiency: bool = False
+    card_achievable_fractions: bool = False
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
-        """These settings at 100% of peak FLOP/s and HBM bandwidth: the roofline as an upper bound."""
-        if self.flop_efficiency == 1.0 and self.hbm_efficiency == 1.0:
+        """These settings at 100% of peak FLOP/s, HBM and link bandwidth: the roofline as an upper bound (the
+        cards' measured achievable fractions and link efficiencies left out; their topology kept)."""
+        measured = self.card_achievable_fractions or self.card_scaleup_link_efficiency
+        if self.flop_efficiency == 1.0 and self.hbm_efficiency == 1.0 and not measured:
             return self
-        return replace(self, name=f"{self.name} at peak", flop_efficiency=1.0, hbm_efficiency=1.0)
+        return replace(
+            self,
+            name=f"{self.name} at peak",
+            flop_efficiency=1.0,
+            hbm_efficiency=1.0,
+            card_achievable_fractions=False,
+            card_scaleup_link_efficiency=False,
+        )
 
 
 MIB = 2.0**20
@@ -364,5 +398,8 @@ DEFAULT = Preset(
     per_kernel_class=True,
     prefill_cycle=True,
     moe_output_reduced_once=True,
+    card_scaleup_topology=True,
+    card_scaleup_link_efficiency=True,
+    card_achievable_fractions=True,
 )
 PRESETS = {p.name: p for p in (PAPER, DEFAULT)}

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from roofline_opt import api, catalog, checks
+from roofline_opt.catalog.parse import GPU_FRACTIONS
 from roofline_opt.errors import Infeasible, InvalidInput, SolverFailure
 from roofline_opt.study.spec import (
     CARD_FIELDS,
@@ -61,13 +62,19 @@ def _cached(key: str, build: Callable[[], Any]) -> Any:
 
 
 def card_overrides(inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """The accelerator card fields a question sets, checked (positive numbers, whole numbers for counts)."""
+    """The accelerator card fields a question sets, checked (positive numbers, whole numbers for counts, shares of a
+    nominal figure in (0, 1])."""
     out: dict[str, Any] = {}
     for name in CARD_FIELDS:
         value = inputs.get(name)
         if value is None:
             continue
-        out[name] = checks.positive_int(name, value) if name == "scaleup_gpus" else checks.positive_float(name, value)
+        if name == "scaleup_gpus":
+            out[name] = checks.positive_int(name, value)
+        elif name in GPU_FRACTIONS:
+            out[name] = checks.probability(name, value, include_one=True)
+        else:
+            out[name] = checks.positive_float(name, value)
     return out
 
 
