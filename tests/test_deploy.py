@@ -276,6 +276,21 @@ def test_the_benchmark_runs_the_answer_workload_at_its_batch(base):
     assert p["output_throughput"] == pytest.approx(3 * base["throughput_tok_s"])
 
 
+def test_the_benchmark_predicts_a_closed_loop_output_rate(base):
+    """Its clients wait for each request's last token: Little's law over TTFT + (O - 1) TPOT."""
+    dep = answer.from_record(_agg(base, ttft_s=0.8, tpot_s=0.02), isl=4000, osl=1000)
+    p = bench.predicted(dep, "vllm", "rid")["predicted"]
+    requests_per_s = base["batch"] / (0.8 + 999 * 0.02)
+    assert p["request_throughput"] == pytest.approx(requests_per_s)
+    assert p["output_throughput"] == pytest.approx(requests_per_s * 1000)
+
+
+def test_the_closed_loop_rate_stops_at_the_deployments_capacity(base):
+    dep = answer.from_record(_disagg(base, requests_per_s=0.1), isl=4000, osl=1000)
+    p = bench.predicted(dep, "vllm", "rid")["predicted"]
+    assert p["request_throughput"] == pytest.approx(0.1 * dep.units)
+
+
 def test_a_decode_only_answer_benchmarks_lengths_whose_mean_context_is_the_answers(base):
     dep = answer.from_record(base)
     assert not dep.lengths_stated and dep.isl + dep.osl / 2 == pytest.approx(base["context"], abs=1)

@@ -1,5 +1,6 @@
 """The benchmark that checks a recipe: the client command measuring the answer's workload, and what the model
-predicts it will measure.
+predicts it will measure (a closed loop: a client waiting for its first token receives none, so the measured output
+rate is the answer's less the time to first token's share of each request).
 
 The client sends requests of the answer's input and output lengths (random tokens, exact lengths, EOS ignored) with
 as many in flight as the deployment's decode slots (the batch of each decoding instance times their number), so the
@@ -25,6 +26,18 @@ PROMPTS_PER_SLOT = 4
 RESULT_FILE = "{prefix}{engine}.bench-result.json"
 ARTIFACT_DIR = "{prefix}{recipe_id}.{client}"
 """GenAI-Perf's and AIPerf's --artifact-dir: the recipe id in it comes back in their export's input_config."""
+
+
+def closed_loop(
+    clients: int, osl: int, ttft_s: float, tpot_s: float, capacity_requests_per_s: float | None
+) -> dict[str, float]:
+    """What a client holding ``clients`` requests in flight measures (``--max-concurrency``): each waits for a
+    request's last token before sending the next, so by Little's law the deployment serves clients / (TTFT + (O - 1)
+    TPOT) requests/s, at most its capacity (docs/fidelity.md, "Closed-loop benchmarks")."""
+    served = clients / (ttft_s + (osl - 1) * tpot_s)
+    if capacity_requests_per_s is not None:
+        served = min(served, capacity_requests_per_s)
+    return {"request_throughput": served, "output_throughput": served * osl}
 
 
 def concurrency(dep: Deployment) -> int:
@@ -139,6 +152,8 @@ def predicted(dep: Deployment, engine: str, recipe_id: str) -> dict[str, Any]:
     if "tok_s_per_request" in p:
         pred["tok_s_per_request"] = p["tok_s_per_request"]
     c = concurrency(dep)
+    if "ttft_s" in p and tpot is not None and dep.osl > 1:
+        pred.update(closed_loop(c, dep.osl, p["ttft_s"], tpot, pred.get("request_throughput")))
     workload = {
         "isl": dep.isl,
         "osl": dep.osl,
