@@ -72,12 +72,16 @@ def test_a_disaggregated_row_without_a_prefill_side_keeps_the_decode_only_model(
     assert not whole_requests.applies(setup)
 
 
+def _prefill_pool(cells: dict[str, str]):
+    """(requests/s as a function of the clients in the pool, KV-transfer seconds, saturated requests/s)."""
+    setup = map_row(cells | {"line": "2"}).setup
+    return whole_requests.prefill_rate(setup, catalog.load_model("deepseek-v3"), catalog.load_gpu("b200"), DEFAULT)
+
+
 def test_the_closed_loop_balances_the_decode_rate_with_the_prefill_rate_of_the_clients_left() -> None:
     cells = _cells("prefill 4 GPU (1 x TP4) + decode 16 GPU (2 x TP8)", "20", "128")
-    setup = map_row(cells | {"line": "2"}).setup
     f = _figures(cells, 64.0)
-    model, gpu = catalog.load_model("deepseek-v3"), catalog.load_gpu("b200")
-    rate, kv_s, _ = whole_requests.prefill_rate(setup, model, gpu, DEFAULT)
+    rate, kv_s, _ = _prefill_pool(cells)
     served = float(f["requests_per_s"][0])
     left = 128 - 2 * float(f["decoding_batch"][0]) - served * kv_s
     assert served == pytest.approx(float(rate(np.array([left]))[0]), rel=1e-6)
@@ -86,10 +90,8 @@ def test_the_closed_loop_balances_the_decode_rate_with_the_prefill_rate_of_the_c
 
 def test_a_prefill_bound_row_serves_the_prefill_pools_saturated_rate() -> None:
     cells = _cells("prefill 4 GPU (1 x TP4) + decode 32 GPU (4 x TP8)", "36", "4096")
-    setup = map_row(cells | {"line": "2"}).setup
     f = _figures(cells, 1024.0)
-    model, gpu = catalog.load_model("deepseek-v3"), catalog.load_gpu("b200")
-    _, _, saturated = whole_requests.prefill_rate(setup, model, gpu, DEFAULT)
+    _, _, saturated = _prefill_pool(cells)
     assert float(f["requests_per_s"][0]) == pytest.approx(saturated, rel=1e-3)
     assert f["bottleneck"][0] == "prefill"
     assert float(f["decoding_batch"][0]) < 1024 / 4
