@@ -45,6 +45,10 @@ PREFILL_BATCH_TOKENS = 16384
 default ``max_prefill_tokens`` (sgl-project/sglang python/sglang/srt/server_args.py, ``max_prefill_tokens: int =
 16384``). Prefill at the rows' 1k-8k prompts is compute-bound, so the figure moves the prefill rate little."""
 
+SATURATED_SHARE = 0.999
+"""A disaggregated row's ``bottleneck`` is ``prefill`` where its pool serves at least this share of its saturated
+rate (the bisection meets the saturated rate to rounding, not exactly)."""
+
 BISECTION_ROUNDS = 60
 """Halvings of the decode batch's interval when solving the closed loop's steady state (2^-60 of the batch)."""
 
@@ -53,8 +57,8 @@ Decode = Callable[[np.ndarray], dict[str, np.ndarray]]
 
 
 def applies(s: MeasuredSetup) -> bool:
-    """The row states both lengths and is aggregated (a static batch without speculative decoding), or disaggregated
-    with a stated prefill side and at least two output tokens (one from prefill, the rest decoded)."""
+    """The row states both lengths and is aggregated (but not a static batch measured with speculative decoding), or
+    disaggregated with a stated prefill side and at least two output tokens (one from prefill, the rest decoded)."""
     if s.input_len is None or s.output_len is None:
         return False
     if s.serving == "disaggregated":
@@ -145,7 +149,7 @@ def _best(candidates: Iterable[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 
 def _table_batches(top: float) -> np.ndarray:
-    """Decode batches the TPOT curve is tabulated at: every whole batch up to 4096, then 0.1% apart."""
+    """Decode batches the TPOT curve is tabulated at: every whole batch up to 4096, then 4,000 geometrically spaced."""
     dense = np.arange(1.0, min(top, 4096.0) + 1.0)
     if top <= 4096:
         return dense
@@ -210,7 +214,7 @@ def disaggregated(
     tpot_s = tpot(decoding)
     ttft_s = (clients - y * decoding) / served
     out = dict(decode(batch))
-    prefill_bound = served >= 0.999 * saturated
+    prefill_bound = served >= SATURATED_SHARE * saturated
     out.update(
         tpot_s=tpot_s,
         ttft_s=ttft_s,
