@@ -259,6 +259,19 @@ def flop_rate(gpu: GpuSpec, weight_bits: int) -> float:
     return rate
 
 
+def decode_attention_flop_rate(gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout) -> np.ndarray:
+    """FLOP/s of one GPU's decode attention kernels (the tokens a step decodes or verifies, attending over the cached
+    context), shaped like the layouts: the weights' rate (the notebook's), or with
+    ``Preset.decode_attention_at_kv_precision`` the rate of the KV cache's precision (where the card has no rate at
+    that precision, the narrowest wider one it has: an 8-bit cache on a card without FP8 runs at 16 bits)."""
+    if not preset.decode_attention_at_kv_precision:
+        return np.full_like(layout.kv_bits, flop_rate(gpu, weight_bits))
+    rates = {b: r for b, r in gpu.flop_per_s_by_bits.items() if r is not None}
+    bits, where = np.unique(layout.kv_bits, return_inverse=True)
+    chosen = [min((b for b in rates if b >= kv), default=max(rates)) for kv in bits]
+    return np.array([rates[b] for b in chosen])[where].reshape(layout.kv_bits.shape)
+
+
 def expert_touched_fraction(model: ModelSpec, tokens) -> np.ndarray:
     """u = 1 - (1 - k/E)^tokens: the fraction of routed experts a microbatch of ``tokens`` tokens reads (1 if dense)."""
     tokens = np.asarray(tokens, dtype=float)
@@ -362,11 +375,19 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     c_mean = layout.context + (s_tok - 1.0) / 2.0
     attn_flop = sz.attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * batch * s_tok
     flop = 2.0 * sz.active_params * batch * s_tok + attn_flop
+    all_attn_flop = attn_flop
     if layout.any_dp_attention:
         busiest = dp_attention.busiest_gpu_flop(model, preset, layout, batch)
         flop = np.where(layout.dp_attention, busiest * n, flop)
+        busiest_attn = dp_attention.busiest_gpu_attention_flop(model, layout, batch)
+        all_attn_flop = np.where(layout.dp_attention, busiest_attn * n, attn_flop)
     traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
-    compute_s = flop / (n * flop_rate(gpu, weight_bits) * preset.flop_efficiency)
+    weight_rate = flop_rate(gpu, weight_bits)
+    attn_rate = decode_attention_flop_rate(gpu, preset, weight_bits, layout)
+    compute_s = flop / (n * weight_rate * preset.flop_efficiency)
+    if preset.decode_attention_at_kv_precision:
+        # the attention FLOPs above were timed at the weights' rate: move them to the attention kernels'
+        compute_s = compute_s + all_attn_flop * (1.0 / attn_rate - 1.0 / weight_rate) / (n * preset.flop_efficiency)
     memory_s = traffic / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
     network_s = sum(c.time_s(batch) for c in collectives(model, gpu, preset, weight_bits, layout))
     launch_s = kernels_per_step(model, preset) * gpu.kernel_launch_s * preset.kernel_launch_factor
@@ -378,7 +399,7 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     if not preset.per_kernel_class:
         return StepFigures(launch, network_s, memory_s, compute_s, hidden)
     kv_s = kv_read_bytes(model, preset, layout, batch) / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
-    attn_s = attn_flop / (n * flop_rate(gpu, weight_bits) * preset.flop_efficiency)
+    attn_s = attn_flop / (n * attn_rate * preset.flop_efficiency)
     return StepFigures(launch, network_s, memory_s, compute_s, hidden, kv_s, attn_s, per_kernel_class=True)
 
 
