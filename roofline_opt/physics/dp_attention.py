@@ -51,12 +51,18 @@ def busiest_gpu_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int
     return replicated + sz.n_moe_layers * (spread - as_if_alone)
 
 
+def busiest_gpu_attention_flop(model: ModelSpec, layout: ev.Layout, batch) -> np.ndarray:
+    """Attention FLOP of the busiest GPU in one step: its own sequences' attention over their context."""
+    _, own_tokens = _per_gpu(layout, batch)
+    c_mean = layout.context + (layout.tokens_per_step - 1.0) / 2.0
+    return ev.model_sizes(model).attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * own_tokens
+
+
 def busiest_gpu_flop(model: ModelSpec, preset: Preset, layout: ev.Layout, batch) -> np.ndarray:
     """FLOP of the busiest GPU in one step: its sequences through the replicated part, its share of expert tokens."""
     group, own_tokens = _per_gpu(layout, batch)
     sz = ev.model_sizes(model)
-    c_mean = layout.context + (layout.tokens_per_step - 1.0) / 2.0
-    attention = sz.attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * own_tokens
+    attention = busiest_gpu_attention_flop(model, layout, batch)
     routed_params = sz.n_moe_layers * model.n_active_experts * sz.ff_params_per_expert if model.is_moe else 0.0
     replicated = 2.0 * (sz.active_params - routed_params) * own_tokens
     experts = 2.0 * routed_params * own_tokens

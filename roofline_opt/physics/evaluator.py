@@ -54,6 +54,13 @@ def sustained_flop_per_s(gpu: GpuSpec, preset: Preset, weight_bits: int) -> floa
     return flop_rate(gpu, weight_bits) * achievable * preset.flop_efficiency
 
 
+def sustained_decode_attention_flop_per_s(gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout) -> np.ndarray:
+    """FLOP/s one device's decode attention kernels sustain (``decode_attention_flop_rate``), with the same
+    efficiency and achievable fraction as ``sustained_flop_per_s``."""
+    achievable = gpu.achievable_flop_fraction if preset.card_achievable_fractions else 1.0
+    return decode_attention_flop_rate(gpu, preset, weight_bits, layout) * achievable * preset.flop_efficiency
+
+
 def scaleup_link_share(gpu: GpuSpec, preset: Preset, ranks_per_domain) -> np.ndarray:
     """Share of a GPU's scale-up link bandwidth a collective among ``ranks_per_domain`` GPUs of each domain drives.
 
@@ -291,6 +298,19 @@ def flop_rate(gpu: GpuSpec, weight_bits: int) -> float:
     return rate
 
 
+def decode_attention_flop_rate(gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout) -> np.ndarray:
+    """FLOP/s of one GPU's decode attention kernels (the tokens a step decodes or verifies, attending over the cached
+    context), shaped like the layouts: the weights' rate (the notebook's), or with
+    ``Preset.decode_attention_at_kv_precision`` the rate of the KV cache's precision (where the card has no rate at
+    that precision, the narrowest wider one it has: an 8-bit cache on a card without FP8 runs at 16 bits)."""
+    if not preset.decode_attention_at_kv_precision:
+        return np.full_like(layout.kv_bits, flop_rate(gpu, weight_bits))
+    rates = {b: r for b, r in gpu.flop_per_s_by_bits.items() if r is not None}
+    bits, where = np.unique(layout.kv_bits, return_inverse=True)
+    chosen = [min((b for b in rates if b >= kv), default=max(rates)) for kv in bits]
+    return np.array([rates[b] for b in chosen])[where].reshape(layout.kv_bits.shape)
+
+
 def expert_touched_fraction(model: ModelSpec, tokens) -> np.ndarray:
     """u = 1 - (1 - k/E)^tokens: the fraction of routed experts a microbatch of ``tokens`` tokens reads (1 if dense)."""
     tokens = np.asarray(tokens, dtype=float)
@@ -394,13 +414,20 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     c_mean = layout.context + (s_tok - 1.0) / 2.0
     attn_flop = sz.attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * batch * s_tok
     flop = 2.0 * sz.active_params * batch * s_tok + attn_flop
+    all_attn_flop = attn_flop
     if layout.any_dp_attention:
         busiest = dp_attention.busiest_gpu_flop(model, preset, layout, batch)
         flop = np.where(layout.dp_attention, busiest * n, flop)
+        busiest_attn = dp_attention.busiest_gpu_attention_flop(model, layout, batch)
+        all_attn_flop = np.where(layout.dp_attention, busiest_attn * n, attn_flop)
     traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
     flop_per_s = n * sustained_flop_per_s(gpu, preset, weight_bits)
+    attn_flop_per_s = n * sustained_decode_attention_flop_per_s(gpu, preset, weight_bits, layout)
     hbm_bytes_per_s = n * sustained_hbm_bytes_per_s(gpu, preset)
     compute_s = flop / flop_per_s
+    if preset.decode_attention_at_kv_precision:
+        # the attention FLOPs above were timed at the weights' rate: move them to the attention kernels'
+        compute_s = compute_s + all_attn_flop * (1.0 / attn_flop_per_s - 1.0 / flop_per_s)
     memory_s = traffic / hbm_bytes_per_s
     network_s = sum(c.time_s(batch) for c in collectives(model, gpu, preset, weight_bits, layout))
     launch_s = kernels_per_step(model, preset) * gpu.kernel_launch_s * preset.kernel_launch_factor
@@ -412,7 +439,7 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     if not preset.per_kernel_class:
         return StepFigures(launch, network_s, memory_s, compute_s, hidden)
     kv_s = kv_read_bytes(model, preset, layout, batch) / hbm_bytes_per_s
-    attn_s = attn_flop / flop_per_s
+    attn_s = attn_flop / attn_flop_per_s
     return StepFigures(launch, network_s, memory_s, compute_s, hidden, kv_s, attn_s, per_kernel_class=True)
 
 

@@ -156,7 +156,12 @@ def _loaded_step(
     attn_flop = sz.attn_flop_per_ctx_token_per_layer * model.n_layers * (wanted - counted)
     n = layout.n_gpus
     flop_s = n * ev.sustained_flop_per_s(gpu, preset, weight_bits)
+    decode_flop_s = n * ev.sustained_decode_attention_flop_per_s(gpu, preset, weight_bits, layout)
     compute_s = base.compute_s + attn_flop / flop_s
+    if preset.decode_attention_at_kv_precision:
+        # ``base`` timed the attention it counted at the decode-attention rate; only the prompt's stays at flop_s
+        prompt_part = sz.attn_flop_per_ctx_token_per_layer * model.n_layers * np.asarray(prompt_attention, dtype=float)
+        compute_s = base.compute_s + (attn_flop - prompt_part) / decode_flop_s + prompt_part / flop_s
     copies = ev.kv_copies(model, preset, layout)
     kv_bytes = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * np.asarray(prompt_kv_tokens, dtype=float)
     kv_bytes = kv_bytes * copies
@@ -172,7 +177,7 @@ def _loaded_step(
         base,
         memory_s=memory_s,
         compute_s=compute_s,
-        decode_attention_compute_s=decode_flop / flop_s,
+        decode_attention_compute_s=decode_flop / decode_flop_s,
         prefill_attention_memory_s=kv_bytes / hbm_s,
         prefill_attention_compute_s=prompt_flop / flop_s,
     )
@@ -480,7 +485,8 @@ def prefill_step(
         context=np.full_like(layout.context, float(prefix)),
         tokens_per_step=np.full_like(layout.context, isl - prefix),
     )
-    base = ev.step(model, gpu, preset, weight_bits, prompt, batch)
+    # a prompt's attention is prefill attention: the decode-attention rate does not apply to it
+    base = ev.step(model, gpu, replace(preset, decode_attention_at_kv_precision=False), weight_bits, prompt, batch)
     # every GPU holding a copy of the cache (kv_copies) writes it
     written = (
         ev.kv_bytes_per_token(model, layout.kv_bytes_per_value)

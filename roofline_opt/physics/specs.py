@@ -279,6 +279,16 @@ class Preset:
     the round overlaps the host, (3.644 - 3.206) / (512 / 2.296), batch 1, FA3 attention); with the overlap scheduler
     ("spec v2", ``SGLANG_ENABLE_SPEC_V2=1``; SGLang's default from 0.5.13, off before) it is hidden. 0 = none (the
     notebook's and the default's: ``evaluator.speculative_round_host_s``).
+    decode_attention_at_kv_precision: decode attention (the tokens a step decodes or verifies, gamma + 1 per sequence
+    with a draft, attending over the cached context) runs at the tensor-core rate of the KV cache's precision
+    (``evaluator.decode_attention_flop_rate``), not the weights': the kernel multiplies the query by the cached keys
+    and values, so its operands are the cache's type, whatever the GEMMs' weights are. DeepSeek's FlashMLA dense
+    decoding kernel reads a BF16 cache only and, reading an FP8 cache, "dequantizes the cache to bfloat16 and performs
+    attention computation in bfloat16" (deepseek-ai/FlashMLA README.md @066b5ba6, support matrix and "FP8 KV
+    Cache"); an 8-bit cache is given the 8-bit rate, the fastest it allows. Prompt (prefill) attention keeps the
+    weights' rate: engines prefill MLA in its non-absorbed form, fewer FLOPs than the absorbed form charged here
+    (docs/physics/step-structure.md, item 7), and the rate alone would overstate it. Off = the notebook's: decode
+    attention at the weights' rate (an FP8 or FP4 model's at the FP8 or FP4 rate).
     """
 
     name: str
@@ -307,6 +317,7 @@ class Preset:
     card_scaleup_topology: bool = False
     card_scaleup_link_efficiency: bool = False
     card_achievable_fractions: bool = False
+    decode_attention_at_kv_precision: bool = False
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
@@ -401,5 +412,6 @@ DEFAULT = Preset(
     card_scaleup_topology=True,
     card_scaleup_link_efficiency=True,
     card_achievable_fractions=True,
+    decode_attention_at_kv_precision=True,
 )
 PRESETS = {p.name: p for p in (PAPER, DEFAULT)}
