@@ -295,9 +295,12 @@ def kv_read_bytes(model: ModelSpec, preset: Preset, layout: Layout, batch) -> np
     return one_copy * kv_copies(model, preset, layout)
 
 
-def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> np.ndarray:
+def hbm_traffic_bytes(
+    model: ModelSpec, preset: Preset, weight_bits: int, layout: Layout, batch, whole_prompts: bool = False
+) -> np.ndarray:
     """Bytes read from HBM in one step, summed over the instance's devices (physics.md section 3):
-    ``kv_read_bytes`` plus weights and activations."""
+    ``kv_read_bytes`` plus weights and activations. ``whole_prompts``: a prefill step, whose prompts a data-parallel
+    attention group places whole on its ranks (``dp_attention``)."""
     sz = model_sizes(model)
     a = preset.activation_bytes
     w = weight_bytes_per_param(weight_bits)
@@ -325,7 +328,7 @@ def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout
     plain = kv_read_bytes(model, preset, layout, batch) + pp * per_micro
     if not layout.any_dp_attention:
         return plain
-    busiest = dp_attention.busiest_gpu_traffic_bytes(model, preset, weight_bits, layout, batch)
+    busiest = dp_attention.busiest_gpu_traffic_bytes(model, preset, weight_bits, layout, batch, whole_prompts)
     return np.where(layout.dp_attention, busiest * layout.n_gpus, plain)
 
 
@@ -352,8 +355,11 @@ def memory_time_s(
     return traffic / (layout.n_gpus * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
 
 
-def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> StepFigures:
-    """One decoding step of ``batch`` sequences (physics.md section 3)."""
+def step(
+    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch, whole_prompts: bool = False
+) -> StepFigures:
+    """One decoding step of ``batch`` sequences (physics.md section 3); ``whole_prompts``: a prefill step of
+    ``batch`` prompts (``hbm_traffic_bytes``)."""
     gpu = hardware(gpu, preset)
     sz = model_sizes(model)
     batch = np.asarray(batch, dtype=float)
@@ -363,9 +369,9 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     attn_flop = sz.attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * batch * s_tok
     flop = 2.0 * sz.active_params * batch * s_tok + attn_flop
     if layout.any_dp_attention:
-        busiest = dp_attention.busiest_gpu_flop(model, preset, layout, batch)
+        busiest = dp_attention.busiest_gpu_flop(model, preset, layout, batch, whole_prompts)
         flop = np.where(layout.dp_attention, busiest * n, flop)
-    traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
+    traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch, whole_prompts)
     compute_s = flop / (n * flop_rate(gpu, weight_bits) * preset.flop_efficiency)
     memory_s = traffic / (n * gpu.hbm_bytes_per_s * preset.hbm_efficiency)
     network_s = sum(c.time_s(batch) for c in collectives(model, gpu, preset, weight_bits, layout))

@@ -480,7 +480,7 @@ def prefill_step(
         context=np.full_like(layout.context, float(prefix)),
         tokens_per_step=np.full_like(layout.context, isl - prefix),
     )
-    base = ev.step(model, gpu, preset, weight_bits, prompt, batch)
+    base = ev.step(model, gpu, preset, weight_bits, prompt, batch, whole_prompts=True)
     # every GPU holding a copy of the cache (kv_copies) writes it
     written = (
         ev.kv_bytes_per_token(model, layout.kv_bytes_per_value)

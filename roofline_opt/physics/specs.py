@@ -196,6 +196,10 @@ class Preset:
     the round overlaps the host, (3.644 - 3.206) / (512 / 2.296), batch 1, FA3 attention); with the overlap scheduler
     ("spec v2", ``SGLANG_ENABLE_SPEC_V2=1``; SGLang's default from 0.5.13, off before) it is hidden. 0 = none (the
     notebook's and the default's: ``evaluator.speculative_round_host_s``).
+    dp_attention_whole_prompts: a prefill step on a data-parallel-attention group places whole prompts on its ranks,
+    so the busiest of G ranks carries ceil(B / G) of its B prompts through attention and the replicated layers
+    (``dp_attention``: a request goes whole to one DP rank); off = the even share B / G (one prompt split over the
+    group). Decode steps keep the even share either way.
     """
 
     name: str
@@ -220,6 +224,7 @@ class Preset:
     notebook_hardware: bool = False
     moe_output_reduced_once: bool = False
     speculative_round_host_s: float = 0.0
+    dp_attention_whole_prompts: bool = False
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
@@ -258,5 +263,6 @@ DEFAULT = Preset(
     per_kernel_class=True,
     prefill_cycle=True,
     moe_output_reduced_once=True,
+    dp_attention_whole_prompts=True,
 )
 PRESETS = {p.name: p for p in (PAPER, DEFAULT)}
