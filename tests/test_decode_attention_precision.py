@@ -89,7 +89,7 @@ def test_a_verification_steps_attention_costs_gamma_plus_one_times_the_flops_at_
 def test_data_parallel_attention_times_the_busiest_gpus_attention_at_the_caches_rate():
     on = ev.step(DEEPSEEK_V3, H200, DEFAULT, 8, DP8.verifying(1.0), 256.0)
     off = ev.step(DEEPSEEK_V3, H200, OFF, 8, DP8.verifying(1.0), 256.0)
-    busiest = float(dp_attention.busiest_gpu_attention_flop(DEEPSEEK_V3, DP8.verifying(1.0), 256.0))
+    busiest = float(dp_attention.busiest_gpu_attention_flop(DEEPSEEK_V3, DEFAULT, DP8.verifying(1.0), 256.0))
     rates = H200.flop_per_s_by_bits
     moved = busiest * (1 / rates[16] - 1 / rates[8]) / DEFAULT.flop_efficiency
     assert float(on.compute_s) == pytest.approx(float(off.compute_s) + moved, rel=1e-12)

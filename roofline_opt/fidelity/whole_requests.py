@@ -164,7 +164,9 @@ def prefill_rate(
     p = s.prefill
     assert p is not None and s.input_len is not None  # applies(s) holds
     i = s.input_len
-    layout = evaluator.Layout.of(p.tp, False, p.pp, 0, 1, p.ep, s.kv_bits, dp_attention=p.dp_attention)
+    layout = evaluator.Layout.of(
+        p.tp, False, p.pp, 0, 1, p.ep, s.kv_bits, dp_attention=p.dp_attention, a2a_overlap=p.a2a_overlap
+    )
     ranks = p.tp if p.dp_attention else 1
     most = max(1, PREFILL_BATCH_TOKENS // i) * ranks
     prompts = np.arange(1.0, most + 1.0)

@@ -347,9 +347,12 @@ def kv_read_bytes(model: ModelSpec, preset: Preset, layout: Layout, batch) -> np
     return one_copy * kv_copies(model, preset, layout)
 
 
-def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> np.ndarray:
+def hbm_traffic_bytes(
+    model: ModelSpec, preset: Preset, weight_bits: int, layout: Layout, batch, whole_prompts: bool = False
+) -> np.ndarray:
     """Bytes read from HBM in one step, summed over the instance's devices (physics.md section 3):
-    ``kv_read_bytes`` plus weights and activations."""
+    ``kv_read_bytes`` plus weights and activations. ``whole_prompts``: a prefill step, whose prompts a data-parallel
+    attention group places whole on its ranks (``dp_attention``)."""
     sz = model_sizes(model)
     a = preset.activation_bytes
     w = weight_bytes_per_param(weight_bits)
@@ -377,7 +380,7 @@ def hbm_traffic_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout
     plain = kv_read_bytes(model, preset, layout, batch) + pp * per_micro
     if not layout.any_dp_attention:
         return plain
-    busiest = dp_attention.busiest_gpu_traffic_bytes(model, preset, weight_bits, layout, batch)
+    busiest = dp_attention.busiest_gpu_traffic_bytes(model, preset, weight_bits, layout, batch, whole_prompts)
     return np.where(layout.dp_attention, busiest * layout.n_gpus, plain)
 
 
@@ -404,8 +407,11 @@ def memory_time_s(
     return traffic / (layout.n_gpus * sustained_hbm_bytes_per_s(gpu, preset))
 
 
-def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch) -> StepFigures:
-    """One decoding step of ``batch`` sequences (physics.md section 3)."""
+def step(
+    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch, whole_prompts: bool = False
+) -> StepFigures:
+    """One decoding step of ``batch`` sequences (physics.md section 3); ``whole_prompts``: a prefill step of
+    ``batch`` prompts (``hbm_traffic_bytes``)."""
     gpu = hardware(gpu, preset)
     sz = model_sizes(model)
     batch = np.asarray(batch, dtype=float)
@@ -416,11 +422,11 @@ def step(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layou
     flop = 2.0 * sz.active_params * batch * s_tok + attn_flop
     all_attn_flop = attn_flop
     if layout.any_dp_attention:
-        busiest = dp_attention.busiest_gpu_flop(model, preset, layout, batch)
+        busiest = dp_attention.busiest_gpu_flop(model, preset, layout, batch, whole_prompts)
         flop = np.where(layout.dp_attention, busiest * n, flop)
-        busiest_attn = dp_attention.busiest_gpu_attention_flop(model, layout, batch)
+        busiest_attn = dp_attention.busiest_gpu_attention_flop(model, preset, layout, batch, whole_prompts)
         all_attn_flop = np.where(layout.dp_attention, busiest_attn * n, attn_flop)
-    traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
+    traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch, whole_prompts)
     flop_per_s = n * sustained_flop_per_s(gpu, preset, weight_bits)
     attn_flop_per_s = n * sustained_decode_attention_flop_per_s(gpu, preset, weight_bits, layout)
     hbm_bytes_per_s = n * sustained_hbm_bytes_per_s(gpu, preset)

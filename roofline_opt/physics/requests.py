@@ -486,7 +486,8 @@ def prefill_step(
         tokens_per_step=np.full_like(layout.context, isl - prefix),
     )
     # a prompt's attention is prefill attention: the decode-attention rate does not apply to it
-    base = ev.step(model, gpu, replace(preset, decode_attention_at_kv_precision=False), weight_bits, prompt, batch)
+    prefill_preset = replace(preset, decode_attention_at_kv_precision=False)
+    base = ev.step(model, gpu, prefill_preset, weight_bits, prompt, batch, whole_prompts=True)
     # every GPU holding a copy of the cache (kv_copies) writes it
     written = (
         ev.kv_bytes_per_token(model, layout.kv_bytes_per_value)

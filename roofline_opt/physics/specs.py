@@ -289,6 +289,10 @@ class Preset:
     weights' rate: engines prefill MLA in its non-absorbed form, fewer FLOPs than the absorbed form charged here
     (docs/physics/step-structure.md, item 7), and the rate alone would overstate it. Off = the notebook's: decode
     attention at the weights' rate (an FP8 or FP4 model's at the FP8 or FP4 rate).
+    dp_attention_whole_prompts: a prefill step on a data-parallel-attention group places whole prompts on its ranks,
+    so the busiest of G ranks carries ceil(B / G) of its B prompts through attention and the replicated layers
+    (``dp_attention``: a request goes whole to one DP rank); off = the even share B / G (one prompt split over the
+    group). Decode steps keep the even share either way.
     """
 
     name: str
@@ -318,6 +322,7 @@ class Preset:
     card_scaleup_link_efficiency: bool = False
     card_achievable_fractions: bool = False
     decode_attention_at_kv_precision: bool = False
+    dp_attention_whole_prompts: bool = False
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
@@ -413,5 +418,6 @@ DEFAULT = Preset(
     card_scaleup_link_efficiency=True,
     card_achievable_fractions=True,
     decode_attention_at_kv_precision=True,
+    dp_attention_whole_prompts=True,
 )
 PRESETS = {p.name: p for p in (PAPER, DEFAULT)}
