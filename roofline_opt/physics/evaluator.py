@@ -84,7 +84,7 @@ def weight_precision(model: ModelSpec, preset: Preset, weight_bits: int) -> Mixe
     """Bits of each weight group of ``model`` served at ``weight_bits``: the first of ``Preset.mixed_precisions``
     that applies to it, else every group at ``weight_bits``."""
     chosen = (p for p in preset.mixed_precisions if p.applies(model, weight_bits))
-    return next(chosen, MixedPrecision(weight_bits, "any"))
+    return next(chosen, MixedPrecision(weight_bits, "all"))
 
 
 def weight_bytes(model: ModelSpec, precision: MixedPrecision, routed_share=None):

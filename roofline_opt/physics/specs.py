@@ -63,15 +63,19 @@ projections (MLA's q/kv down and up projections, GQA's QKV) and its output proje
 the routed experts' feed-forward blocks (a dense model's feed-forward block, counted as its one expert), the shared
 experts and the dense feed-forward layers of a MoE model (DeepSeek's first layers)."""
 
+MIXED_PRECISION_FAMILIES = ("mla_moe", "all")
+"""Architecture families a ``MixedPrecision`` may apply to."""
+
 
 @dataclass(frozen=True)
 class MixedPrecision:
     """Bits per parameter of each weight group (``WEIGHT_GROUPS``) of a quantized checkpoint family.
 
-    Applies to models of architecture ``family`` ("mla_moe": multi-head latent attention with routed experts, the
-    DeepSeek-V3 family) served at ``weight_bits``; a group's bits of 0 are ``weight_bits``. A group kept wider is
-    stored at its own bits (memory, bytes read per step) and its GEMMs run at the tensor-core rate of those bits, its
-    activations not being quantized either. ``source`` says which checkpoints it describes.
+    Applies to models of architecture ``family`` (``MIXED_PRECISION_FAMILIES``: "mla_moe", multi-head latent
+    attention with routed experts, the DeepSeek-V3 family; "all", every model) served at ``weight_bits``; a group's
+    bits of 0 are ``weight_bits``. A group kept wider is stored at its own bits (memory, bytes read per step) and its
+    GEMMs run at the tensor-core rate of those bits, its activations not being quantized either. ``source`` says which
+    checkpoints it describes.
     """
 
     weight_bits: int
@@ -84,13 +88,18 @@ class MixedPrecision:
     dense_layer_ffn_bits: int = 0
     source: str = ""
 
+    def __post_init__(self) -> None:
+        if self.family not in MIXED_PRECISION_FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(MIXED_PRECISION_FAMILIES)}, not {self.family!r}")
+
     def bits(self, group: str) -> int:
         """Bits per parameter of ``group`` (one of ``WEIGHT_GROUPS``)."""
         return getattr(self, f"{group}_bits") or self.weight_bits
 
     def applies(self, model: ModelSpec, weight_bits: int) -> bool:
         """Whether a checkpoint of ``model`` at ``weight_bits`` is of this family."""
-        return weight_bits == self.weight_bits and self.family == "mla_moe" and model.is_mla and model.is_moe
+        in_family = self.family == "all" or (model.is_mla and model.is_moe)
+        return weight_bits == self.weight_bits and in_family
 
     @property
     def uniform(self) -> bool:
