@@ -87,6 +87,19 @@ def busiest_gpu_attention_flop(
     return ev.model_sizes(model).attn_flop_per_ctx_token_per_layer * model.n_layers * c_mean * own_tokens
 
 
+def busiest_gpu_gemm_tokens(
+    model: ModelSpec, preset: Preset, layout: ev.Layout, batch, whole_prompts: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens through the busiest GPU's replicated weights, tokens its routed experts compute): its own sequences'
+    tokens, and the group's expert tokens spread over the group, scaled by ``expert_load_imbalance`` (a dense model:
+    its own tokens both)."""
+    group, own_tokens, all_tokens = _busiest(preset, layout, batch, whole_prompts)
+    if not model.is_moe:
+        return own_tokens, own_tokens
+    # the routed experts' work is spread over the group whichever rank holds the sequences
+    return own_tokens, all_tokens / group * preset.expert_load_imbalance
+
+
 def busiest_gpu_flop(
     model: ModelSpec, preset: Preset, layout: ev.Layout, batch, whole_prompts: bool = False
 ) -> np.ndarray:
@@ -134,9 +147,8 @@ def per_gpu_memory_bytes(model: ModelSpec, preset: Preset, weight_bits: int, lay
     """(weights, KV cache, activations) bytes on each GPU of the group."""
     group, own_tokens = _per_gpu(layout, batch)
     sz = ev.model_sizes(model)
-    w = ev.weight_bytes_per_param(weight_bits)
-    routed = sz.n_moe_layers * model.n_experts * sz.ff_params_per_expert if model.is_moe else 0.0
-    weights = w * (sz.total_params - routed + routed / group)
+    precision = ev.weight_precision(model, preset, weight_bits)
+    weights = ev.weight_bytes(model, precision, 1.0 / group) if model.is_moe else ev.weight_bytes(model, precision)
     a = preset.activation_bytes
     own_seqs = own_tokens / layout.tokens_per_step
     kv = ev.kv_bytes_per_token(model, layout.kv_bytes_per_value) * (layout.context + layout.tokens_per_step) * own_seqs

@@ -16,7 +16,7 @@ import numpy as np
 from roofline_opt.errors import InvalidInput
 from roofline_opt.physics import dp_attention
 from roofline_opt.physics.sizes import kv_bytes_per_token, model_sizes
-from roofline_opt.physics.specs import GpuSpec, ModelSpec, Preset
+from roofline_opt.physics.specs import WEIGHT_GROUPS, GpuSpec, MixedPrecision, ModelSpec, Preset
 from roofline_opt.physics.step_figures import StepFigures, kernels_per_step
 
 DRAFT_WEIGHT_BITS = 16
@@ -78,6 +78,78 @@ def scaleup_link_share(gpu: GpuSpec, preset: Preset, ranks_per_domain) -> np.nda
 
 def weight_bytes_per_param(weight_bits: int) -> float:
     return weight_bits / 8.0
+
+
+def weight_precision(model: ModelSpec, preset: Preset, weight_bits: int) -> MixedPrecision:
+    """Bits of each weight group of ``model`` served at ``weight_bits``: the first of ``Preset.mixed_precisions``
+    that applies to it, else every group at ``weight_bits``."""
+    chosen = (p for p in preset.mixed_precisions if p.applies(model, weight_bits))
+    return next(chosen, MixedPrecision(weight_bits, "all"))
+
+
+def weight_bytes(model: ModelSpec, precision: MixedPrecision, routed_share=None):
+    """Bytes of ``model``'s weights at ``precision``, with ``routed_share`` of its routed experts (the share a GPU
+    of a data-parallel-attention group holds; None: all of them)."""
+    sz = model_sizes(model)
+    routed = sz.n_moe_layers * model.n_experts * sz.ff_params_per_expert
+    if precision.uniform:
+        w = weight_bytes_per_param(precision.weight_bits)
+        return w * sz.total_params if routed_share is None else w * (sz.total_params - routed + routed * routed_share)
+    if routed_share is None:
+        routed_share = 1.0
+    params = {
+        "qkv": model.n_layers * sz.qkv_params_per_layer,
+        "out": model.n_layers * sz.out_params_per_layer,
+        "embedding": sz.embedding_params,
+        "routed_ffn": routed * routed_share,
+        "shared_expert": sz.n_moe_layers * model.n_shared_experts * sz.ff_params_per_expert,
+        "dense_layer_ffn": sz.n_dense_layers * sz.dense_ff_params,
+    }
+    return sum(weight_bytes_per_param(precision.bits(g)) * params[g] for g in WEIGHT_GROUPS)
+
+
+def gemm_flop_by_group(model: ModelSpec, tokens, routed_tokens) -> dict[str, np.ndarray]:
+    """Linear FLOP of one step by weight group (``WEIGHT_GROUPS``): ``tokens`` through every group but the routed
+    experts, which see ``routed_tokens`` (the same but on a data-parallel-attention GPU); they sum to 2 x active
+    parameters x tokens."""
+    sz = model_sizes(model)
+    tokens = np.asarray(tokens, dtype=float)
+    per_token = {
+        "qkv": model.n_layers * sz.qkv_params_per_layer,
+        "out": model.n_layers * sz.out_params_per_layer,
+        "embedding": sz.embedding_params,
+        "shared_expert": sz.n_moe_layers * model.n_shared_experts * sz.ff_params_per_expert,
+        "dense_layer_ffn": sz.n_dense_layers * sz.dense_ff_params,
+    }
+    flop = {g: 2.0 * params * tokens for g, params in per_token.items()}
+    flop["routed_ffn"] = 2.0 * sz.n_moe_layers * model.n_active_experts * sz.ff_params_per_expert * routed_tokens
+    return flop
+
+
+def mixed_precision_gemm_s(
+    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: Layout, batch, whole_prompts: bool
+) -> np.ndarray:
+    """Seconds one step's GEMMs of the groups kept at other bits than ``weight_bits`` (``weight_precision``) add
+    over running at the weights' rate: each such group's FLOPs move from the weights' rate to its own bits' rate
+    (on a data-parallel-attention layout, the busiest GPU's FLOPs)."""
+    precision = weight_precision(model, preset, weight_bits)
+    batch = np.asarray(batch, dtype=float)
+    if precision.uniform:
+        return np.zeros(np.broadcast_shapes(layout.tp.shape, batch.shape))
+    n = layout.n_gpus
+    tokens = batch * layout.tokens_per_step
+    per_gpu = {g: f / n for g, f in gemm_flop_by_group(model, tokens, tokens).items()}
+    if layout.any_dp_attention:
+        own, routed = dp_attention.busiest_gpu_gemm_tokens(model, preset, layout, batch, whole_prompts)
+        busiest = gemm_flop_by_group(model, own, routed)
+        per_gpu = {g: np.where(layout.dp_attention, busiest[g], f) for g, f in per_gpu.items()}
+    at_weights = sustained_flop_per_s(gpu, preset, weight_bits)
+    extra = np.zeros(np.broadcast_shapes(layout.tp.shape, batch.shape))
+    for g in WEIGHT_GROUPS:
+        bits = precision.bits(g)
+        if bits != weight_bits:
+            extra = extra + per_gpu[g] * (1.0 / sustained_flop_per_s(gpu, preset, bits) - 1.0 / at_weights)
+    return extra
 
 
 @dataclass(frozen=True)
@@ -355,28 +427,32 @@ def hbm_traffic_bytes(
     attention group places whole on its ranks (``dp_attention``)."""
     sz = model_sizes(model)
     a = preset.activation_bytes
-    w = weight_bytes_per_param(weight_bits)
+    bits = weight_precision(model, preset, weight_bits)
+    w = {g: weight_bytes_per_param(bits.bits(g)) for g in WEIGHT_GROUPS}
     batch = np.asarray(batch, dtype=float)
     tp, pp, ep, s_tok = layout.tp, layout.pp, layout.ep, layout.tokens_per_step
     tok = batch * s_tok / pp
     t1, t2 = _tp_factors(preset, tp, layout.tp_2d)
     qkv_act = sz.qkv_out_width * tok * (1.0 if preset.paper_qkv_quirk else a)
-    qkv = w * sz.qkv_params_per_layer + t2 * a * model.d_model * tok + t1 * qkv_act
-    proj = w * sz.out_params_per_layer + a * (t2 * model.d_model * tok + t1 * sz.attn_out_in_width * tok)
+    qkv = w["qkv"] * sz.qkv_params_per_layer + t2 * a * model.d_model * tok + t1 * qkv_act
+    proj = w["out"] * sz.out_params_per_layer + a * (t2 * model.d_model * tok + t1 * sz.attn_out_in_width * tok)
     ff_moe = 0.0
     if sz.n_moe_layers:
         ff_t1, ff_t2 = _tp_factors(preset, tp / ep, layout.tp_2d) if model.is_moe else (t1, t2)
-        per_expert_w, per_expert_act = expert_bytes(model, preset, weight_bits, ff_t1, ff_t2)
+        _, per_expert_act = expert_bytes(model, preset, weight_bits, ff_t1, ff_t2)
         routed = routed_expert_bytes(model, preset, weight_bits, tok, ff_t1, ff_t2)
-        shared = model.n_shared_experts * (per_expert_w + per_expert_act * tok)
+        shared_w = w["shared_expert"] * sz.ff_params_per_expert
+        shared = model.n_shared_experts * (shared_w + per_expert_act * tok)
         ff_moe = sz.n_moe_layers * (routed + shared)
     ff_dense = 0.0
     if sz.n_dense_layers:
         dff = model.dense_layer_d_ff or model.d_ff
         ff_dense = sz.n_dense_layers * (
-            w * sz.dense_ff_params + (model.m_in + model.m_out) * a * tok * (t2 * model.d_model + t1 * dff)
+            w["dense_layer_ffn"] * sz.dense_ff_params
+            + (model.m_in + model.m_out) * a * tok * (t2 * model.d_model + t1 * dff)
         )
-    per_micro = model.n_layers * (qkv + proj) + ff_moe + ff_dense + w * model.vocab * model.d_model
+    head = w["embedding"] * model.vocab * model.d_model
+    per_micro = model.n_layers * (qkv + proj) + ff_moe + ff_dense + head
     plain = kv_read_bytes(model, preset, layout, batch) + pp * per_micro
     if not layout.any_dp_attention:
         return plain
@@ -385,8 +461,10 @@ def hbm_traffic_bytes(
 
 
 def expert_bytes(model: ModelSpec, preset: Preset, weight_bits: int, ff_t1, ff_t2) -> tuple[float, np.ndarray]:
-    """Weight bytes of one expert and activation bytes per token through it (slicing factors ff_t1, ff_t2)."""
-    per_expert_w = weight_bytes_per_param(weight_bits) * model_sizes(model).ff_params_per_expert
+    """Weight bytes of one routed expert (at its group's bits, ``weight_precision``) and activation bytes per token
+    through it (slicing factors ff_t1, ff_t2)."""
+    bits = weight_precision(model, preset, weight_bits).bits("routed_ffn")
+    per_expert_w = weight_bytes_per_param(bits) * model_sizes(model).ff_params_per_expert
     per_expert_act = (model.m_in + model.m_out) * preset.activation_bytes * (ff_t2 * model.d_model + ff_t1 * model.d_ff)
     return per_expert_w, per_expert_act
 
@@ -430,7 +508,9 @@ def step(
     flop_per_s = n * sustained_flop_per_s(gpu, preset, weight_bits)
     attn_flop_per_s = n * sustained_decode_attention_flop_per_s(gpu, preset, weight_bits, layout)
     hbm_bytes_per_s = n * sustained_hbm_bytes_per_s(gpu, preset)
-    compute_s = flop / flop_per_s
+    # the GEMMs of groups a checkpoint keeps wider run at their own bits' rate
+    kept_s = mixed_precision_gemm_s(model, gpu, preset, weight_bits, layout, batch, whole_prompts)
+    compute_s = flop / flop_per_s + kept_s
     if preset.decode_attention_at_kv_precision:
         # the attention FLOPs above were timed at the weights' rate: move them to the attention kernels'
         compute_s = compute_s + all_attn_flop * (1.0 / attn_flop_per_s - 1.0 / flop_per_s)
@@ -478,18 +558,18 @@ def memory(
     """Memory check: the notebook's aggregate one (paper) or per device with KV heads split or replicated."""
     gpu = hardware(gpu, preset)
     a = preset.activation_bytes
-    w = weight_bytes_per_param(weight_bits)
     batch = np.asarray(batch, dtype=float)
     models = [model] if draft is None else [model, draft]
     n = layout.n_gpus
+    held = sum(weight_bytes(m, weight_precision(m, preset, weight_bits)) for m in models)
     if preset.memory_check == "aggregate":
-        weights = sum(w * model_sizes(m).total_params for m in models) + 0.0 * n
+        weights = held + 0.0 * n
         kv = sum(kv_bytes_per_token(m, layout.kv_bytes_per_value) for m in models) * layout.context * batch
         act = np.zeros_like(kv)
         cap = n * gpu.hbm_bytes
         weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights, kv, act), n)
         return DeviceMemory(weights, kv, act, cap, weights + kv + act <= cap)
-    weights = sum(w * model_sizes(m).total_params for m in models) / n
+    weights = held / n
     kv = np.zeros_like(n * batch)
     act = np.zeros_like(kv)
     for m in models:

@@ -57,6 +57,77 @@ class ModelSpec:
         return self.kv_lora_rank > 0
 
 
+WEIGHT_GROUPS = ("qkv", "out", "embedding", "routed_ffn", "shared_expert", "dense_layer_ffn")
+"""Parameter groups a checkpoint may store at different precisions (``MixedPrecision``): the attention's input
+projections (MLA's q/kv down and up projections, GQA's QKV) and its output projection, the embedding and output head,
+the routed experts' feed-forward blocks (a dense model's feed-forward block, counted as its one expert), the shared
+experts and the dense feed-forward layers of a MoE model (DeepSeek's first layers)."""
+
+MIXED_PRECISION_FAMILIES = ("mla_moe", "all")
+"""Architecture families a ``MixedPrecision`` may apply to."""
+
+
+@dataclass(frozen=True)
+class MixedPrecision:
+    """Bits per parameter of each weight group (``WEIGHT_GROUPS``) of a quantized checkpoint family.
+
+    Applies to models of architecture ``family`` (``MIXED_PRECISION_FAMILIES``: "mla_moe", multi-head latent
+    attention with routed experts, the DeepSeek-V3 family; "all", every model) served at ``weight_bits``; a group's
+    bits of 0 are ``weight_bits``. A group kept wider is stored at its own bits (memory, bytes read per step) and its
+    GEMMs run at the tensor-core rate of those bits, its activations not being quantized either. ``source`` says which
+    checkpoints it describes.
+    """
+
+    weight_bits: int
+    family: str
+    qkv_bits: int = 0
+    out_bits: int = 0
+    embedding_bits: int = 0
+    routed_ffn_bits: int = 0
+    shared_expert_bits: int = 0
+    dense_layer_ffn_bits: int = 0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.family not in MIXED_PRECISION_FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(MIXED_PRECISION_FAMILIES)}, not {self.family!r}")
+
+    def bits(self, group: str) -> int:
+        """Bits per parameter of ``group`` (one of ``WEIGHT_GROUPS``)."""
+        return getattr(self, f"{group}_bits") or self.weight_bits
+
+    def applies(self, model: ModelSpec, weight_bits: int) -> bool:
+        """Whether a checkpoint of ``model`` at ``weight_bits`` is of this family."""
+        in_family = self.family == "all" or (model.is_mla and model.is_moe)
+        return weight_bits == self.weight_bits and in_family
+
+    @property
+    def uniform(self) -> bool:
+        """Every group at ``weight_bits``."""
+        return all(self.bits(g) == self.weight_bits for g in WEIGHT_GROUPS)
+
+
+NVFP4_MLA_MOE = MixedPrecision(
+    4,
+    "mla_moe",
+    qkv_bits=16,
+    embedding_bits=16,
+    source=(
+        "NVIDIA's NVFP4 DeepSeek-R1 checkpoints quantize the experts' and dense layers' GEMMs and keep the rest in "
+        "BF16: exclude_modules of nvidia/DeepSeek-R1-FP4's hf_quant_config.json lists lm_head and every layer's "
+        "self_attn* (NVIDIA/TensorRT-LLM#5766 prints it; NVIDIA/TensorRT-Model-Optimizer#150: the attention "
+        "projections are stored in BF16) and the MTP layer (model.layers.61*); the embedding is no Linear and stays "
+        "BF16. nvidia/DeepSeek-R1-0528-FP4-v2, the checkpoint InferenceX runs (SemiAnalysisAI/InferenceX "
+        "configs/nvidia-master.yaml @843c6254f), 'additionally quantizes the wo module in attention layers' "
+        "(https://huggingface.co/nvidia/DeepSeek-R1-0528-FP4-v2): o_proj at 4 bits, the q/kv projections BF16. AMD's "
+        "Quark MXFP4 checkpoints of DeepSeek-architecture models are 'block-scaled FP4 for MoE expert weights and BF16 "
+        "for attention' (sgl-project/sglang#21529); amd/DeepSeek-R1-0528-MXFP4-Preview's own config was not read, "
+        "and its shared experts (BF16 in the Quark models of #21529) are taken at 4 bits."
+    ),
+)
+"""The 4-bit checkpoints of DeepSeek-V3/R1 as published (``MixedPrecision.source``)."""
+
+
 @dataclass(frozen=True)
 class GpuSpec:
     """One accelerator: dense FLOP/s per weight precision, HBM, scale-up domain and network, rental price.
@@ -293,6 +364,10 @@ class Preset:
     so the busiest of G ranks carries ceil(B / G) of its B prompts through attention and the replicated layers
     (``dp_attention``: a request goes whole to one DP rank); off = the even share B / G (one prompt split over the
     group). Decode steps keep the even share either way.
+    mixed_precisions: quantized checkpoint families whose weight groups are not all at the weights' bits
+    (``MixedPrecision``; ``evaluator.weight_precision`` picks the first that applies to a model and weight bits): the
+    groups they keep wider are stored, read and multiplied at their own bits. Empty = every weight at the weight bits
+    (the notebook's).
     """
 
     name: str
@@ -323,6 +398,7 @@ class Preset:
     card_achievable_fractions: bool = False
     decode_attention_at_kv_precision: bool = False
     dp_attention_whole_prompts: bool = False
+    mixed_precisions: tuple[MixedPrecision, ...] = ()
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
@@ -419,5 +495,6 @@ DEFAULT = Preset(
     card_achievable_fractions=True,
     decode_attention_at_kv_precision=True,
     dp_attention_whole_prompts=True,
+    mixed_precisions=(NVFP4_MLA_MOE,),
 )
 PRESETS = {p.name: p for p in (PAPER, DEFAULT)}
