@@ -300,7 +300,9 @@ class Preset:
     (python/sglang/srt/models/deepseek_v2.py @ 3e4a39ee); TensorRT-LLM without attention DP: "no MoE communication
     is needed" (``CommunicationFactory.create_strategy`` returns None, tensorrt_llm/_torch/modules/fused_moe/
     communication/communication_factory.py @ 03c36d62) and ``Deepseekv3MoE.forward`` all-reduces shared + routed
-    output over the TP group (tensorrt_llm/_torch/models/modeling_deepseekv3.py @ a43cf9e3). Not modelled: an engine
+    output over the TP group (tensorrt_llm/_torch/models/modeling_deepseekv3.py @ a43cf9e3); vLLM uses its
+    all-to-all kernels only with data parallelism (``FusedMoEParallelConfig.use_all2all_kernels``: ``dp_size > 1 and
+    use_ep``, vllm/model_executor/layers/fused_moe/config.py @ 00c1c6a2). Not modelled: an engine
     run with an all-to-all backend and TP attention (SGLang ``--moe-a2a-backend deepep``/``mori`` without DP
     attention, whose MoE layer reduce-scatters, dispatches, combines and all-gathers). Off = the notebook's: the
     expert output reduced over tp / ep ranks (none at EP = TP) and a dispatch and a combine of k d_model values per
