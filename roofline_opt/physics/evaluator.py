@@ -340,10 +340,11 @@ def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int
             )
         merged = model.parallel_attention and preset.merge_parallel_attention_allreduce
         attn_out_per_layer = 0.0 if merged else 1.0
-        ff_nodes = np.ceil(ff_tp / node)
+        # under 1-D TP with tp_ep_moe_all_reduce the experts' output is reduced over the whole TP group, not tp / ep
+        ff_out_ranks = np.where(layout.tp_2d, ff_tp, tp) if preset.tp_ep_moe_all_reduce else ff_tp
         one_d = [
             (model.d_model, tp, nodes_all, attn_out_per_layer),
-            (ff_out_words, ff_tp, ff_nodes, 1.0),
+            (ff_out_words, ff_out_ranks, np.ceil(ff_out_ranks / node), 1.0),
         ]
         for words, ranks, nodes, per_layer in one_d:
             count = np.where(layout.tp_2d, 0.0, n_layers * per_layer)
@@ -351,7 +352,11 @@ def collectives(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int
         if model.is_moe and n_layers == sz.n_moe_layers:
             dispatch_bytes = model.n_active_experts * model.d_model * seq_bytes
             e_nodes = np.ceil(e / node)
-            out.append(_collective(preset, gpu, 2.0 * n_layers * (e > 1), e, e_nodes, dispatch_bytes, POINT_TO_POINT))
+            exchanges = 2.0 * n_layers * (e > 1)
+            if preset.tp_ep_moe_all_reduce:
+                # every rank of a 1-D TP group holds all tokens: its experts need no token sent to them
+                exchanges = np.where(layout.tp_2d, exchanges, 0.0)
+            out.append(_collective(preset, gpu, exchanges, e, e_nodes, dispatch_bytes, POINT_TO_POINT))
     send_bytes = model.d_model * seq_bytes / tp
     two = np.full_like(tp, 2.0)
     out.append(_collective(preset, gpu, pp - 1.0, np.where(pp > 1, two, 1.0), two, send_bytes, POINT_TO_POINT))

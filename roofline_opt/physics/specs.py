@@ -360,6 +360,24 @@ class Preset:
     weights' rate: engines prefill MLA in its non-absorbed form, fewer FLOPs than the absorbed form charged here
     (docs/physics/step-structure.md, item 7), and the rate alone would overstate it. Off = the notebook's: decode
     attention at the weights' rate (an FP8 or FP4 model's at the FP8 or FP4 rate).
+    tp_ep_moe_all_reduce: expert parallelism inside a 1-D tensor-parallel group (``Layout.ep`` > 1, attention
+    tensor-parallel, no data-parallel attention) moves no tokens: after the attention output's all-reduce every rank
+    holds all the step's tokens, runs its E / ep experts (each sliced over tp / ep ranks) on the tokens routed to
+    them, and the layer's output (routed experts plus shared experts) is all-reduced once over the whole TP group,
+    as under plain TP. SGLang without an all-to-all backend (``--moe-a2a-backend none``, the default):
+    ``StandardDispatcher.dispatch`` only maps the top-k ids to local experts and ``combine`` returns its input
+    (sgl-project/sglang python/sglang/srt/layers/moe/token_dispatcher/standard.py @ 73dce5a0), and
+    ``DeepseekV2MoE.forward_normal`` ends with ``tensor_model_parallel_all_reduce`` of the routed plus shared output
+    (python/sglang/srt/models/deepseek_v2.py @ 3e4a39ee); TensorRT-LLM without attention DP: "no MoE communication
+    is needed" (``CommunicationFactory.create_strategy`` returns None, tensorrt_llm/_torch/modules/fused_moe/
+    communication/communication_factory.py @ 03c36d62) and ``Deepseekv3MoE.forward`` all-reduces shared + routed
+    output over the TP group (tensorrt_llm/_torch/models/modeling_deepseekv3.py @ a43cf9e3); vLLM uses its
+    all-to-all kernels only with data parallelism (``FusedMoEParallelConfig.use_all2all_kernels``: ``dp_size > 1 and
+    use_ep``, vllm/model_executor/layers/fused_moe/config.py @ 00c1c6a2). Not modelled: an engine
+    run with an all-to-all backend and TP attention (SGLang ``--moe-a2a-backend deepep``/``mori`` without DP
+    attention, whose MoE layer reduce-scatters, dispatches, combines and all-gathers). Off = the notebook's: the
+    expert output reduced over tp / ep ranks (none at EP = TP) and a dispatch and a combine of k d_model values per
+    token over the ep ranks. 2-D TP keeps the notebook's terms either way.
     dp_attention_whole_prompts: a prefill step on a data-parallel-attention group places whole prompts on its ranks,
     so the busiest of G ranks carries ceil(B / G) of its B prompts through attention and the replicated layers
     (``dp_attention``: a request goes whole to one DP rank); off = the even share B / G (one prompt split over the
@@ -399,6 +417,7 @@ class Preset:
     decode_attention_at_kv_precision: bool = False
     dp_attention_whole_prompts: bool = False
     mixed_precisions: tuple[MixedPrecision, ...] = ()
+    tp_ep_moe_all_reduce: bool = False
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
@@ -496,5 +515,6 @@ DEFAULT = Preset(
     decode_attention_at_kv_precision=True,
     dp_attention_whole_prompts=True,
     mixed_precisions=(NVFP4_MLA_MOE,),
+    tp_ep_moe_all_reduce=True,
 )
 PRESETS = {p.name: p for p in (PAPER, DEFAULT)}
