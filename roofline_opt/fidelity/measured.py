@@ -70,7 +70,8 @@ ENGINE_MTP_DEPTH = {"sglang": 2, "tensorrt-llm": 3, "trt-llm": 3}
 text: SGLang 2 (``--speculative-num-steps 2 --speculative-num-draft-tokens 3``) and TensorRT-LLM 3
 (``num_nextn_predict_layers: 3``), 1 with attention data parallelism (``ENGINE_MTP_DEPTH_DP_ATTENTION``), as
 InferenceX runs them (SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_b200_mtp.sh @574bcd35,
-benchmarks/dsr1_fp8_h200_trt_mtp.sh @1fc5d73c). Another engine: ``DEFAULT_MTP_DEPTH``."""
+benchmarks/dsr1_fp8_h200_trt_mtp.sh @1fc5d73c). Another engine: ``DEFAULT_MTP_DEPTH``. An aggregated InferenceX
+row takes the depth its launch script sets instead (``recipes``; InferenceX's AMD SGLang scripts run 3)."""
 
 ENGINE_MTP_DEPTH_DP_ATTENTION = {"tensorrt-llm": 1, "trt-llm": 1}
 """TensorRT-LLM's MTP depth with attention data parallelism in InferenceX's recipe (``MTP=1`` when
