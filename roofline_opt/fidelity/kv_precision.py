@@ -15,6 +15,8 @@ What the engines document (read 2026-12):
 
 Engines not listed (NIM, Dynamo and others wrapping the ones above, in-house stacks) take the lowest precision any
 listed engine runs on the accelerator.
+
+An InferenceX row whose launch script sets the KV cache is read at that precision instead (``recipes``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any
 
 from roofline_opt import catalog, checks, files
 from roofline_opt.errors import InvalidInput
-from roofline_opt.fidelity import kv_precision
+from roofline_opt.fidelity import kv_precision, recipes
 from roofline_opt.fidelity import layouts as parse
 from roofline_opt.fidelity.names import MTP_MODELS, gpu_card_name, model_candidates, unmodelled_reason
 from roofline_opt.optimize.space import MAX_CONTEXT
@@ -70,7 +70,8 @@ ENGINE_MTP_DEPTH = {"sglang": 2, "tensorrt-llm": 3, "trt-llm": 3}
 text: SGLang 2 (``--speculative-num-steps 2 --speculative-num-draft-tokens 3``) and TensorRT-LLM 3
 (``num_nextn_predict_layers: 3``), 1 with attention data parallelism (``ENGINE_MTP_DEPTH_DP_ATTENTION``), as
 InferenceX runs them (SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_b200_mtp.sh @574bcd35,
-benchmarks/dsr1_fp8_h200_trt_mtp.sh @1fc5d73c). Another engine: ``DEFAULT_MTP_DEPTH``."""
+benchmarks/dsr1_fp8_h200_trt_mtp.sh @1fc5d73c). Another engine: ``DEFAULT_MTP_DEPTH``. An aggregated InferenceX
+row takes the depth its launch script sets instead (``recipes``; InferenceX's AMD SGLang scripts run 3)."""
 
 ENGINE_MTP_DEPTH_DP_ATTENTION = {"tensorrt-llm": 1, "trt-llm": 1}
 """TensorRT-LLM's MTP depth with attention data parallelism in InferenceX's recipe (``MTP=1`` when
@@ -397,9 +398,17 @@ def _engine_depth(framework: str, dp_attention: bool) -> int | None:
 
 
 def _speculation(
-    model: ModelSpec | None, text: str, framework: str, dp_attention: bool, reasons: list[str], notes: list[str]
+    model: ModelSpec | None,
+    text: str,
+    framework: str,
+    dp_attention: bool,
+    reasons: list[str],
+    notes: list[str],
+    recipe_depth: int | None = None,
 ) -> Speculation:
-    """The MTP settings of a row measured with speculative decoding (none without)."""
+    """The MTP settings of a row measured with speculative decoding (none without). ``recipe_depth``: the drafted
+    tokens the launch script the row ran sets (``recipes``), which fixes an unstated depth for the estimate and the
+    bound alike (the run used it)."""
     if not _SPECULATIVE_RE.search(text):
         return Speculation()
     if model is None or model.name not in MTP_MODELS:
@@ -410,6 +419,9 @@ def _speculation(
     engine = _engine_depth(framework, dp_attention)
     if stated is not None and stated >= 1:
         depth = bound_depth = stated
+    elif recipe_depth:
+        depth = bound_depth = recipe_depth
+        notes.append(f"MTP depth not stated: {depth} drafted (the run's recipe) for the estimate and the bound")
     else:
         depth, bound_depth = engine or DEFAULT_MTP_DEPTH, DEFAULT_MTP_DEPTH
         runs = "the engine's recipe" if engine else "no engine recipe known"
@@ -474,7 +486,20 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
         per_request = 1000.0 / tpot
     check = _check(batch, per_request, per_gpu, reasons)
     extra = " ".join((text["layout"], text["framework"], text["notes"]))
-    speculation = _speculation(model, extra, text["framework"], bool(layout and layout.dp_attention), reasons, notes)
+    dp_attention = bool(layout and layout.dp_attention)
+    recipe = None
+    if bits is not None and gpu_name is not None and layout is not None:
+        mtp = bool(_SPECULATIVE_RE.search(extra))
+        recipe = recipes.recipe_for(
+            text["model"], text["framework"], text["notes"], gpu_name, bits[0], layout.serving, mtp
+        )
+    if recipe is not None and bits is not None:
+        notes.append(recipe.describe())
+        if not bits[2] and recipe.kv_bits is not None:
+            # a KV precision the run's script sets is a fact of the run: the bound rests on it too
+            bits = (bits[0], recipe.kv_bits, True)
+    depth = recipe.depth(dp_attention) if recipe is not None else None
+    speculation = _speculation(model, extra, text["framework"], dp_attention, reasons, notes, depth)
     draft_bits = 0
     if speculation.depth and "nvfp4" in text["precision"].lower():
         draft_bits = NVFP4_MTP_DRAFT_BITS
