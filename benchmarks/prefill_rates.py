@@ -44,7 +44,6 @@ import numpy as np
 
 from roofline_opt.fidelity import whole_requests
 from roofline_opt.fidelity.measured import MeasuredRow, gpu_card, map_row, model_card, read_measured
-from roofline_opt.physics import evaluator, requests
 from roofline_opt.physics.specs import PRESETS, Preset
 
 
@@ -100,12 +99,8 @@ def read(row: MeasuredRow, preset: Preset) -> PrefillRate | None:
     model, gpu = model_card(s.model_card), gpu_card(s.gpu_card)
     assert model is not None
     _, _, saturated = whole_requests.prefill_rate(s, model, gpu, preset)
-    ranks = p.tp if p.dp_attention else 1
-    most = max(1, whole_requests.PREFILL_BATCH_TOKENS // i) * ranks
-    layout = evaluator.Layout.of(p.tp, False, p.pp, 0, 1, p.ep, s.kv_bits, dp_attention=p.dp_attention)
-    step_s = float(
-        np.ravel(requests.prefill_step(model, gpu, preset, s.weight_bits, layout, float(most), i).step_time_s)[0]
-    )
+    most = whole_requests.prefill_batch(s)
+    step_s = p.instances * most / saturated  # one full prefill step: the saturated pool's instances each finish `most`
     stated = None
     if row.measured_tok_s_per_gpu is not None:
         stated = row.measured_tok_s_per_gpu * s.gpus_in_all / o

@@ -137,3 +137,19 @@ def test_an_aggregated_mtp_row_runs_its_draft_in_the_closed_loop() -> None:
     assert float(f["tok_s_per_request"][0]) == pytest.approx(1.0 / float(out["tpot_s"]))
     cycle_s = float(out["ttft_s"]) + 1023 * float(out["tpot_s"])
     assert float(f["throughput_tok_s"][0]) == pytest.approx(32 * 1024 / cycle_s)
+
+
+def test_a_prefill_side_the_rows_gpu_count_contradicts_is_not_read() -> None:
+    setup = map_row(_cells("prefill 8 GPU (1 x TP8) + decode 8 GPU (1 x TP8)", "12", "64") | {"line": "2"}).setup
+    assert setup is not None and setup.prefill is None
+
+
+def test_a_prefill_side_with_an_impossible_degree_is_dropped_not_the_row() -> None:
+    setup = map_row(_cells("prefill 4 GPU (1 x TP0) + decode 8 GPU (1 x TP8)", "12", "64") | {"line": "2"}).setup
+    assert setup is not None and setup.prefill is None and setup.tp == 8
+
+
+def test_a_disaggregated_row_without_a_prompt_keeps_the_decode_only_model() -> None:
+    setup = map_row(_cells("prefill 4 GPU (1 x TP4) + decode 8 GPU (1 x TP8)", "12", "64", "0") | {"line": "2"}).setup
+    assert setup is not None and setup.prefill is not None
+    assert not whole_requests.applies(setup)

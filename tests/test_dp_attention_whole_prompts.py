@@ -70,3 +70,11 @@ def test_the_paper_preset_splits_a_prompt_evenly() -> None:
     paper = requests.prefill_step(DEEPSEEK, B200, PAPER, 8, _dep(8), 1.0, PROMPT).step_time_s
     on = replace(PAPER, dp_attention_whole_prompts=True)
     assert float(requests.prefill_step(DEEPSEEK, B200, on, 8, _dep(8), 1.0, PROMPT).step_time_s) > float(paper)
+
+
+def test_the_attention_kernel_class_is_the_busiest_ranks_whole_prompt() -> None:
+    """Per kernel class, the prompt attention of one 8k prompt on an 8-rank group is the rank holding it."""
+    step = ev.step(DEEPSEEK, B200, DEFAULT, 8, _dep(8), 1.0, whole_prompts=True)
+    busiest = dp_attention.busiest_gpu_attention_flop(DEEPSEEK, DEFAULT, _dep(8), 1.0, whole_prompts=True)
+    rate = ev.sustained_decode_attention_flop_per_s(B200, DEFAULT, 8, _dep(8))
+    assert float(step.decode_attention_compute_s) == pytest.approx(float(busiest / rate), rel=1e-12)

@@ -106,6 +106,7 @@ def test_a_user_profile_file_loads_with_aliases_resolved(tmp_path) -> None:
         (("[-0.12, 0.09]", "[0.3, 0.1]"), "log_error_quantiles"),
         (("fitted: [hbm_efficiency]", "fitted: [luck]"), "fitted"),
         (("name: mine", "nom: mine"), "key"),
+        (("{memory_reserve_bytes: 1610612736}", "{mixed_precisions: 0}"), "settings"),
     ],
 )
 def test_a_bad_field_is_one_error_naming_it(tmp_path, change, field) -> None:

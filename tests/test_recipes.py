@@ -125,3 +125,7 @@ def test_recipe_versions_of_one_script_do_not_overlap():
     for _, group in itertools.groupby(sorted(recipes.RECIPES, key=key), key=key):
         spans = sorted((r.since, r.until or "9999") for r in group)
         assert all(a[0] < a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
+
+
+def test_trt_llm_written_short_is_tensorrt_llm() -> None:
+    assert recipes.engine_of("TRT-LLM 1.1 (PyTorch backend)") == "TensorRT-LLM"

@@ -86,16 +86,20 @@ def _decode_side(low: str, stated: int | None, reasons: list[str]) -> tuple[str,
     return part, count
 
 
-def _prefill_side(low: str, model: ModelSpec | None, where: str) -> ParsedLayout | None:
+def _prefill_side(low: str, model: ModelSpec | None, where: str, decode_gpus: int | None, stated: int | None):
     """The prefill part of a disaggregated layout (``prefill 4 GPU (1 x TP4)``), None where it states no prefill GPU
-    count or shape (its reasons are not the row's: the decode side still bounds it)."""
+    count or shape, or one its degrees or the row's GPU count (prefill + decode) contradict: its problems are not the
+    row's (the decode side still bounds it)."""
     if "prefill" not in low or "decode" not in low or low.index("prefill") > low.index("decode"):
         return None
     part = low[low.index("prefill") + len("prefill") : low.index("decode")].strip(" +;,")
     gpus = re.search(r"(\d+)\s*gpus?\b", part)
-    if gpus is None:
+    if gpus is None or decode_gpus is None or stated is None or int(gpus.group(1)) + decode_gpus != stated:
         return None
-    found = map_layout(part, gpus.group(1), model, [], [], f"{where} (prefill side)")
+    try:
+        found = map_layout(part, gpus.group(1), model, [], [], f"{where} (prefill side)")
+    except InvalidInput:
+        return None
     return None if found is None or found.serving != "aggregated" else found
 
 
@@ -135,7 +139,7 @@ def map_layout(
         dp_attention = True
         notes.append("attention layout not stated with wide EP: data-parallel attention (the wide-EP convention)")
     serving = "disaggregated" if disaggregated else "aggregated"
-    prefill = _prefill_side(text.lower(), model, where) if disaggregated else None
+    prefill = _prefill_side(text.lower(), model, where, pool, stated) if disaggregated else None
     if dp_attention and pp is not None and pp > 1:
         reasons.append(f"layout {text!r}: data-parallel attention with pipeline parallelism PP{pp} is not modelled")
         return None

@@ -62,7 +62,7 @@ def applies(s: MeasuredSetup) -> bool:
     if s.input_len is None or s.output_len is None:
         return False
     if s.serving == "disaggregated":
-        return s.prefill is not None and s.output_len >= 2 and not s.static_batch
+        return s.prefill is not None and s.input_len >= 1 and s.output_len >= 2 and not s.static_batch
     return not (s.static_batch and s.mtp_depth)
 
 
@@ -156,19 +156,28 @@ def _table_batches(top: float) -> np.ndarray:
     return np.unique(np.concatenate([dense, np.geomspace(4096.0, top, 4000), [top]]))
 
 
+def prefill_batch(s: MeasuredSetup) -> int:
+    """The most prompts one prefill instance of a disaggregated row batches into a step: ``PREFILL_BATCH_TOKENS`` of
+    prompt tokens per data-parallel attention rank (at least one prompt each)."""
+    p = s.prefill
+    assert p is not None and s.input_len is not None and s.input_len >= 1  # applies(s) holds
+    ranks = p.tp if p.dp_attention else 1
+    return max(1, PREFILL_BATCH_TOKENS // s.input_len) * ranks
+
+
 def prefill_rate(
     s: MeasuredSetup, model: ModelSpec, gpu: GpuSpec, preset: Preset
 ) -> tuple[Callable[[np.ndarray], np.ndarray], float, float]:
     """The prefill pool of a disaggregated row: requests/s it serves with n clients in it (a function of n), the
-    seconds one request's KV cache takes to reach its decode instance, and the pool's saturated requests/s."""
+    seconds one request's KV cache takes to reach its decode instance, and the pool's saturated requests/s (its
+    instances each prefilling their largest batch: ``prefill_batch``)."""
     p = s.prefill
     assert p is not None and s.input_len is not None  # applies(s) holds
     i = s.input_len
     layout = evaluator.Layout.of(
         p.tp, False, p.pp, 0, 1, p.ep, s.kv_bits, dp_attention=p.dp_attention, a2a_overlap=p.a2a_overlap
     )
-    ranks = p.tp if p.dp_attention else 1
-    most = max(1, PREFILL_BATCH_TOKENS // i) * ranks
+    most = prefill_batch(s)
     prompts = np.arange(1.0, most + 1.0)
     step_s = np.broadcast_to(
         requests.prefill_step(model, gpu, preset, s.weight_bits, layout, prompts, i).step_time_s, prompts.shape

@@ -529,8 +529,10 @@ def step(
     network_s = network_s + np.zeros_like(compute_s)
     if not preset.per_kernel_class:
         return StepFigures(launch, network_s, memory_s, compute_s, hidden)
-    kv_s = kv_read_bytes(model, preset, layout, batch) / hbm_bytes_per_s
-    attn_s = attn_flop / attn_flop_per_s
+    # the busiest GPU's attention (whole prompts on their data-parallel ranks) sets the attention class, as in compute_s
+    busiest_share = np.where(attn_flop > 0, all_attn_flop / np.where(attn_flop > 0, attn_flop, 1.0), 1.0)
+    kv_s = kv_read_bytes(model, preset, layout, batch) / hbm_bytes_per_s * busiest_share
+    attn_s = all_attn_flop / attn_flop_per_s
     return StepFigures(launch, network_s, memory_s, compute_s, hidden, kv_s, attn_s, per_kernel_class=True)
 
 

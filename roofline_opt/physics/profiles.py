@@ -37,9 +37,10 @@ EFFICIENCY_FIELDS = ("flop_efficiency", "hbm_efficiency", "network_latency_facto
 SETTING_FIELDS = tuple(
     f.name
     for f in dataclasses.fields(Preset)
-    if f.name not in ("name", "protocols", "kernel_counts", *EFFICIENCY_FIELDS)
+    if f.name not in ("name", "protocols", "kernel_counts", "mixed_precisions", *EFFICIENCY_FIELDS)
 )
-"""Preset fields a profile's ``settings`` may override for every accelerator."""
+"""Preset fields a profile's ``settings`` may override for every accelerator (not ``mixed_precisions``: how a
+checkpoint is quantized is the checkpoint's, not the engine's)."""
 
 LAYOUT_FEATURES = ("tp", "tp_2d", "pp", "ep", "dp_attention", "mtp", "draft", "disagg", "kv4")
 """Layout features an engine may deploy (``EngineProfile.deployable``): tensor parallelism (1-D, 2-D), pipeline and
