@@ -83,6 +83,29 @@ _SG_MTP3 = "--speculative-num-steps 3 --speculative-num-draft-tokens 4"
 _TRT_KV = "kv_cache_config: dtype: fp8"
 _TRT_MTP = "num_nextn_predict_layers: MTP=3, MTP=1 when DP_ATTENTION=true"
 _ATOM_KV = "--kv_cache_dtype fp8"
+
+# engine settings several script versions share (what the table records as text, not applied)
+_SG_PREFILL_131K = "chunked prefill 131072, max prefill tokens 131072, cuda-graph max bs 128, mem fraction 0.8"
+_SG_PREFILL_16K_BS256 = "chunked prefill 16384, cuda-graph max bs 256, mem fraction 0.85"
+_SG_PREFILL_196K = (
+    "chunked prefill = max prefill tokens 196608 (32768 at 8k/1k above concurrency 32), cuda-graph max bs 128, "
+    "mem fraction 0.8"
+)
+_TRT_BS128_FREE_075 = "cuda_graph_config max_batch_size 128, free_gpu_memory_fraction 0.75"
+_SG_PREFILL_16K_BS512 = "chunked prefill 16384, max prefill tokens 16384, cuda-graph max bs 512, mem fraction 0.82"
+_SG_PREFILL_196K_BS_CONCURRENCY = (
+    "chunked prefill 196608, max prefill tokens 196608, cuda-graph max bs = concurrency, mem fraction 0.8"
+)
+_SG_PREFILL_32K_BS128 = "chunked prefill 32768, max prefill tokens 32768, cuda-graph max bs 128, mem fraction 0.82"
+_SG_PREFILL_32K_TP8_8K_TP4 = (
+    "TP8: chunked prefill 32768, max prefill tokens 32768, cuda-graph max bs 128, mem fraction 0.82; TP4: 8192, 8192, "
+    "32, 0.95"
+)
+_SG_PREFILL_32K_BS512_OR_256 = (
+    "chunked prefill 32768, max prefill tokens 32768, cuda-graph max bs 512 (1k/1k) or 256, mem fraction 0.82"
+)
+_TRT_BS512_FREE_08 = "cuda_graph_config max_batch_size 512, free_gpu_memory_fraction 0.8"
+_TRT_BS256_FREE_08 = "cuda_graph_config max_batch_size 256, free_gpu_memory_fraction 0.8"
 _ATOM_MTP_DEFAULT = (
     "--method mtp without --num-speculative-tokens: ATOM's default 1 drafted token, ROCm/ATOM "
     "atom/model_engine/arg_utils.py default=1 from @7b4b6089 (2025-12-10) to v0.1.3 @bdcc62e9 (2026-05-30)"
@@ -100,7 +123,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("dsr1_fp8_b200_docker.sh", "d8fe8f73", _SG_KV),
-        "chunked prefill 32768, max prefill tokens 32768, cuda-graph max bs 128, mem fraction 0.82",
+        _SG_PREFILL_32K_BS128,
     ),
     Recipe(
         "SGLang",
@@ -112,7 +135,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("dsr1_fp8_b200_docker.sh", "d22bf9ca", _SG_KV) + "; dsr1_fp8_b200_slurm.sh @ea181ae6 the same",
-        "chunked prefill 32768, max prefill tokens 32768, cuda-graph max bs 128, mem fraction 0.82",
+        _SG_PREFILL_32K_BS128,
     ),
     Recipe(
         "SGLang",
@@ -124,8 +147,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("single_node/dsr1_fp8_b200.sh", "64c20b6b", _SG_KV),
-        "TP8: chunked prefill 32768, max prefill tokens 32768, cuda-graph max bs 128, mem fraction 0.82; "
-        "TP4: 8192, 8192, 32, 0.95",
+        _SG_PREFILL_32K_TP8_8K_TP4,
     ),
     Recipe(
         "SGLang",
@@ -137,8 +159,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("single_node/dsr1_fp8_b200.sh", "ed5867f9", _SG_KV),
-        "TP8: chunked prefill 32768, max prefill tokens 32768, cuda-graph max bs 128, mem fraction 0.82; "
-        "TP4: 8192, 8192, 32, 0.95",
+        _SG_PREFILL_32K_TP8_8K_TP4,
     ),
     Recipe(
         "SGLang",
@@ -150,7 +171,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         2,
         _src("single_node/dsr1_fp8_b200_mtp.sh", "64c20b6b", f"{_SG_KV}, {_SG_MTP2}"),
-        "chunked prefill 16384, max prefill tokens 16384, cuda-graph max bs 512, mem fraction 0.82",
+        _SG_PREFILL_16K_BS512,
     ),
     Recipe(
         "SGLang",
@@ -162,7 +183,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         2,
         _src("single_node/dsr1_fp8_b200_mtp.sh", "ed5867f9", f"{_SG_KV}, {_SG_MTP2}"),
-        "chunked prefill 16384, max prefill tokens 16384, cuda-graph max bs 512, mem fraction 0.82",
+        _SG_PREFILL_16K_BS512,
     ),
     Recipe(
         "SGLang",
@@ -174,7 +195,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("dsr1_fp4_b200_docker.sh", "4b860b78", _SG_KV),
-        "chunked prefill 16384, cuda-graph max bs 256, mem fraction 0.85",
+        _SG_PREFILL_16K_BS256,
     ),
     Recipe(
         "SGLang",
@@ -186,7 +207,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("dsr1_fp4_b200_docker.sh", "d8fe8f73", _SG_KV),
-        "chunked prefill 16384, cuda-graph max bs 256, mem fraction 0.85",
+        _SG_PREFILL_16K_BS256,
     ),
     Recipe(
         "SGLang",
@@ -198,7 +219,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("single_node/dsr1_fp4_b200.sh", "64c20b6b", _SG_KV),
-        "chunked prefill 16384, cuda-graph max bs 256, mem fraction 0.85",
+        _SG_PREFILL_16K_BS256,
     ),
     Recipe(
         "SGLang",
@@ -210,7 +231,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("single_node/dsr1_fp4_b200.sh", "ed5867f9", _SG_KV),
-        "chunked prefill 16384, cuda-graph max bs 256, mem fraction 0.85",
+        _SG_PREFILL_16K_BS256,
     ),
     Recipe(
         "SGLang",
@@ -222,7 +243,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         2,
         _src("single_node/dsr1_fp4_b200_mtp.sh", "292726bb", f"{_SG_KV}, {_SG_MTP2}"),
-        "chunked prefill 16384, max prefill tokens 16384, cuda-graph max bs 512, mem fraction 0.82",
+        _SG_PREFILL_16K_BS512,
     ),
     # SGLang, H200: no KV flag (BF16 for DeepSeek-R1's FP8 checkpoint, which carries no KV-cache quantization)
     Recipe(
@@ -235,7 +256,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         None,
         _src("single_node/dsr1_fp8_h200.sh", "41aff0af", "no --kv-cache-dtype"),
-        "chunked prefill 32768, max prefill tokens 32768, cuda-graph max bs 512 (1k/1k) or 256, mem fraction 0.82",
+        _SG_PREFILL_32K_BS512_OR_256,
     ),
     Recipe(
         "SGLang",
@@ -247,7 +268,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         None,
         _src("single_node/dsr1_fp8_h200.sh", "ed5867f9", "no --kv-cache-dtype"),
-        "chunked prefill 32768, max prefill tokens 32768, cuda-graph max bs 512 (1k/1k) or 256, mem fraction 0.82",
+        _SG_PREFILL_32K_BS512_OR_256,
     ),
     Recipe(
         "SGLang",
@@ -272,7 +293,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("single_node/dsr1_fp8_mi300x.sh", "8d81e0bf", _SG_KV),
-        "chunked prefill 131072, max prefill tokens 131072, cuda-graph max bs 128, mem fraction 0.8",
+        _SG_PREFILL_131K,
     ),
     Recipe(
         "SGLang",
@@ -284,7 +305,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("single_node/dsr1_fp8_mi300x.sh", "ed5867f9", _SG_KV),
-        "chunked prefill 131072, max prefill tokens 131072, cuda-graph max bs 128, mem fraction 0.8",
+        _SG_PREFILL_131K,
     ),
     Recipe(
         "SGLang",
@@ -296,7 +317,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("single_node/dsr1_fp8_mi325x.sh", "8d81e0bf", _SG_KV),
-        "chunked prefill 131072, max prefill tokens 131072, cuda-graph max bs 128, mem fraction 0.8",
+        _SG_PREFILL_131K,
     ),
     Recipe(
         "SGLang",
@@ -308,7 +329,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("single_node/dsr1_fp8_mi325x.sh", "ed5867f9", _SG_KV),
-        "chunked prefill 131072, max prefill tokens 131072, cuda-graph max bs 128, mem fraction 0.8",
+        _SG_PREFILL_131K,
     ),
     Recipe(
         "SGLang",
@@ -320,7 +341,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         3,
         _src("single_node/dsr1_fp8_mi325x_mtp.sh", "8283444d", f"{_SG_KV}, {_SG_MTP3}"),
-        "chunked prefill 131072, max prefill tokens 131072, cuda-graph max bs 128, mem fraction 0.8",
+        _SG_PREFILL_131K,
     ),
     Recipe(
         "SGLang",
@@ -332,7 +353,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("single_node/dsr1_fp8_mi355x.sh", "9d39c92e", _SG_KV),
-        "chunked prefill 196608, max prefill tokens 196608, cuda-graph max bs = concurrency, mem fraction 0.8",
+        _SG_PREFILL_196K_BS_CONCURRENCY,
     ),
     Recipe(
         "SGLang",
@@ -344,7 +365,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("single_node/dsr1_fp8_mi355x.sh", "ed5867f9", _SG_KV),
-        "chunked prefill 196608, max prefill tokens 196608, cuda-graph max bs = concurrency, mem fraction 0.8",
+        _SG_PREFILL_196K_BS_CONCURRENCY,
     ),
     Recipe(
         "SGLang",
@@ -356,7 +377,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         3,
         _src("single_node/dsr1_fp8_mi355x_mtp.sh", "c178e282", f"{_SG_KV}, {_SG_MTP3}"),
-        "chunked prefill 196608, max prefill tokens 196608, cuda-graph max bs = concurrency, mem fraction 0.8",
+        _SG_PREFILL_196K_BS_CONCURRENCY,
     ),
     # MI355X MXFP4: the October 2025 script passes no KV flag
     Recipe(
@@ -369,8 +390,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         None,
         _src("dsr1_fp4_mi355x_docker.sh", "a25544f7", "no --kv-cache-dtype; dsr1_fp4_mi355x_slurm.sh the same"),
-        "chunked prefill = max prefill tokens 196608 (32768 at 8k/1k above concurrency 32), cuda-graph max bs "
-        "128, mem fraction 0.8",
+        _SG_PREFILL_196K,
     ),
     Recipe(
         "SGLang",
@@ -382,8 +402,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("single_node/dsr1_fp4_mi355x.sh", "8d81e0bf", _SG_KV),
-        "chunked prefill = max prefill tokens 196608 (32768 at 8k/1k above concurrency 32), cuda-graph max bs "
-        "128, mem fraction 0.8",
+        _SG_PREFILL_196K,
     ),
     Recipe(
         "SGLang",
@@ -395,8 +414,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("single_node/fixed_seq_len/dsr1_fp4_mi355x.sh", "1b234994", _SG_KV),
-        "chunked prefill = max prefill tokens 196608 (32768 at 8k/1k above concurrency 32), cuda-graph max bs "
-        "128, mem fraction 0.8",
+        _SG_PREFILL_196K,
     ),
     Recipe(
         "SGLang",
@@ -408,8 +426,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         3,
         _src("single_node/dsr1_fp4_mi355x_mtp.sh", "8a16828e", f"{_SG_KV}, {_SG_MTP3}"),
-        "chunked prefill = max prefill tokens 196608 (32768 at 8k/1k above concurrency 32), cuda-graph max bs "
-        "128, mem fraction 0.8",
+        _SG_PREFILL_196K,
     ),
     # TensorRT-LLM
     Recipe(
@@ -422,7 +439,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("dsr1_fp4_b200_trt_slurm.sh", "9596d23d", _TRT_KV),
-        "cuda_graph_config max_batch_size 512, free_gpu_memory_fraction 0.8",
+        _TRT_BS512_FREE_08,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -434,7 +451,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("dsr1_fp4_b200_trt_slurm.sh", "d22bf9ca", _TRT_KV),
-        "cuda_graph_config max_batch_size 512, free_gpu_memory_fraction 0.8",
+        _TRT_BS512_FREE_08,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -471,7 +488,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("dsr1_fp8_b200_trt_slurm.sh", "d22bf9ca", _TRT_KV),
-        "cuda_graph_config max_batch_size 256, free_gpu_memory_fraction 0.8",
+        _TRT_BS256_FREE_08,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -509,7 +526,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("dsr1_fp8_h200_trt_slurm.sh", "9596d23d", _TRT_KV),
-        "cuda_graph_config max_batch_size 128, free_gpu_memory_fraction 0.75",
+        _TRT_BS128_FREE_075,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -521,7 +538,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         None,
         _src("dsr1_fp8_h200_trt_slurm.sh", "d22bf9ca", _TRT_KV),
-        "cuda_graph_config max_batch_size 128, free_gpu_memory_fraction 0.75",
+        _TRT_BS128_FREE_075,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -546,7 +563,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         3,
         _src("dsr1_fp8_b200_trt_mtp_slurm.sh", "bf345672", f"{_TRT_KV}, {_TRT_MTP}"),
-        "cuda_graph_config max_batch_size 256, free_gpu_memory_fraction 0.8",
+        _TRT_BS256_FREE_08,
         mtp_depth_dp_attention=1,
     ),
     Recipe(
@@ -586,7 +603,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         3,
         _src("dsr1_fp8_h200_trt_mtp_slurm.sh", "bf345672", f"{_TRT_KV}, {_TRT_MTP}"),
-        "cuda_graph_config max_batch_size 128, free_gpu_memory_fraction 0.75",
+        _TRT_BS128_FREE_075,
         mtp_depth_dp_attention=1,
     ),
     Recipe(
@@ -599,7 +616,7 @@ RECIPES: tuple[Recipe, ...] = (
         8,
         3,
         _src("single_node/dsr1_fp8_h200_trt_mtp.sh", "ed5867f9", f"{_TRT_KV}, {_TRT_MTP}"),
-        "cuda_graph_config max_batch_size 128, free_gpu_memory_fraction 0.75",
+        _TRT_BS128_FREE_075,
         mtp_depth_dp_attention=1,
     ),
     Recipe(
