@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -85,6 +86,31 @@ CASES = {
     "gamma max without a draft": (with_flag("--gamma-max", "4"), "--gamma-max", "must be 0 without a draft"),
     "draft without gamma max": (with_flag("--draft", "llama-3-8b"), "--gamma-max", "must be at least 1 with a draft"),
     "unknown preset": (with_flag("--preset", "papr"), "--preset", "Did you mean 'paper'"),
+    "prefill degree of a decode-only setup": (
+        with_flag("--prefill-tp", "4"),
+        "--prefill-tp",
+        "applies to whole requests: give --isl and --osl too, or drop it",
+    ),
+    "negative prefill degree of a decode-only setup": (
+        with_flag("--prefill-tp", "-5"),
+        "--prefill-tp",
+        "must be a positive integer. Got '-5' instead.",
+    ),
+    "chunk of a decode-only setup": (
+        with_flag("--chunk-tokens", "512"),
+        "--chunk-tokens",
+        "applies to whole requests: give --isl and --osl too",
+    ),
+    "prefill gpu of an aggregated setup": (
+        lambda p: [*with_flag("--prefill-gpu", "h200")(p), "--isl", "1000", "--osl", "100"],
+        "--prefill-gpu",
+        "applies to disaggregated serving: give --serving disagg too, or drop it",
+    ),
+    "CSV aggregated row with a prefill degree": (
+        from_csv(f"model,gpu,tp,pp,batch,isl,osl,prefill_tp\n{GOOD_ROW},1000,100,2\n"),
+        "setups.csv line 2: prefill_tp",
+        "applies to disaggregated serving: give `serving` disagg too",
+    ),
     "expert parallelism on a dense model": (with_flag("--ep", "2"), "--ep", "must be 1 or divide"),
     "missing batch flag": (lambda p: SETUP[:-2] + ["--model", "llama-3-8b"], "--batch", "is required"),
     "malformed YAML gpu card": (with_file("bad.yaml", "name: [unclosed\n", "--gpu"), "bad.yaml", "is not valid YAML"),
@@ -178,3 +204,11 @@ def test_unwritable_csv_destination_names_the_flag_and_leaves_nothing(
     assert captured.err.startswith("roofline-opt: error: --csv: cannot write") and captured.err.count("\n") == 1
     assert captured.out == ""
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_prefill_flag_at_its_default_is_accepted_on_a_decode_only_setup(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main([*SETUP, "--model", "llama-3-8b", "--prefill-tp", "1", "--json"])
+
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert json.loads(captured.out)[0]["tp"] == 8

@@ -173,6 +173,21 @@ def test_layout_and_tp_flags_together_are_refused(capsys):
     assert_one_line(err, code, EXIT_BAD_INPUT, "--layout")
 
 
+def test_a_deployment_flag_with_only_measured_points_csvs_is_refused_not_ignored(capsys):
+    csv = Path(__file__).parent / "data" / "measured_synthetic.csv"
+    code, out, err = run(capsys, "validate", "--measured", str(csv), "--model", "llama-3-8b")
+    assert_one_line(err, code, EXIT_BAD_INPUT, "--model", "benchmark client's result file", "drop it")
+    assert out == ""
+
+
+def test_calibrate_refuses_a_deployment_flag_with_only_measured_points_csvs(tmp_path, capsys):
+    csv = Path(__file__).parent / "data" / "measured_synthetic.csv"
+    out = tmp_path / "card.yaml"
+    code, _, err = run(capsys, "calibrate", "--measured", str(csv), "--gpu", "h100-sxm", "--tp", "2", "--out", str(out))
+    assert_one_line(err, code, EXIT_BAD_INPUT, "--tp", "measured-points CSVs")
+    assert not out.exists()
+
+
 def test_validate_mixes_our_csv_with_result_files_and_says_where_each_row_came_from(capsys):
     csv = Path(__file__).parent / "data" / "measured_synthetic.csv"
     n_csv = len(measured.read_measured(csv))

@@ -103,8 +103,7 @@ def add_deployment_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ())
     )
     for flag, text in DEPLOYMENT_FLAGS:
         if flag not in skip:
-            name = flag[2:].replace("-", "_")
-            group.add_argument(flag, dest=f"deployment_{name}", metavar=name.upper(), help=text)
+            group.add_argument(flag, dest=_deployment_dest(flag), metavar=flag[2:].replace("-", "_").upper(), help=text)
 
 
 def deployment_of(args: argparse.Namespace, **given: str | None) -> Description | None:
@@ -112,10 +111,7 @@ def deployment_of(args: argparse.Namespace, **given: str | None) -> Description 
     another flag of the command states (calibrate's ``--gpu``)."""
     from roofline_opt.fidelity import measurements
 
-    values = {
-        flag[2:].replace("-", "_"): getattr(args, f"deployment_{flag[2:].replace('-', '_')}", None)
-        for flag, _ in DEPLOYMENT_FLAGS
-    }
+    values = {flag[2:].replace("-", "_"): getattr(args, _deployment_dest(flag), None) for flag, _ in DEPLOYMENT_FLAGS}
     return measurements.from_flags(**(values | {k: v for k, v in given.items() if v is not None}))
 
 
@@ -136,7 +132,17 @@ def measured_rows(args: argparse.Namespace, **given: str | None) -> MeasuredRows
     paths, fields = measurement_files(args)
     if not paths:
         raise InvalidInput("--measured", "is required: give measured-points CSVs or benchmark result files")
-    return fidelity.read_any(paths, deployment_of(args, **given), fields)
+    rows = fidelity.read_any(paths, deployment_of(args, **given), fields)
+    stated = [flag for flag, _ in DEPLOYMENT_FLAGS if getattr(args, _deployment_dest(flag), None) is not None]
+    if stated and not any("client" in row for row in rows):  # measured-points rows state their own deployment
+        msg = "describes a benchmark client's result file; the files given are measured-points CSVs: drop it"
+        raise InvalidInput(stated[0], msg)
+    return rows
+
+
+def _deployment_dest(flag: str) -> str:
+    """The attribute ``add_deployment_flags`` stores a deployment flag under."""
+    return "deployment_" + flag[2:].replace("-", "_")
 
 
 def _row_profiles(args: argparse.Namespace):
@@ -180,7 +186,7 @@ def run_validate(args: argparse.Namespace) -> int:
         from roofline_opt.report.html import check_html_destination
 
         check_html_destination(args.html, inputs=paths)
-    cells = fidelity.read_any(paths, deployment_of(args), fields)
+    cells = measured_rows(args)
     profile_of = _row_profiles(args)
     rows = fidelity.validate(cells, PRESETS[_preset(args.preset)], profile_of)
     records = [r.to_record() | {"profile": _profile_name(profile_of, r, args.preset)} for r in rows]

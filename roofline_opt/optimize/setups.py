@@ -330,6 +330,23 @@ def check(values: Mapping[str, Any], label: Callable[[str], str], specs: Specs) 
     )
 
 
+def _check_unused(values: Mapping[str, Any], label: Callable[[str], str], fields: Sequence[str], needs: str) -> None:
+    """Refuse a field of ``fields`` given other than its default, which this setup would ignore (silently dropping
+    it would hide a forgotten flag); ``needs`` names the setups it applies to and what they take."""
+    for field in fields:
+        value, default = values[field], DEFAULTS[field]
+        if _blank(value):
+            continue
+        if isinstance(default, bool):
+            given_differs = _bool(label(field), value) != default
+        elif isinstance(default, int):
+            given_differs = checks.positive_int(label(field), value) != default
+        else:
+            given_differs = True
+        if given_differs:
+            raise InvalidInput(label(field), f"applies to {needs} too, or drop it")
+
+
 def _request_fields(values, label, specs: Specs, gpu_text: str, bits: int) -> dict[str, Any]:
     """KV bits, request lengths, serving mode, chunk and the prefill side of a setup, checked."""
     out: dict[str, Any] = {"kv_bits": checks.choice(label("kv_bits"), values["kv_bits"], evaluator.KV_BITS)}
@@ -338,6 +355,7 @@ def _request_fields(values, label, specs: Specs, gpu_text: str, bits: int) -> di
     if _blank(isl) and _blank(osl):
         if serving != rq.AGG:
             raise InvalidInput(label("serving"), "disagg needs whole requests: give `isl` and `osl`")
+        _check_unused(values, label, ("chunk_tokens", *PREFILL_FIELDS), "whole requests: give `isl` and `osl`")
         return out
     if _blank(isl) or _blank(osl):
         missing = "isl" if _blank(isl) else "osl"
@@ -348,7 +366,9 @@ def _request_fields(values, label, specs: Specs, gpu_text: str, bits: int) -> di
         serving=serving,
         chunk_tokens=checks.positive_int(label("chunk_tokens"), values["chunk_tokens"], maximum=MAX_CONTEXT),
     )
-    if serving == rq.DISAGG:
+    if serving != rq.DISAGG:
+        _check_unused(values, label, PREFILL_FIELDS, "disaggregated serving: give `serving` disagg")
+    else:
         given = values["prefill_gpu"]
         prefill_text = gpu_text if _blank(given) else specs.name(label("prefill_gpu"), given)
         check_runs(label("prefill_gpu"), specs.gpu(prefill_text, label("prefill_gpu")), bits)
