@@ -291,6 +291,10 @@ def test_a_budget_below_the_cheapest_plan_gives_its_cost() -> None:
         ({"models": [{"model": "llama-3-8b", "demand_tok_s": 10, "tp_degrees": [0]}]}, "models[0].tp_degrees"),
         ({"models": [{"model": "llama-3-8b", "demand_tok_s": 10, "ttft_ms": 500}]}, "models[0].ttft_ms"),
         ({"gpus": {"h100-sxm": -1}}, "gpus.h100-sxm"),
+        ({"models": [{"name": ["a"], "model": "llama-3-8b", "demand_tok_s": 10}]}, "models[0].name"),
+        ({"models": [{"name": b"\x00", "model": "llama-3-8b", "demand_tok_s": 10}]}, "models[0].name"),
+        ({"models": [{"name": "a\nb", "model": "llama-3-8b", "demand_tok_s": 10}]}, "models[0].name"),
+        ({"models": [{"name": "x" * 65, "model": "llama-3-8b", "demand_tok_s": 10}]}, "models[0].name"),
     ],
 )
 def test_bad_fleet_input_names_the_field(change, field) -> None:

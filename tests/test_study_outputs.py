@@ -164,3 +164,33 @@ def test_a_damaged_part_then_a_re_run_neither_loses_nor_duplicates_rows(tmp_path
     frame = assemble(store, ["a", "b"], INPUTS).frame()
     assert frame["question_id"].tolist() == ["a", "b"] and frame["tp"].tolist() == [1, 2]
     assert pd.read_parquet(store.out)["question_id"].tolist() == ["a", "b"]
+
+
+def _with_summary(folder: Path, summary: dict[str, str]) -> Path:
+    path = folder / "outputs.yaml"
+    path.write_text(yaml.safe_dump({**STUDY, "summary": summary}), encoding="utf-8")
+    return path
+
+
+def test_a_summary_x_that_is_no_input_of_the_study_is_refused_before_any_question_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _with_summary(tmp_path, {"x": "nope"})
+    out = tmp_path / "o.parquet"
+    code = main(["study", str(path), "--out", str(out), "--summary-md", str(tmp_path / "s.md")])
+    err = capsys.readouterr().err.strip()
+    assert code == EXIT_BAD_INPUT
+    assert err.startswith(f"roofline-opt: error: {path}: summary: x: must be one of ")
+    assert not out.exists() and not parts_dir(out).exists()
+
+
+def test_an_unknown_summary_key_is_refused_naming_the_keys_it_may_set(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"summary: key: must be one of x, y, facet\. Got 'colour' instead"):
+        load_study(_with_summary(tmp_path, {"colour": "model"}))
+
+
+def test_a_summary_input_may_be_spelled_as_its_flag(tmp_path: Path) -> None:
+    assert load_study(_with_summary(tmp_path, {"x": "--min-tok-s", "facet": "model"})).summary == {
+        "x": "min_tok_s",
+        "facet": "model",
+    }

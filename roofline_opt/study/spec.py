@@ -31,6 +31,8 @@ from roofline_opt.errors import InvalidInput
 from roofline_opt.physics.specs import WEIGHT_BITS, GpuSpec, ModelSpec
 
 STUDY_KEYS = ("name", "kind", "fixed", "axes", "questions", "summary")
+SUMMARY_KEYS = ("x", "y", "facet")
+"""What a study's ``summary`` may set (``study/summary.py``): the horizontal axis, the figure, the facet input."""
 ALIASES = {"time_limit": "time_limit_s"}
 """Flag names whose API parameter is spelled differently (``--time-limit`` is ``time_limit_s``)."""
 NOT_INPUTS = ("q", "progress")
@@ -273,8 +275,19 @@ def load_study(path: str | Path) -> Study:
     keys = tuple(dict.fromkeys([*fixed, *(axes if grid_size else ()), *(k for row in rows for k in row)]))
     resolved_defaults = {k: _canonical(v) for k, v in defaults.items() if v is not inspect.Parameter.empty}
     questions = Questions(kind, resolved_defaults, fixed, axes, rows)
-    summary = {str(k): str(v) for k, v in _mapping(data.get("summary"), f"{path}: summary").items()}
+    summary = _summary(_mapping(data.get("summary"), f"{path}: summary"), f"{path}: summary", keys)
     return Study(str(data.get("name") or path.stem), kind, questions, keys, summary, path)
+
+
+def _summary(raw: Mapping[Any, Any], where: str, keys: tuple[str, ...]) -> dict[str, str]:
+    """The ``summary`` options, checked before any question runs: only ``SUMMARY_KEYS``, and x and facet must name
+    an input the study sets (its ``in_`` columns). y names an output column, known only once questions answer."""
+    summary = {checks.choice(f"{where}: key", str(k), SUMMARY_KEYS): str(v) for k, v in raw.items()}
+    for name in ("x", "facet"):
+        if name in summary:
+            flag = summary[name].strip().lstrip("-").replace("-", "_")
+            summary[name] = checks.choice(f"{where}: {name}", ALIASES.get(flag, flag), keys)
+    return summary
 
 
 def _first_point(axes: Mapping[str, list[Any]]) -> dict[str, Any]:

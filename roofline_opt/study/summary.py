@@ -14,7 +14,6 @@ from typing import Any
 import pandas as pd
 
 from roofline_opt import api, report
-from roofline_opt.errors import InvalidInput
 from roofline_opt.study.spec import Study
 
 OBJECTIVES = {
@@ -49,9 +48,6 @@ def layout(frame: pd.DataFrame, study: Study) -> Layout:
     first_numeric = numeric[0] if numeric else None
     x = f"in_{options['x']}" if "x" in options else target if target in varying else first_numeric
     facet = f"in_{options['facet']}" if "facet" in options else "in_model" if "in_model" in varying else None
-    for name, column in (("x", x), ("facet", facet)):
-        if column is not None and column not in frame:
-            raise InvalidInput(f"summary: {name}", f"must be an input of the study. Got {column[3:]!r} instead.")
     if y not in frame:
         y = "status"
     lines = tuple(c for c in varying if c not in (x, facet))

@@ -59,6 +59,8 @@ REQUEST_KEYS = (
 """Whole-request keys handed to the question (prefill, TTFT, KV precision, chunked prefill, disaggregated pools and
 their TTFT percentile under arrivals of c_a^2 ``burstiness``, a cached prompt prefix; physics.md 10.1-10.4,
 physics/queueing.md)."""
+MAX_NAME_CHARS = 64
+"""Longest model name a fleet file may give (it labels every instance in tables and placements)."""
 POOL_KEYS = ("prefill_gpu", "decode_gpu", "percentile", "burstiness")
 SERVING = ("agg", "disagg")
 MODEL_KEYS = (
@@ -246,11 +248,22 @@ def _demand(where: str, raw: Mapping[str, Any], osl: int | None) -> tuple[tuple[
     return tok_s, unit, None if osl is None else float(osl)
 
 
+def _name(field: str, value: Any) -> str:
+    """A model's name in the plan (its instances are labelled ``name:role#i``): printable text, one line."""
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise InvalidInput(field, f"must be text. Got {checks.shown(value)} instead.")
+    text = str(value).strip()
+    if not text or len(text) > MAX_NAME_CHARS or not text.isprintable():
+        msg = f"must be printable text of 1-{MAX_NAME_CHARS} characters on one line. Got {checks.shown(value)} instead."
+        raise InvalidInput(field, msg)
+    return text
+
+
 def _model(where, raw, pool: Pool, make_question: QuestionFactory) -> FleetModel:
     _unknown(where, raw, MODEL_KEYS)
     if "model" not in raw:
         raise InvalidInput(f"{where}model", "is required: a catalog name, YAML card or config.json")
-    name = str(raw.get("name", raw["model"]))
+    name = _name(f"{where}name", raw["name"]) if "name" in raw else str(raw["model"])
     isl = None if "isl" not in raw else checks.positive_int(f"{where}isl", raw["isl"], minimum=0)
     osl = None if "osl" not in raw else checks.positive_int(f"{where}osl", raw["osl"])
     demand, unit, per_request = _demand(where, raw, osl)
