@@ -194,3 +194,10 @@ def test_a_summary_input_may_be_spelled_as_its_flag(tmp_path: Path) -> None:
         "x": "min_tok_s",
         "facet": "model",
     }
+
+
+def test_loading_a_study_reports_progress_until_every_question_is_made(tmp_path: Path) -> None:
+    calls: list[tuple[int, int]] = []
+    study = load_study(study_file(tmp_path), lambda done, total: calls.append((done, total)))
+    assert len(study.questions) == 2
+    assert calls == [(0, 2), (2, 2)]

@@ -25,7 +25,8 @@ def run_study(args: argparse.Namespace) -> int:
     from roofline_opt.study.spec import named_files
     from roofline_opt.study.store import parts_dir
 
-    study = load_study(args.study)
+    with report.ProgressBar(eta=True) as loading:
+        study = load_study(args.study, loading)
     out = Path(args.out) if args.out else Path(f"{Path(args.study).stem}.parquet")
     inputs = (args.study, *named_files(study))
     files.check_destination(out, "--out", ("parquet",), inputs=inputs)

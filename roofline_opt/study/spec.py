@@ -100,6 +100,12 @@ class StudyQuestion:
         return dict(self.inputs)
 
 
+Progress = Callable[[int, int], None]
+"""Told (questions done, total) while a study's questions are made."""
+PROGRESS_EVERY = 10_000
+"""Questions between two progress calls while a study loads."""
+
+
 class Questions(Sequence[StudyQuestion]):
     """A study's questions, made when asked for: a million questions are their inputs' spec (``fixed``, ``axes``,
     explicit ``rows``) and three compact arrays filled in one pass at load time (ids, a digest of each question's
@@ -116,6 +122,7 @@ class Questions(Sequence[StudyQuestion]):
         fixed: Mapping[str, Any],
         axes: Mapping[str, list[Any]],
         rows: list[dict[str, Any]],
+        progress: Progress | None = None,
     ) -> None:
         self.kind = kind
         self._defaults = dict(defaults)
@@ -134,10 +141,14 @@ class Questions(Sequence[StudyQuestion]):
         """The order of the targets within a group: numbers ascending, then no target, then text (invalid rows)."""
         target = api.TARGETS.get(kind)
         for i in range(n):
+            if progress is not None and i % PROGRESS_EVERY == 0:
+                progress(i, n)
             resolved = self.resolved(i)
             self.ids[i] = question_id(kind, resolved).encode()
             self.group_keys[i] = group_digest(resolved, target)
             self.target_rank[i], self.target_value[i] = target_order(resolved.get(target) if target else None)
+        if progress is not None:
+            progress(n, n)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -229,9 +240,10 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def load_study(path: str | Path) -> Study:
+def load_study(path: str | Path, progress: Progress | None = None) -> Study:
     """Parse and check a study file (one that ships, ``instances/studies/hbm-value.yaml``, from any folder); any
-    problem is InvalidInput naming the file and the key."""
+    problem is InvalidInput naming the file and the key. ``progress(done, total)`` is called as the questions' ids
+    are made (about 10 s per 100,000 questions here)."""
     path = Path(catalog.data_file(str(path)))
     if not path.is_file():
         raise InvalidInput("study", f"must be an existing YAML file. Got {str(path)!r} instead (no such file).")
@@ -274,7 +286,7 @@ def load_study(path: str | Path) -> Study:
             raise InvalidInput(f"{path}: question {number}", f"must set {', '.join(missing)}. Got {shown!r} instead.")
     keys = tuple(dict.fromkeys([*fixed, *(axes if grid_size else ()), *(k for row in rows for k in row)]))
     resolved_defaults = {k: _canonical(v) for k, v in defaults.items() if v is not inspect.Parameter.empty}
-    questions = Questions(kind, resolved_defaults, fixed, axes, rows)
+    questions = Questions(kind, resolved_defaults, fixed, axes, rows, progress)
     summary = _summary(_mapping(data.get("summary"), f"{path}: summary"), f"{path}: summary", keys)
     return Study(str(data.get("name") or path.stem), kind, questions, keys, summary, path)
 
