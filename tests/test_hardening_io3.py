@@ -490,3 +490,13 @@ def test_cluster_show_takes_an_inline_spec_longer_than_a_file_name(capsys):
 
     assert (code, err) == (EXIT_OK, "")
     assert "48 gpu" in text.splitlines()[0]
+
+
+def test_a_question_file_above_the_size_cap_is_named_as_a_question_file(tmp_path, capsys):
+    question = tmp_path / "q.yaml"
+    question.write_text("model: llama-3-8b\ngpu: h100-sxm\n" + "#" * files.MAX_CARD_BYTES)
+
+    code, _, err = run(capsys, "fastest", "--question", str(question))
+
+    assert code == EXIT_BAD_INPUT
+    assert "is larger than 1 MiB, the limit for a question file" in err

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from roofline_opt import files
 from roofline_opt.cli import EXIT_BAD_INPUT, main
 from roofline_opt.errors import InvalidInput
 from roofline_opt.study import load_study
@@ -201,3 +202,10 @@ def test_loading_a_study_reports_progress_until_every_question_is_made(tmp_path:
     study = load_study(study_file(tmp_path), lambda done, total: calls.append((done, total)))
     assert len(study.questions) == 2
     assert calls == [(0, 2), (2, 2)]
+
+
+def test_a_study_file_above_the_size_cap_is_named_as_a_study_file(tmp_path: Path) -> None:
+    path = study_file(tmp_path)
+    path.write_text(path.read_text() + "#" * files.MAX_CARD_BYTES)
+    with pytest.raises(InvalidInput, match="is larger than 1 MiB, the limit for a study file"):
+        load_study(path)

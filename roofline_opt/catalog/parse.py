@@ -12,14 +12,15 @@ from roofline_opt.errors import InvalidInput
 from roofline_opt.physics.specs import SCALEUP_TOPOLOGIES, WEIGHT_BITS, GpuSpec, ModelSpec
 
 
-def read_text(path: Path) -> str:
-    """A card's text, at most files.MAX_CARD_BYTES long."""
-    return files.read_text(path, str(path), files.MAX_CARD_BYTES, "a card")
+def read_text(path: Path, what: str = "a card") -> str:
+    """A card's text (or ``what`` else), at most files.MAX_CARD_BYTES long."""
+    return files.read_text(path, str(path), files.MAX_CARD_BYTES, what)
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
-    """The mapping a YAML card holds (bounded: see files.load_yaml); syntax errors and non-mappings name the file."""
-    return require_mapping(path, files.load_yaml(read_text(path), str(path)))
+def read_yaml(path: Path, what: str = "a card") -> dict[str, Any]:
+    """The mapping a YAML card (or ``what`` else, as the size limit's message names it) holds (bounded: see
+    files.load_yaml); syntax errors and non-mappings name the file."""
+    return require_mapping(path, files.load_yaml(read_text(path, what), str(path)))
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -136,7 +136,7 @@ def _question_file(path: Path) -> dict[str, Any]:
     sibling = path.parent / "question.yaml"
     if not sibling.is_file():
         return {}
-    data = read_yaml(sibling)
+    data = read_yaml(sibling, "a question file")
     return {k: data.get(k) for k in ("isl", "osl", "draft") if isinstance(data, Mapping) and data.get(k) is not None}
 
 

@@ -35,7 +35,7 @@ def apply_question_file(args: argparse.Namespace) -> None:
         raise InvalidInput(
             "--question", f"must be an existing YAML file. Got {args.question!r} instead (no such file)."
         )
-    data = read_yaml(path)
+    data = read_yaml(path, "a question file")
     command = data.pop("command", args.command)
     if command != args.command:
         raise InvalidInput(f"{path}: command", f"must be {args.command!r} for this command. Got {command!r} instead.")

@@ -247,7 +247,7 @@ def load_study(path: str | Path, progress: Progress | None = None) -> Study:
     path = Path(catalog.data_file(str(path)))
     if not path.is_file():
         raise InvalidInput("study", f"must be an existing YAML file. Got {str(path)!r} instead (no such file).")
-    data = read_yaml(path)
+    data = read_yaml(path, "a study file")
     for key in data:
         checks.choice(f"{path}: key", key, STUDY_KEYS)
     kind = checks.choice(f"{path}: kind", data.get("kind"), query_functions())
