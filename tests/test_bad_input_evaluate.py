@@ -112,6 +112,11 @@ CASES = {
         "applies to disaggregated serving: give `serving` disagg too",
     ),
     "expert parallelism on a dense model": (with_flag("--ep", "2"), "--ep", "must be 1 or divide"),
+    "TP degree not dividing the attention heads": (
+        with_flag("--tp", "3"),
+        "--tp",
+        "must divide llama-3-70b's 64 attention heads (engines shard whole heads over the TP ranks): one of 1, 2, 4,",
+    ),
     "missing batch flag": (lambda p: SETUP[:-2] + ["--model", "llama-3-8b"], "--batch", "is required"),
     "malformed YAML gpu card": (with_file("bad.yaml", "name: [unclosed\n", "--gpu"), "bad.yaml", "is not valid YAML"),
     "model card missing a field": (

@@ -12,7 +12,7 @@ from roofline_opt import checks
 from roofline_opt.errors import Infeasible
 from roofline_opt.optimize import pairing
 from roofline_opt.optimize.pieces import speculation
-from roofline_opt.optimize.space import Question, layouts, prefill_layouts
+from roofline_opt.optimize.space import DEFAULT_TP_DEGREES, Question, layouts, prefill_layouts
 from roofline_opt.optimize.tables import (
     Tables,
     aggregated_ttft_s,
@@ -112,6 +112,17 @@ def _empty_space(question: Question) -> Infeasible:
             "no layout can run: " + "; ".join(unsupported),
             reason="space",
             nearest=f"{runs}: choose --weight-bits among those",
+        )
+    model = question.model
+    presets = [question.preset_on(g) for g in question.gpus]
+    if all(p.tp_divides_attention_heads for p in presets) and not any(map(model.tp_splits_heads, question.tp_degrees)):
+        given = ", ".join(map(str, question.tp_degrees))
+        divisors = ", ".join(str(d) for d in DEFAULT_TP_DEGREES if model.tp_splits_heads(d))
+        return Infeasible(
+            f"no TP degree offered ({given}) divides {model.name}'s {model.n_q_heads} attention heads, as engines "
+            "require",
+            reason="space",
+            nearest=f"offer --tp-degrees among {divisors}",
         )
     return Infeasible("the search space is empty", reason="space", nearest="offer more degrees or accelerators")
 

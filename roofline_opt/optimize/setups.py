@@ -291,6 +291,7 @@ def check(values: Mapping[str, Any], label: Callable[[str], str], specs: Specs) 
         ep = _check_dp_attention(label("dp_attention"), model, tp, pp, ep)
     else:
         _check_expert_parallel(label("ep"), model, ep, tp)
+        _check_heads(label("tp"), model, tp, PRESETS[preset])
     two_batch_overlap = _bool(label("two_batch_overlap"), values["two_batch_overlap"])
     if two_batch_overlap and not dp_attention:
         msg = "overlaps data-parallel attention's all-to-all: give `dp_attention` too. Got it without."
@@ -328,6 +329,18 @@ def check(values: Mapping[str, Any], label: Callable[[str], str], specs: Specs) 
         preset=preset,
         **request,
     )
+
+
+def _check_heads(field: str, model: ModelSpec, tp: int, preset: Preset) -> None:
+    """Refuse a TP degree the engines refuse: one that does not divide the query heads
+    (``Preset.tp_divides_attention_heads``)."""
+    if preset.tp_divides_attention_heads and not model.tp_splits_heads(tp):
+        degrees = [d for d in range(1, model.n_q_heads + 1) if model.tp_splits_heads(d) and d <= MAX_DEGREE]
+        msg = (
+            f"must divide {model.name}'s {model.n_q_heads} attention heads (engines shard whole heads over the TP "
+            f"ranks): one of {', '.join(map(str, degrees))}. Got {tp} instead."
+        )
+        raise InvalidInput(field, msg)
 
 
 def _check_unused(values: Mapping[str, Any], label: Callable[[str], str], fields: Sequence[str], needs: str) -> None:

@@ -266,10 +266,15 @@ def _layouts_of(rows: list[tuple]) -> Layouts:
     return Layouts(*(np.array(c, dtype=t) for c, t in zip(cols, _COLUMN_TYPES, strict=True)))
 
 
-def _shapes(question: Question, ep_degrees: tuple[int, ...]) -> Iterator[tuple[int, bool, int, int, bool]]:
+def _shapes(
+    question: Question, ep_degrees: tuple[int, ...], preset: Preset
+) -> Iterator[tuple[int, bool, int, int, bool]]:
     """(tp, 2-D, pp, ep, data-parallel attention) combinations offered: 2-D mode only for tp > 1, ep dividing tp and
-    the expert count; with ``dp_attention``, a group of G GPUs per EP degree G > 1 dividing the experts."""
+    the expert count, tp dividing the query heads where ``preset`` requires it; with ``dp_attention``, a group of G
+    GPUs per EP degree G > 1 dividing the experts."""
     for tp in question.tp_degrees:
+        if preset.tp_divides_attention_heads and not question.model.tp_splits_heads(tp):
+            continue
         for two_d in question.tp_modes:
             if two_d and tp == 1:
                 continue
@@ -300,7 +305,7 @@ def layouts(question: Question) -> Layouts:
                         continue
                     chunks = question.chunk_tokens if mode == AGG and question.workload is not None else (0,)
                     for chunk in chunks:
-                        for tp, two_d, pp, ep, dp in _shapes(question, question.ep_degrees):
+                        for tp, two_d, pp, ep, dp in _shapes(question, question.ep_degrees, question.preset_on(gpu)):
                             for gamma in question.gammas:
                                 rows.append((g, bits, tp, two_d, pp, ep, gamma, kv, mode == DISAGG, chunk, dp))
     return _layouts_of(rows)
@@ -319,7 +324,7 @@ def prefill_layouts(question: Question) -> Layouts:
             if not gpu.supports(bits):
                 continue
             for kv in question.kv_bits:
-                for tp, two_d, pp, ep, dp in _shapes(question, (1,)):
+                for tp, two_d, pp, ep, dp in _shapes(question, (1,), question.preset_on(gpu)):
                     for drafts in (0, 1) if question.draft is not None and question.gamma_max > 0 else (0,):
                         rows.append((g, bits, tp, two_d, pp, ep, drafts, kv, True, 0, dp))
     return _layouts_of(rows)

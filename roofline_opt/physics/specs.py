@@ -56,6 +56,11 @@ class ModelSpec:
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
 
+    def tp_splits_heads(self, tp: int) -> bool:
+        """Whether ``tp`` tensor-parallel ranks each take a whole number of the attention's query heads, as engines
+        require (``Preset.tp_divides_attention_heads``)."""
+        return self.n_q_heads % tp == 0
+
 
 WEIGHT_GROUPS = ("qkv", "out", "embedding", "routed_ffn", "shared_expert", "dense_layer_ffn")
 """Parameter groups a checkpoint may store at different precisions (``MixedPrecision``): the attention's input
@@ -386,6 +391,13 @@ class Preset:
     (``MixedPrecision``; ``evaluator.weight_precision`` picks the first that applies to a model and weight bits): the
     groups they keep wider are stored, read and multiplied at their own bits. Empty = every weight at the weight bits
     (the notebook's).
+    tp_divides_attention_heads: offer and accept only tensor-parallel degrees that divide the model's query heads
+    (``ModelSpec.tp_splits_heads``; data-parallel attention, whose attention runs unsharded on each rank, is exempt):
+    engines shard whole heads over the TP ranks and refuse other degrees. vLLM's
+    ``ModelConfig.verify_with_parallel_config`` raises "Total number of attention heads (...) must be divisible by
+    tensor parallel size" (vllm/config.py, vllm-project/vllm v0.10); LMDeploy's TurboMind asserts ``head_num %
+    tensor_para_size == 0`` (lmdeploy/turbomind/deploy/target_model/base.py). Off = the notebook's: any degree, a
+    fractional number of heads per rank.
     """
 
     name: str
@@ -418,6 +430,7 @@ class Preset:
     dp_attention_whole_prompts: bool = False
     mixed_precisions: tuple[MixedPrecision, ...] = ()
     tp_ep_moe_all_reduce: bool = False
+    tp_divides_attention_heads: bool = False
     protocols: tuple[NcclProtocol, ...] = field(default=NCCL_PROTOCOLS)
 
     def at_peak(self) -> Preset:
@@ -516,5 +529,6 @@ DEFAULT = Preset(
     dp_attention_whole_prompts=True,
     mixed_precisions=(NVFP4_MLA_MOE,),
     tp_ep_moe_all_reduce=True,
+    tp_divides_attention_heads=True,
 )
 PRESETS = {p.name: p for p in (PAPER, DEFAULT)}
