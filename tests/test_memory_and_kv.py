@@ -54,7 +54,7 @@ def test_data_parallel_attention_reads_each_sequences_cache_once() -> None:
 
 def test_hbm_traffic_is_the_kv_read_plus_traffic_that_does_not_grow_with_context() -> None:
     short, long = (ev.Layout.of(8, True, 2, c) for c in (0.0, CONTEXT))
-    traffic = [ev.hbm_traffic_bytes(DEEPSEEK, DEFAULT, 8, lay, 64.0) for lay in (short, long)]
+    traffic = [ev.hbm_traffic_bytes(DEEPSEEK, H200, DEFAULT, 8, lay, 64.0) for lay in (short, long)]
     assert float(traffic[1] - traffic[0]) == pytest.approx(float(ev.kv_read_bytes(DEEPSEEK, DEFAULT, long, 64.0)))
 
 

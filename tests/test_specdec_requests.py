@@ -173,7 +173,7 @@ def test_the_draft_prefills_too_ttft_rises_and_memory_holds_the_draft():
     p = PRESETS["default"]
     plain, drafted = _agg(p, 32.0, None), _agg(p, 32.0, rq.Speculation(DRAFT, 1.0, 0.7))
     assert drafted["ttft_s"] > plain["ttft_s"]
-    draft_weights = ev.weight_bytes_per_param(ev.DRAFT_WEIGHT_BITS) * ev.model_sizes(DRAFT).total_params / 4
+    draft_weights = ev.DRAFT_WEIGHT_BITS / 8 * ev.model_sizes(DRAFT).total_params / 4
     assert float(drafted["weights_bytes_per_device"] - plain["weights_bytes_per_device"]) == pytest.approx(
         draft_weights, rel=1e-12
     )

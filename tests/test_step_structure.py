@@ -85,7 +85,7 @@ def test_each_kernel_class_takes_its_own_max():
     decode_layout = ev.Layout.of(4, False, 1, ctx)
     loaded = ev.Layout.of(4, False, 1, ctx, tokens_per_step=1.0 + prompt / batch)
     kv_read = ev.kv_read_bytes(LLAMA_70B, MIXED, decode_layout, batch)
-    gemm_bytes = ev.hbm_traffic_bytes(LLAMA_70B, MIXED, 16, loaded, batch) - kv_read
+    gemm_bytes = ev.hbm_traffic_bytes(LLAMA_70B, H200, MIXED, 16, loaded, batch) - kv_read
     per_ctx = sz.attn_flop_per_ctx_token_per_layer * LLAMA_70B.n_layers
     prompt_kv = ev.kv_bytes_per_token(LLAMA_70B, 2.0) * (prompt + batch * WORKLOAD.prefix_reads_per_output(2048))
     gemm = max(gemm_bytes / hbm, 2.0 * sz.active_params * (batch + prompt) / flops)

@@ -9,7 +9,7 @@ from typing import Any
 
 from roofline_opt import checks, files
 from roofline_opt.errors import InvalidInput
-from roofline_opt.physics.specs import SCALEUP_TOPOLOGIES, WEIGHT_BITS, GpuSpec, ModelSpec
+from roofline_opt.physics.specs import FP4_FORMATS, SCALEUP_TOPOLOGIES, WEIGHT_BITS, GpuSpec, ModelSpec
 
 
 def read_text(path: Path, what: str = "a card") -> str:
@@ -115,8 +115,10 @@ GPU_FRACTIONS = ("scaleup_link_efficiency", "achievable_hbm_fraction", "achievab
 
 
 def _check_gpu_consistency(gpu: GpuSpec, where: str) -> None:
-    """A known scale-up topology, and measured shares of the nominal figures no larger than them."""
+    """A known scale-up topology and FP4 format, and measured shares of the nominal figures no larger than them."""
     checks.choice(f"{where}: scaleup_topology", gpu.scaleup_topology, SCALEUP_TOPOLOGIES)
+    if gpu.fp4_format:
+        checks.choice(f"{where}: fp4_format", gpu.fp4_format, tuple(FP4_FORMATS))
     for name in GPU_FRACTIONS:
         checks.probability(f"{where}: {name}", getattr(gpu, name), include_one=True)
 

@@ -59,18 +59,24 @@ def _replicated_layout(layout: ev.Layout) -> ev.Layout:
 
 
 def busiest_gpu_traffic_bytes(
-    model: ModelSpec, preset: Preset, weight_bits: int, layout: ev.Layout, batch, whole_prompts: bool = False
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: ev.Layout,
+    batch,
+    whole_prompts: bool = False,
 ):
     """HBM bytes the busiest GPU reads in one step: replicated weights, its KV cache, its experts and their tokens
     (``whole_prompts``: a prefill step, its prompts whole on their ranks: ``_busiest``)."""
     group, own_tokens, all_tokens = _busiest(preset, layout, batch, whole_prompts)
     own_seqs = own_tokens / layout.tokens_per_step
-    replicated = ev.hbm_traffic_bytes(model, preset, weight_bits, _replicated_layout(layout), own_seqs)
+    replicated = ev.hbm_traffic_bytes(model, gpu, preset, weight_bits, _replicated_layout(layout), own_seqs)
     sz = ev.model_sizes(model)
     if not (model.is_moe and sz.n_moe_layers):
         return replicated
-    as_if_alone = ev.routed_expert_bytes(model, preset, weight_bits, own_tokens, 1.0, 1.0)
-    w_expert, act_per_token = ev.expert_bytes(model, preset, weight_bits, 1.0, 1.0)
+    as_if_alone = ev.routed_expert_bytes(model, gpu, preset, weight_bits, own_tokens, 1.0, 1.0)
+    w_expert, act_per_token = ev.expert_bytes(model, gpu, preset, weight_bits, 1.0, 1.0)
     touched = ev.expert_touched_fraction(model, all_tokens) * model.n_experts / group
     tokens_per_expert = all_tokens * model.n_active_experts / model.n_experts * preset.expert_load_imbalance
     spread = touched * (w_expert + act_per_token * tokens_per_expert)
@@ -143,11 +149,11 @@ def dispatch_combine(
     return ev.Collective(count=count, latency_s=np.stack(latency, axis=-1), s_per_seq=np.stack(slope, axis=-1))
 
 
-def per_gpu_memory_bytes(model: ModelSpec, preset: Preset, weight_bits: int, layout: ev.Layout, batch):
+def per_gpu_memory_bytes(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, layout: ev.Layout, batch):
     """(weights, KV cache, activations) bytes on each GPU of the group."""
     group, own_tokens = _per_gpu(layout, batch)
     sz = ev.model_sizes(model)
-    precision = ev.weight_precision(model, preset, weight_bits)
+    precision = ev.weight_precision(model, gpu, preset, weight_bits)
     weights = ev.weight_bytes(model, precision, 1.0 / group) if model.is_moe else ev.weight_bytes(model, precision)
     a = preset.activation_bytes
     own_seqs = own_tokens / layout.tokens_per_step

@@ -16,7 +16,7 @@ import numpy as np
 from roofline_opt.errors import InvalidInput
 from roofline_opt.physics import dp_attention
 from roofline_opt.physics.sizes import kv_bytes_per_token, model_sizes
-from roofline_opt.physics.specs import WEIGHT_GROUPS, GpuSpec, MixedPrecision, ModelSpec, Preset
+from roofline_opt.physics.specs import FP4_FORMATS, WEIGHT_GROUPS, GpuSpec, MixedPrecision, ModelSpec, Preset
 from roofline_opt.physics.step_figures import StepFigures, kernels_per_step
 
 DRAFT_WEIGHT_BITS = 16
@@ -76,15 +76,16 @@ def scaleup_link_share(gpu: GpuSpec, preset: Preset, ranks_per_domain) -> np.nda
     return np.clip((ranks - 1.0) / links, 1.0 / links, 1.0)
 
 
-def weight_bytes_per_param(weight_bits: int) -> float:
-    return weight_bits / 8.0
-
-
-def weight_precision(model: ModelSpec, preset: Preset, weight_bits: int) -> MixedPrecision:
-    """Bits of each weight group of ``model`` served at ``weight_bits``: the first of ``Preset.mixed_precisions``
-    that applies to it, else every group at ``weight_bits``."""
+def weight_precision(model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int) -> MixedPrecision:
+    """Bits of each weight group of ``model`` served at ``weight_bits`` on ``gpu``: the first of
+    ``Preset.mixed_precisions`` that applies to it, else every group at ``weight_bits``; under
+    ``card_fp4_block_scales`` its 4-bit groups carry the block scales of the card's ``fp4_format``
+    (docs/physics/memory-and-kv.md, "Block-scaled FP4")."""
     chosen = (p for p in preset.mixed_precisions if p.applies(model, weight_bits))
-    return next(chosen, MixedPrecision(weight_bits, "all"))
+    precision = next(chosen, MixedPrecision(weight_bits, "all"))
+    if preset.card_fp4_block_scales and gpu.fp4_format:
+        return replace(precision, fp4_scale_bits_per_value=FP4_FORMATS[gpu.fp4_format].bits_per_value)
+    return precision
 
 
 def weight_bytes(model: ModelSpec, precision: MixedPrecision, routed_share=None):
@@ -93,7 +94,7 @@ def weight_bytes(model: ModelSpec, precision: MixedPrecision, routed_share=None)
     sz = model_sizes(model)
     routed = sz.n_moe_layers * model.n_experts * sz.ff_params_per_expert
     if precision.uniform:
-        w = weight_bytes_per_param(precision.weight_bits)
+        w = precision.bytes_per_param("qkv")
         return w * sz.total_params if routed_share is None else w * (sz.total_params - routed + routed * routed_share)
     if routed_share is None:
         routed_share = 1.0
@@ -105,7 +106,7 @@ def weight_bytes(model: ModelSpec, precision: MixedPrecision, routed_share=None)
         "shared_expert": sz.n_moe_layers * model.n_shared_experts * sz.ff_params_per_expert,
         "dense_layer_ffn": sz.n_dense_layers * sz.dense_ff_params,
     }
-    return sum(weight_bytes_per_param(precision.bits(g)) * params[g] for g in WEIGHT_GROUPS)
+    return sum(precision.bytes_per_param(g) * params[g] for g in WEIGHT_GROUPS)
 
 
 def gemm_flop_by_group(model: ModelSpec, tokens, routed_tokens) -> dict[str, np.ndarray]:
@@ -132,7 +133,7 @@ def mixed_precision_gemm_s(
     """Seconds one step's GEMMs of the groups kept at other bits than ``weight_bits`` (``weight_precision``) add
     over running at the weights' rate: each such group's FLOPs move from the weights' rate to its own bits' rate
     (on a data-parallel-attention layout, the busiest GPU's FLOPs)."""
-    precision = weight_precision(model, preset, weight_bits)
+    precision = weight_precision(model, gpu, preset, weight_bits)
     batch = np.asarray(batch, dtype=float)
     if precision.uniform:
         return np.zeros(np.broadcast_shapes(layout.tp.shape, batch.shape))
@@ -425,15 +426,21 @@ def kv_read_bytes(model: ModelSpec, preset: Preset, layout: Layout, batch) -> np
 
 
 def hbm_traffic_bytes(
-    model: ModelSpec, preset: Preset, weight_bits: int, layout: Layout, batch, whole_prompts: bool = False
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: Layout,
+    batch,
+    whole_prompts: bool = False,
 ) -> np.ndarray:
     """Bytes read from HBM in one step, summed over the instance's devices (physics.md section 3):
     ``kv_read_bytes`` plus weights and activations. ``whole_prompts``: a prefill step, whose prompts a data-parallel
     attention group places whole on its ranks (``dp_attention``)."""
     sz = model_sizes(model)
     a = preset.activation_bytes
-    bits = weight_precision(model, preset, weight_bits)
-    w = {g: weight_bytes_per_param(bits.bits(g)) for g in WEIGHT_GROUPS}
+    precision = weight_precision(model, gpu, preset, weight_bits)
+    w = {g: precision.bytes_per_param(g) for g in WEIGHT_GROUPS}
     batch = np.asarray(batch, dtype=float)
     tp, pp, ep, s_tok = layout.tp, layout.pp, layout.ep, layout.tokens_per_step
     tok = batch * s_tok / pp
@@ -444,8 +451,8 @@ def hbm_traffic_bytes(
     ff_moe = 0.0
     if sz.n_moe_layers:
         ff_t1, ff_t2 = _tp_factors(preset, tp / ep, layout.tp_2d) if model.is_moe else (t1, t2)
-        _, per_expert_act = expert_bytes(model, preset, weight_bits, ff_t1, ff_t2)
-        routed = routed_expert_bytes(model, preset, weight_bits, tok, ff_t1, ff_t2)
+        _, per_expert_act = expert_bytes(model, gpu, preset, weight_bits, ff_t1, ff_t2)
+        routed = routed_expert_bytes(model, gpu, preset, weight_bits, tok, ff_t1, ff_t2)
         shared_w = w["shared_expert"] * sz.ff_params_per_expert
         shared = model.n_shared_experts * (shared_w + per_expert_act * tok)
         ff_moe = sz.n_moe_layers * (routed + shared)
@@ -461,22 +468,26 @@ def hbm_traffic_bytes(
     plain = kv_read_bytes(model, preset, layout, batch) + pp * per_micro
     if not layout.any_dp_attention:
         return plain
-    busiest = dp_attention.busiest_gpu_traffic_bytes(model, preset, weight_bits, layout, batch, whole_prompts)
+    busiest = dp_attention.busiest_gpu_traffic_bytes(model, gpu, preset, weight_bits, layout, batch, whole_prompts)
     return np.where(layout.dp_attention, busiest * layout.n_gpus, plain)
 
 
-def expert_bytes(model: ModelSpec, preset: Preset, weight_bits: int, ff_t1, ff_t2) -> tuple[float, np.ndarray]:
+def expert_bytes(
+    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, ff_t1, ff_t2
+) -> tuple[float, np.ndarray]:
     """Weight bytes of one routed expert (at its group's bits, ``weight_precision``) and activation bytes per token
     through it (slicing factors ff_t1, ff_t2)."""
-    bits = weight_precision(model, preset, weight_bits).bits("routed_ffn")
-    per_expert_w = weight_bytes_per_param(bits) * model_sizes(model).ff_params_per_expert
+    precision = weight_precision(model, gpu, preset, weight_bits)
+    per_expert_w = precision.bytes_per_param("routed_ffn") * model_sizes(model).ff_params_per_expert
     per_expert_act = (model.m_in + model.m_out) * preset.activation_bytes * (ff_t2 * model.d_model + ff_t1 * model.d_ff)
     return per_expert_w, per_expert_act
 
 
-def routed_expert_bytes(model: ModelSpec, preset: Preset, weight_bits: int, tok, ff_t1, ff_t2) -> np.ndarray:
+def routed_expert_bytes(
+    model: ModelSpec, gpu: GpuSpec, preset: Preset, weight_bits: int, tok, ff_t1, ff_t2
+) -> np.ndarray:
     """HBM bytes of the routed experts of one MoE layer for ``tok`` tokens: experts touched, and their activations."""
-    per_expert_w, per_expert_act = expert_bytes(model, preset, weight_bits, ff_t1, ff_t2)
+    per_expert_w, per_expert_act = expert_bytes(model, gpu, preset, weight_bits, ff_t1, ff_t2)
     s = model.n_experts / model.n_active_experts
     return expert_touched_fraction(model, tok) * model.n_experts * (per_expert_w + per_expert_act * tok / s)
 
@@ -486,7 +497,7 @@ def memory_time_s(
 ) -> np.ndarray:
     """Seconds the instance's HBM needs for one step's traffic."""
     gpu = hardware(gpu, preset)
-    traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch)
+    traffic = hbm_traffic_bytes(model, gpu, preset, weight_bits, layout, batch)
     return traffic / (layout.n_gpus * sustained_hbm_bytes_per_s(gpu, preset))
 
 
@@ -509,7 +520,7 @@ def step(
         flop = np.where(layout.dp_attention, busiest * n, flop)
         busiest_attn = dp_attention.busiest_gpu_attention_flop(model, preset, layout, batch, whole_prompts)
         all_attn_flop = np.where(layout.dp_attention, busiest_attn * n, attn_flop)
-    traffic = hbm_traffic_bytes(model, preset, weight_bits, layout, batch, whole_prompts)
+    traffic = hbm_traffic_bytes(model, gpu, preset, weight_bits, layout, batch, whole_prompts)
     flop_per_s = n * sustained_flop_per_s(gpu, preset, weight_bits)
     attn_flop_per_s = n * sustained_decode_attention_flop_per_s(gpu, preset, weight_bits, layout)
     hbm_bytes_per_s = n * sustained_hbm_bytes_per_s(gpu, preset)
@@ -568,13 +579,13 @@ def memory(
     batch = np.asarray(batch, dtype=float)
     models = [model] if draft is None else [model, draft]
     n = layout.n_gpus
-    held = sum(weight_bytes(m, weight_precision(m, preset, weight_bits)) for m in models)
+    held = sum(weight_bytes(m, weight_precision(m, gpu, preset, weight_bits)) for m in models)
     if preset.memory_check == "aggregate":
         weights = held + 0.0 * n
         kv = sum(kv_bytes_per_token(m, layout.kv_bytes_per_value) for m in models) * layout.context * batch
         act = np.zeros_like(kv)
         cap = n * gpu.hbm_bytes
-        weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights, kv, act), n)
+        weights, kv, act = _dp_attention_memory(models, gpu, preset, weight_bits, layout, batch, (weights, kv, act), n)
         return DeviceMemory(weights, kv, act, cap, weights + kv + act <= cap)
     weights = held / n
     kv = np.zeros_like(n * batch)
@@ -585,19 +596,21 @@ def memory(
         kv = kv + held * kv_copies(m, preset, layout) / n
         widest = max(sz.qkv_out_width, m.m_in * max(m.d_ff, m.dense_layer_d_ff), m.d_model)
         act = act + a * batch * layout.tokens_per_step * (2.0 * m.d_model + widest / layout.tp)
-    weights, kv, act = _dp_attention_memory(models, preset, weight_bits, layout, batch, (weights + 0.0 * kv, kv, act))
+    weights, kv, act = _dp_attention_memory(
+        models, gpu, preset, weight_bits, layout, batch, (weights + 0.0 * kv, kv, act)
+    )
     cap = np.full_like(kv, gpu.hbm_bytes * preset.usable_hbm_fraction) - memory_reserve_bytes(preset, layout)
     if preset.kv_memory_rule is not None:
         cap = np.minimum(cap, preset.kv_memory_rule.capacity_bytes(gpu.hbm_bytes, weights, layout.n_gpus))
     return DeviceMemory(weights, kv, act, cap, weights + kv + act <= cap)
 
 
-def _dp_attention_memory(models, preset, weight_bits, layout, batch, plain, scale=1.0):
+def _dp_attention_memory(models, gpu, preset, weight_bits, layout, batch, plain, scale=1.0):
     """(weights, KV, activations) with data-parallel-attention layouts' per-GPU bytes (x ``scale``: the aggregate
     check counts the whole instance, every GPU holding the same)."""
     if not layout.any_dp_attention:
         return plain
-    dp = [dp_attention.per_gpu_memory_bytes(m, preset, weight_bits, layout, batch) for m in models]
+    dp = [dp_attention.per_gpu_memory_bytes(m, gpu, preset, weight_bits, layout, batch) for m in models]
     return tuple(np.where(layout.dp_attention, sum(d[i] for d in dp) * scale, x) for i, x in enumerate(plain))
 
 

@@ -16,6 +16,38 @@ SCALEUP_TOPOLOGIES = ("switch", "mesh")
 
 
 @dataclass(frozen=True)
+class BlockScale:
+    """A block-scaled 4-bit format: one ``scale_bits`` scale shared by every ``block_values`` consecutive weights."""
+
+    block_values: int
+    scale_bits: int
+    source: str
+
+    @property
+    def bits_per_value(self) -> float:
+        """Scale bits each weight carries on top of its own 4 bits."""
+        return self.scale_bits / self.block_values
+
+
+FP4_FORMATS = {
+    "nvfp4": BlockScale(
+        16,
+        8,
+        "NVIDIA, 'Introducing NVFP4 for Efficient and Accurate Low-Precision Inference' (developer.nvidia.com blog, "
+        "2025-06): an FP8 (E4M3) scale per 16-value micro-block plus one FP32 scale per tensor, '3.5x' smaller than "
+        "FP16 (16 / 4.5 bits)",
+    ),
+    "mxfp4": BlockScale(
+        32,
+        8,
+        "OCP Microscaling Formats (MX) Specification v1.0 (2023-09), section 5: MXFP4 = 32 FP4 (E2M1) elements "
+        "sharing one 8-bit E8M0 scale",
+    ),
+}
+"""The block-scaled FP4 formats an accelerator's 4-bit weights may use (``GpuSpec.fp4_format``)."""
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A decoder-only transformer as the roofline model sees it (physics.md section 2).
 
@@ -80,7 +112,8 @@ class MixedPrecision:
     attention with routed experts, the DeepSeek-V3 family; "all", every model) served at ``weight_bits``; a group's
     bits of 0 are ``weight_bits``. A group kept wider is stored at its own bits (memory, bytes read per step) and its
     GEMMs run at the tensor-core rate of those bits, its activations not being quantized either. ``source`` says which
-    checkpoints it describes.
+    checkpoints it describes. ``fp4_scale_bits_per_value``: the block scales' bits each 4-bit weight carries besides
+    its own (``BlockScale.bits_per_value``; set per accelerator by ``evaluator.weight_precision``).
     """
 
     weight_bits: int
@@ -92,6 +125,7 @@ class MixedPrecision:
     shared_expert_bits: int = 0
     dense_layer_ffn_bits: int = 0
     source: str = ""
+    fp4_scale_bits_per_value: float = 0.0
 
     def __post_init__(self) -> None:
         if self.family not in MIXED_PRECISION_FAMILIES:
@@ -100,6 +134,12 @@ class MixedPrecision:
     def bits(self, group: str) -> int:
         """Bits per parameter of ``group`` (one of ``WEIGHT_GROUPS``)."""
         return getattr(self, f"{group}_bits") or self.weight_bits
+
+    def bytes_per_param(self, group: str) -> float:
+        """Bytes each parameter of ``group`` occupies in HBM and is read at: its bits, plus a 4-bit group's block
+        scales."""
+        bits = self.bits(group)
+        return (bits + (self.fp4_scale_bits_per_value if bits == 4 else 0.0)) / 8.0
 
     def applies(self, model: ModelSpec, weight_bits: int) -> bool:
         """Whether a checkpoint of ``model`` at ``weight_bits`` is of this family."""
@@ -151,7 +191,8 @@ class GpuSpec:
     ``scaleup_link_efficiency`` the share of the scale-up links' bandwidth an all-reduce achieves (measured bus
     bandwidth over the links' per-direction peak); ``achievable_hbm_fraction`` / ``achievable_flop_fraction`` the
     share of the nominal HBM bandwidth / dense matrix FLOP rate the best measured kernels reach (1.0: no sourced
-    measurement, the nominal figure).
+    measurement, the nominal figure). ``fp4_format`` is the block-scaled format (``FP4_FORMATS``) of the 4-bit
+    checkpoints the accelerator runs, whose scales add to every 4-bit weight's bytes ("": none stated, 4 bits flat).
     """
 
     name: str
@@ -177,6 +218,7 @@ class GpuSpec:
     scaleup_link_efficiency: float = 1.0
     achievable_hbm_fraction: float = 1.0
     achievable_flop_fraction: float = 1.0
+    fp4_format: str = ""
 
     def in_notebook(self) -> GpuSpec:
         """This accelerator with the reference notebook's figures wherever the card gives them (itself if none)."""
@@ -340,7 +382,9 @@ class Preset:
     card_scaleup_topology: collectives inside a scale-up domain see the card's ``scaleup_topology``: on a mesh, one
     among r GPUs per domain gets (r - 1) / (scaleup_gpus - 1) of a GPU's link bandwidth (off: every card a switch).
     card_scaleup_link_efficiency: all-reduces inside a domain run at the card's ``scaleup_link_efficiency`` of the
-    link bandwidth. card_achievable_fractions: sustained HBM bandwidth and FLOP/s are the card's achievable fractions
+    link bandwidth. card_fp4_block_scales: 4-bit weights carry the block scales of the card's ``fp4_format``
+    (``FP4_FORMATS``: NVFP4 0.5, MXFP4 0.25 bits per weight) in memory and in every step's reads (off: 4 bits flat).
+    card_achievable_fractions: sustained HBM bandwidth and FLOP/s are the card's achievable fractions
     of its nominal figures times ``hbm_efficiency`` / ``flop_efficiency``, which then read as shares of what the card
     can achieve (docs/physics/accelerators.md says how they compose). ``at_peak`` drops the last two: they are
     measurements of today's kernels and libraries, which an engine may beat; the bound keeps only the nominal peak.
@@ -426,6 +470,7 @@ class Preset:
     card_scaleup_topology: bool = False
     card_scaleup_link_efficiency: bool = False
     card_achievable_fractions: bool = False
+    card_fp4_block_scales: bool = False
     decode_attention_at_kv_precision: bool = False
     dp_attention_whole_prompts: bool = False
     mixed_precisions: tuple[MixedPrecision, ...] = ()
@@ -525,6 +570,7 @@ DEFAULT = Preset(
     card_scaleup_topology=True,
     card_scaleup_link_efficiency=True,
     card_achievable_fractions=True,
+    card_fp4_block_scales=True,
     decode_attention_at_kv_precision=True,
     dp_attention_whole_prompts=True,
     mixed_precisions=(NVFP4_MLA_MOE,),
