@@ -9,9 +9,10 @@ from operator import attrgetter
 
 import pytest
 
+from roofline_opt import catalog
 from roofline_opt.fidelity import measured, recipes
 from roofline_opt.fidelity.validate import predict
-from roofline_opt.physics import requests
+from roofline_opt.physics import evaluator, requests
 from roofline_opt.physics.specs import DEFAULT
 
 RUN = "run https://github.com/SemiAnalysisAI/InferenceX/actions/runs/26048239142/attempts/1 ({date}); image x"
@@ -240,11 +241,13 @@ def test_a_larger_recipe_chunk_prefills_an_8k_prompt_sooner():
     assert mine.ttft_s < default.ttft_s  # one step of 8192 prompt tokens, not four of 2048
 
 
-def test_a_larger_recipe_chunk_raises_the_estimated_throughput():
+def test_a_recipe_rows_estimate_is_the_aggregated_model_at_its_chunk():
     s = _b200_8k_row()
-    mine = predict(s, None, DEFAULT)
-    default = predict(replace(s, chunk_tokens=None), None, DEFAULT)
-    assert mine.tok_s_per_gpu > default.tok_s_per_gpu
+    layout = evaluator.Layout.of(s.tp, False, s.pp, s.context, 1, s.ep, s.kv_bits)
+    model, gpu = catalog.load_model(s.model_card), catalog.load_gpu(s.gpu_card)
+    workload = requests.Workload.single(8192, 1024)
+    out = requests.aggregated_figures(model, gpu, DEFAULT, s.weight_bits, layout, 16.0, workload, 32768)
+    assert predict(s, None, DEFAULT).tok_s_per_request == pytest.approx(1.0 / float(out["tpot_s"]))
 
 
 def test_a_row_without_a_recipe_is_estimated_at_the_default_chunk():
