@@ -31,6 +31,7 @@ def _setups() -> list[MeasuredSetup]:
         replace(base, serving="disaggregated", batch=64),
         replace(base, input_len=1000, output_len=200, speed_basis="request", batch=48),
         replace(base, input_len=1000, output_len=200, speed_basis="tpot", batch=300),
+        replace(base, input_len=8000, output_len=200, speed_basis="request", batch=48, chunk_tokens=16384),
         replace(base, input_len=4000, output_len=100, static_batch=True, speed_basis="request", batch=8),
         replace(base, input_len=4000, output_len=100, static_batch=True, speed_basis="tpot", batch=8),
         replace(base, pp=2, batch=16),

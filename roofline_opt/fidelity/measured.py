@@ -164,7 +164,9 @@ class MeasuredSetup:
     or with ``mtp_best_depth`` the best depth in 0..``mtp_depth`` (the bound's reading, ``for_bound``); the MTP block
     at ``draft_weight_bits`` (0: the target's). ``prefill``: the prefill side of a disaggregated row, where it states
     one; ``clients``: the sequences (a benchmark's concurrency) the row states over all its instances, where it states
-    them so (``batch`` is their share per instance, rounded)."""
+    them so (``batch`` is their share per instance, rounded). ``chunk_tokens``: the prompt tokens one step carries at
+    most, as the run's launch script sets them (``recipes.Recipe.step_prompt_tokens``; None: the whole-request
+    estimate's default, ``physics.requests.DEFAULT_CHUNK_TOKENS``)."""
 
     model_card: str
     weight_bits: int
@@ -197,6 +199,7 @@ class MeasuredSetup:
     framework: str = ""
     prefill: parse.ParsedLayout | None = None
     clients: int | None = None
+    chunk_tokens: int | None = None
 
     @property
     def n_gpus(self) -> int:
@@ -456,6 +459,20 @@ def _check(batch: int | None, per_request: float | None, per_gpu: float | None, 
     return "throughput ceiling"
 
 
+def _recipe_chunk(
+    recipe: recipes.Recipe | None,
+    layout: parse.ParsedLayout | None,
+    prompt: float | None,
+    output: float | None,
+    batch: int | None,
+) -> int | None:
+    """The prompt tokens a step of the row's run carries at most, as its recipe sets them for its tensor parallelism,
+    lengths and concurrency per instance (None: no recipe, no lengths, or the recipe states no prefill setting)."""
+    if recipe is None or layout is None or prompt is None or output is None:
+        return None
+    return recipe.step_prompt_tokens(layout.tp, round(prompt), round(output), batch)
+
+
 def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     """A measured row in catalog terms; every problem found is listed in ``reasons``."""
     _check_cells(cells)
@@ -493,8 +510,13 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
         recipe = recipes.recipe_for(
             text["model"], text["framework"], text["notes"], gpu_name, bits[0], layout.serving, mtp
         )
+    prompt, output = _number(text["input_len"]), _number(text["output_len"])
+    decode_only = bool(_DECODE_ONLY_RE.search(text["notes"]))
+    whole = prompt is not None and output is not None and not _KV_LEN_RE.match(text["input_len"].lower())
+    whole = whole and not decode_only
+    chunk = _recipe_chunk(recipe, layout, prompt, output, batch) if whole else None
     if recipe is not None and bits is not None:
-        notes.append(recipe.describe())
+        notes.append(recipe.describe(chunk))
         if not bits[2] and recipe.kv_bits is not None:
             # a KV precision the run's script sets is a fact of the run: the bound rests on it too
             bits = (bits[0], recipe.kv_bits, True)
@@ -504,10 +526,6 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     if speculation.depth and "nvfp4" in text["precision"].lower():
         draft_bits = NVFP4_MTP_DRAFT_BITS
         notes.append(f"NVFP4 checkpoint: the estimate's MTP block at {draft_bits}-bit weights (left unquantized)")
-    prompt, output = _number(text["input_len"]), _number(text["output_len"])
-    decode_only = bool(_DECODE_ONLY_RE.search(text["notes"]))
-    whole = prompt is not None and output is not None and not _KV_LEN_RE.match(text["input_len"].lower())
-    whole = whole and not decode_only
     basis = "request" if _WHOLE_REQUEST_SPEED_RE.search(f"{text['notes']} {text['tok_s_per_request']}") else "tpot"
     setup = None
     if (
@@ -549,6 +567,7 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             framework=text["framework"],
             prefill=layout.prefill,
             clients=clients,
+            chunk_tokens=chunk,
         )
     return MeasuredRow(
         line=int(text["line"] or 0),

@@ -12,9 +12,11 @@ run's date is the best public record of what it ran.
 Only aggregated single-node recipes are listed: the disaggregated rows' recipes (Dynamo's srt-slurm recipes, AMD's
 MoRI ``amd_utils``) set the MTP depth per matrix entry, which the published row does not name.
 
-Besides the KV cache and the MTP depth (which the estimate reads), each entry records the recipe's prefill chunk,
-prefill token budget, CUDA-graph batch and memory fraction as text (``other``): the estimate does not read them from
-a row, so they are recorded in the row's assumptions, not applied.
+Besides the KV cache and the MTP depth, the estimate reads each entry's prefill settings (``Prefill``: SGLang's
+``--chunked-prefill-size`` and ``--max-prefill-tokens``, TensorRT-LLM's ``max_num_tokens``), which give the prompt
+tokens one step of the row's run carries at most (``Recipe.step_prompt_tokens``; the whole-request estimate's chunk
+budget in place of ``physics.requests.DEFAULT_CHUNK_TOKENS``). The entry's text (``other``) also records its
+CUDA-graph batch and memory fraction: those are not applied (the row's assumptions say so).
 """
 
 from __future__ import annotations
@@ -33,6 +35,109 @@ ENGINES = ("TensorRT-LLM", "SGLang", "ATOM")
 """Engines with single-node recipes, in the order a framework text is matched (TensorRT-LLM before SGLang)."""
 
 
+SGLANG_MAX_PREFILL_TOKENS = 16384
+"""SGLang's ``--max-prefill-tokens`` when a script passes none (sgl-project/sglang python/sglang/srt/server_args.py
+@5d2c83e6bb27e91c893e5fc11f6c268790a2a538: ``max_prefill_tokens ... = 16384``)."""
+
+TOKEN_ROUNDING = 64
+"""InferenceX's TensorRT-LLM scripts round ``max_num_tokens`` up to a multiple of 64 tokens."""
+
+PROMPT_RULES = ("", "concurrency + isl", "decode tokens + isl")
+"""How a TensorRT-LLM script sizes ``max_num_tokens`` from the run (``Prefill.rule``): not at all (``""``); the
+concurrency plus the prompt length rounded up to 64, at least ``Prefill.prefill_tokens``; the step's decode tokens
+((MTP + 1) x max batch) plus the prompt length rounded up to 64. Both leave one whole prompt per step besides the
+decode tokens the formula adds."""
+
+
+@dataclass(frozen=True)
+class PrefillCase:
+    """Prefill settings a script applies only to some runs: at tensor parallelism ``tp``, input and output lengths
+    ``isl``/``osl`` and above ``above_concurrency`` clients (None: any)."""
+
+    chunk_tokens: int
+    prefill_tokens: int
+    tp: int | None = None
+    isl: int | None = None
+    osl: int | None = None
+    above_concurrency: int | None = None
+
+    def applies(self, tp: int, isl: int, osl: int, concurrency: int | None) -> bool:
+        """Whether a run at these settings takes this case."""
+        above = self.above_concurrency is None or (concurrency is not None and concurrency > self.above_concurrency)
+        return self.tp in (None, tp) and self.isl in (None, isl) and self.osl in (None, osl) and above
+
+
+@dataclass(frozen=True)
+class Prefill:
+    """A script's prefill settings, as its flags state them (None: the script passes none, the engine's default).
+
+    ``chunk_tokens``: SGLang's ``--chunked-prefill-size`` (a prompt is prefilled in pieces of at most this many
+    tokens). ``prefill_tokens``: SGLang's ``--max-prefill-tokens`` (prompt tokens of one prefill batch at most) or
+    TensorRT-LLM's ``max_num_tokens`` (every token of one step, decode tokens included; TensorRT-LLM runs without
+    chunked prefill unless enabled, which no script here does), or its floor when ``rule`` sizes it from the run
+    (``PROMPT_RULES``). ``cases``: settings the script sets instead for some runs (the first that applies)."""
+
+    chunk_tokens: int | None = None
+    prefill_tokens: int | None = None
+    rule: str = ""
+    cases: tuple[PrefillCase, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.rule not in PROMPT_RULES:
+            raise ValueError(f"prefill rule {self.rule!r} is not one of {PROMPT_RULES}")
+
+    def step_prompt_tokens(self, tp: int, isl: int, osl: int, concurrency: int | None) -> int | None:
+        """Prompt tokens one step carries at most in a run at tensor parallelism ``tp``, ``isl``/``osl`` tokens and
+        ``concurrency`` clients per instance (None: the script states no prefill setting).
+
+        SGLang's scheduler stops adding prompts to a prefill batch once either ``--max-prefill-tokens`` or
+        ``--chunked-prefill-size`` is spent (``PrefillAdder.budget_state``: ``rem_input_tokens <= 0`` or
+        ``rem_chunk_tokens <= 0``, both charged each admitted prompt's tokens; sgl-project/sglang
+        python/sglang/srt/managers/schedule_policy.py @00550cd1), so a step carries the smaller of the two
+        (``SGLANG_MAX_PREFILL_TOKENS`` where the script sets only the chunk). A TensorRT-LLM ``max_num_tokens``
+        formula holds the decode tokens and one whole prompt: the prompt's share is what is left after the
+        concurrency (``concurrency + isl``) or the prompt rounded up to 64 (``decode tokens + isl``)."""
+        case = next((c for c in self.cases if c.applies(tp, isl, osl, concurrency)), None)
+        chunk, budget = (case.chunk_tokens, case.prefill_tokens) if case else (self.chunk_tokens, self.prefill_tokens)
+        if self.rule == "concurrency + isl":
+            clients = concurrency or 0
+            return max(budget or 0, _rounded_up(clients + isl)) - clients
+        if self.rule == "decode tokens + isl":
+            return _rounded_up(isl)
+        if chunk is None:
+            return budget
+        return min(chunk, SGLANG_MAX_PREFILL_TOKENS if budget is None else budget)
+
+    def describe(self) -> str:
+        """The flags, in words (empty: none stated)."""
+        parts = []
+        if self.chunk_tokens is not None:
+            parts.append(f"prefill chunk {self.chunk_tokens}")
+        if self.prefill_tokens is not None:
+            floor = " at least" if self.rule == "concurrency + isl" else ""
+            parts.append(f"prefill token budget{floor} {self.prefill_tokens}")
+        if self.rule:
+            parts.append(f"max_num_tokens = {self.rule} rounded up to {TOKEN_ROUNDING}")
+        parts += [f"chunk {c.chunk_tokens} and budget {c.prefill_tokens} at {_case_condition(c)}" for c in self.cases]
+        return ", ".join(parts)
+
+
+def _rounded_up(tokens: int) -> int:
+    """``tokens`` rounded up to a multiple of ``TOKEN_ROUNDING``."""
+    return -(-tokens // TOKEN_ROUNDING) * TOKEN_ROUNDING
+
+
+def _case_condition(case: PrefillCase) -> str:
+    where = []
+    if case.tp is not None:
+        where.append(f"TP{case.tp}")
+    if case.isl is not None and case.osl is not None:
+        where.append(f"{case.isl}/{case.osl} tokens")
+    if case.above_concurrency is not None:
+        where.append(f"concurrency above {case.above_concurrency}")
+    return " and ".join(where)
+
+
 @dataclass(frozen=True)
 class Recipe:
     """One version of an InferenceX DeepSeek-R1 launch script: ``engine`` on ``gpu_card`` at ``weight_format``
@@ -40,7 +145,8 @@ class Recipe:
     (ISO dates; ``until`` exclusive, empty: still current). ``kv_bits``: the KV cache the script sets (None: it passes
     no KV flag, so the engine's ``auto`` default applies); ``mtp_depth``: drafted tokens per round (None: the script
     leaves it to the engine), ``mtp_depth_dp_attention`` with attention data parallelism (None: the same).
-    ``other``: the script's prefill and memory settings, as text. ``source``: the script's path and commit."""
+    ``other``: the script's prefill and memory settings, as text; ``prefill``: the prefill flags of that text, typed
+    (the estimate reads them: ``step_prompt_tokens``). ``source``: the script's path and commit."""
 
     engine: str
     gpu_card: str
@@ -53,6 +159,11 @@ class Recipe:
     source: str
     other: str = ""
     mtp_depth_dp_attention: int | None = None
+    prefill: Prefill = Prefill()
+
+    def step_prompt_tokens(self, tp: int, isl: int, osl: int, concurrency: int | None) -> int | None:
+        """Prompt tokens one step of a run carries at most (``Prefill.step_prompt_tokens``; None: not stated)."""
+        return self.prefill.step_prompt_tokens(tp, isl, osl, concurrency)
 
     def depth(self, dp_attention: bool) -> int | None:
         """Drafted tokens per round the script runs, with attention data parallelism or without."""
@@ -60,8 +171,9 @@ class Recipe:
             return self.mtp_depth_dp_attention
         return self.mtp_depth
 
-    def describe(self) -> str:
-        """What the row is read with from this recipe, in words (the row's assumptions column)."""
+    def describe(self, step_prompt_tokens: int | None = None) -> str:
+        """What the row is read with from this recipe, in words (the row's assumptions column); ``step_prompt_tokens``:
+        the chunk budget the estimate takes from it for the row (None: the estimate's default)."""
         kv = f"{self.kv_bits}-bit KV cache" if self.kv_bits else "no KV flag (the engine's auto default)"
         parts = [kv]
         if self.mtp:
@@ -69,7 +181,10 @@ class Recipe:
             if self.mtp_depth_dp_attention is not None:
                 depth += f" ({self.mtp_depth_dp_attention} with attention data parallelism)"
             parts.append(f"MTP at {depth}")
-        tail = f"; also sets {self.other} (not read by the estimate)" if self.other else ""
+        flags = self.prefill.describe()
+        if step_prompt_tokens is not None:
+            parts.append(f"{flags}: a step carries at most {step_prompt_tokens} prompt tokens")
+        tail = f"; its text: {self.other} (CUDA-graph batch and memory fraction not applied)" if self.other else ""
         return f"InferenceX recipe {self.source}: {', '.join(parts)}{tail}"
 
 
@@ -84,7 +199,7 @@ _TRT_KV = "kv_cache_config: dtype: fp8"
 _TRT_MTP = "num_nextn_predict_layers: MTP=3, MTP=1 when DP_ATTENTION=true"
 _ATOM_KV = "--kv_cache_dtype fp8"
 
-# engine settings several script versions share (what the table records as text, not applied)
+# engine settings several script versions share, as text and typed (the prefill flags)
 _SG_PREFILL_131K = "chunked prefill 131072, max prefill tokens 131072, cuda-graph max bs 128, mem fraction 0.8"
 _SG_PREFILL_16K_BS256 = "chunked prefill 16384, cuda-graph max bs 256, mem fraction 0.85"
 _SG_PREFILL_196K = (
@@ -111,6 +226,16 @@ _ATOM_MTP_DEFAULT = (
     "atom/model_engine/arg_utils.py default=1 from @7b4b6089 (2025-12-10) to v0.1.3 @bdcc62e9 (2026-05-30)"
 )
 
+_SG_131K = Prefill(131072, 131072)
+_SG_16K_CHUNK = Prefill(16384)
+_SG_196K = Prefill(196608, 196608, cases=(PrefillCase(32768, 32768, isl=8192, osl=1024, above_concurrency=32),))
+_SG_196K_EVERY_WORKLOAD = Prefill(196608, 196608)
+_SG_16K = Prefill(16384, 16384)
+_SG_32K = Prefill(32768, 32768)
+_SG_32K_TP8_8K_TP4 = Prefill(cases=(PrefillCase(32768, 32768, tp=8), PrefillCase(8192, 8192, tp=4)))
+_TRT_CONCURRENCY_ISL = Prefill(prefill_tokens=8192, rule="concurrency + isl")
+_TRT_DECODE_ISL = Prefill(rule="decode tokens + isl")
+
 RECIPES: tuple[Recipe, ...] = (
     # SGLang, B200
     Recipe(
@@ -124,6 +249,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("dsr1_fp8_b200_docker.sh", "d8fe8f73", _SG_KV),
         _SG_PREFILL_32K_BS128,
+        prefill=_SG_32K,
     ),
     Recipe(
         "SGLang",
@@ -136,6 +262,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("dsr1_fp8_b200_docker.sh", "d22bf9ca", _SG_KV) + "; dsr1_fp8_b200_slurm.sh @ea181ae6 the same",
         _SG_PREFILL_32K_BS128,
+        prefill=_SG_32K,
     ),
     Recipe(
         "SGLang",
@@ -148,6 +275,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp8_b200.sh", "64c20b6b", _SG_KV),
         _SG_PREFILL_32K_TP8_8K_TP4,
+        prefill=_SG_32K_TP8_8K_TP4,
     ),
     Recipe(
         "SGLang",
@@ -160,6 +288,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp8_b200.sh", "ed5867f9", _SG_KV),
         _SG_PREFILL_32K_TP8_8K_TP4,
+        prefill=_SG_32K_TP8_8K_TP4,
     ),
     Recipe(
         "SGLang",
@@ -172,6 +301,7 @@ RECIPES: tuple[Recipe, ...] = (
         2,
         _src("single_node/dsr1_fp8_b200_mtp.sh", "64c20b6b", f"{_SG_KV}, {_SG_MTP2}"),
         _SG_PREFILL_16K_BS512,
+        prefill=_SG_16K,
     ),
     Recipe(
         "SGLang",
@@ -184,6 +314,7 @@ RECIPES: tuple[Recipe, ...] = (
         2,
         _src("single_node/dsr1_fp8_b200_mtp.sh", "ed5867f9", f"{_SG_KV}, {_SG_MTP2}"),
         _SG_PREFILL_16K_BS512,
+        prefill=_SG_16K,
     ),
     Recipe(
         "SGLang",
@@ -196,6 +327,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("dsr1_fp4_b200_docker.sh", "4b860b78", _SG_KV),
         _SG_PREFILL_16K_BS256,
+        prefill=_SG_16K_CHUNK,
     ),
     Recipe(
         "SGLang",
@@ -208,6 +340,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("dsr1_fp4_b200_docker.sh", "d8fe8f73", _SG_KV),
         _SG_PREFILL_16K_BS256,
+        prefill=_SG_16K_CHUNK,
     ),
     Recipe(
         "SGLang",
@@ -220,6 +353,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp4_b200.sh", "64c20b6b", _SG_KV),
         _SG_PREFILL_16K_BS256,
+        prefill=_SG_16K_CHUNK,
     ),
     Recipe(
         "SGLang",
@@ -232,6 +366,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp4_b200.sh", "ed5867f9", _SG_KV),
         _SG_PREFILL_16K_BS256,
+        prefill=_SG_16K_CHUNK,
     ),
     Recipe(
         "SGLang",
@@ -244,6 +379,7 @@ RECIPES: tuple[Recipe, ...] = (
         2,
         _src("single_node/dsr1_fp4_b200_mtp.sh", "292726bb", f"{_SG_KV}, {_SG_MTP2}"),
         _SG_PREFILL_16K_BS512,
+        prefill=_SG_16K,
     ),
     # SGLang, H200: no KV flag (BF16 for DeepSeek-R1's FP8 checkpoint, which carries no KV-cache quantization)
     Recipe(
@@ -257,6 +393,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp8_h200.sh", "41aff0af", "no --kv-cache-dtype"),
         _SG_PREFILL_32K_BS512_OR_256,
+        prefill=_SG_32K,
     ),
     Recipe(
         "SGLang",
@@ -269,6 +406,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp8_h200.sh", "ed5867f9", "no --kv-cache-dtype"),
         _SG_PREFILL_32K_BS512_OR_256,
+        prefill=_SG_32K,
     ),
     Recipe(
         "SGLang",
@@ -281,6 +419,7 @@ RECIPES: tuple[Recipe, ...] = (
         2,
         _src("single_node/dsr1_fp8_h200_mtp.sh", "cd5f6dd2", f"no --kv-cache-dtype, {_SG_MTP2}"),
         "chunked prefill 32768, max prefill tokens 32768, cuda-graph max bs 512 or 256, mem fraction 0.82",
+        prefill=_SG_32K,
     ),
     # SGLang, AMD
     Recipe(
@@ -294,6 +433,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp8_mi300x.sh", "8d81e0bf", _SG_KV),
         _SG_PREFILL_131K,
+        prefill=_SG_131K,
     ),
     Recipe(
         "SGLang",
@@ -306,6 +446,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp8_mi300x.sh", "ed5867f9", _SG_KV),
         _SG_PREFILL_131K,
+        prefill=_SG_131K,
     ),
     Recipe(
         "SGLang",
@@ -318,6 +459,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp8_mi325x.sh", "8d81e0bf", _SG_KV),
         _SG_PREFILL_131K,
+        prefill=_SG_131K,
     ),
     Recipe(
         "SGLang",
@@ -330,6 +472,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp8_mi325x.sh", "ed5867f9", _SG_KV),
         _SG_PREFILL_131K,
+        prefill=_SG_131K,
     ),
     Recipe(
         "SGLang",
@@ -342,6 +485,7 @@ RECIPES: tuple[Recipe, ...] = (
         3,
         _src("single_node/dsr1_fp8_mi325x_mtp.sh", "8283444d", f"{_SG_KV}, {_SG_MTP3}"),
         _SG_PREFILL_131K,
+        prefill=_SG_131K,
     ),
     Recipe(
         "SGLang",
@@ -354,6 +498,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp8_mi355x.sh", "9d39c92e", _SG_KV),
         _SG_PREFILL_196K_BS_CONCURRENCY,
+        prefill=_SG_196K_EVERY_WORKLOAD,
     ),
     Recipe(
         "SGLang",
@@ -366,6 +511,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp8_mi355x.sh", "ed5867f9", _SG_KV),
         _SG_PREFILL_196K_BS_CONCURRENCY,
+        prefill=_SG_196K_EVERY_WORKLOAD,
     ),
     Recipe(
         "SGLang",
@@ -378,6 +524,7 @@ RECIPES: tuple[Recipe, ...] = (
         3,
         _src("single_node/dsr1_fp8_mi355x_mtp.sh", "c178e282", f"{_SG_KV}, {_SG_MTP3}"),
         _SG_PREFILL_196K_BS_CONCURRENCY,
+        prefill=_SG_196K_EVERY_WORKLOAD,
     ),
     # MI355X MXFP4: the October 2025 script passes no KV flag
     Recipe(
@@ -391,6 +538,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("dsr1_fp4_mi355x_docker.sh", "a25544f7", "no --kv-cache-dtype; dsr1_fp4_mi355x_slurm.sh the same"),
         _SG_PREFILL_196K,
+        prefill=_SG_196K,
     ),
     Recipe(
         "SGLang",
@@ -403,6 +551,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/dsr1_fp4_mi355x.sh", "8d81e0bf", _SG_KV),
         _SG_PREFILL_196K,
+        prefill=_SG_196K,
     ),
     Recipe(
         "SGLang",
@@ -415,6 +564,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("single_node/fixed_seq_len/dsr1_fp4_mi355x.sh", "1b234994", _SG_KV),
         _SG_PREFILL_196K,
+        prefill=_SG_196K,
     ),
     Recipe(
         "SGLang",
@@ -427,6 +577,7 @@ RECIPES: tuple[Recipe, ...] = (
         3,
         _src("single_node/dsr1_fp4_mi355x_mtp.sh", "8a16828e", f"{_SG_KV}, {_SG_MTP3}"),
         _SG_PREFILL_196K,
+        prefill=_SG_196K,
     ),
     # TensorRT-LLM
     Recipe(
@@ -477,6 +628,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp4_b200_trt.sh", "ed5867f9", _TRT_KV),
         "cuda-graph max batch = concurrency (concurrency / 4 with DP attention), free_gpu_memory_fraction 0.8, "
         "max_num_tokens max(8192, concurrency + ISL rounded up to 64)",
+        prefill=_TRT_CONCURRENCY_ISL,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -515,6 +667,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_b200_trt.sh", "ed5867f9", _TRT_KV),
         "cuda-graph max batch = concurrency, free_gpu_memory_fraction 0.8 (0.75 in one branch), max_num_tokens "
         "max(8192, concurrency + ISL rounded up to 64)",
+        prefill=_TRT_CONCURRENCY_ISL,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -552,6 +705,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_h200_trt.sh", "ed5867f9", _TRT_KV),
         "cuda_graph_config max_batch_size 128, free_gpu_memory_fraction 0.75, max_num_tokens max(8192, "
         "concurrency + ISL rounded up to 64)",
+        prefill=_TRT_CONCURRENCY_ISL,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -591,6 +745,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_b200_trt_mtp.sh", "ed5867f9", f"{_TRT_KV}, {_TRT_MTP}"),
         "free_gpu_memory_fraction 0.8 (0.7 with DP attention), max_num_tokens (MTP+1) x max batch + ISL "
         "rounded up to 64",
+        prefill=_TRT_DECODE_ISL,
         mtp_depth_dp_attention=1,
     ),
     Recipe(
@@ -643,6 +798,7 @@ RECIPES: tuple[Recipe, ...] = (
         3,
         _src("single_node/dsr1_fp4_b200_trt_mtp.sh", "ed5867f9", f"{_TRT_KV}, {_TRT_MTP}"),
         "free_gpu_memory_fraction 0.8, max_num_tokens (MTP+1) x max batch + ISL rounded up to 64",
+        prefill=_TRT_DECODE_ISL,
         mtp_depth_dp_attention=1,
     ),
     # ATOM (AMD), MI355X: "--method mtp" without --num-speculative-tokens runs ATOM's default, 1 drafted token

@@ -10,7 +10,8 @@ Little's law such a deployment serves X = C / (TTFT + (O - 1) TPOT) requests/s, 
 for its first token produces none, so the output rate is below C / TPOT by the TTFT's share of the request.
 
 - Aggregated (continuous batching): each step carries the decode tokens and the steady state's B x I / O prompt
-  tokens in chunks (budget: the engines' default 2048 tokens, or the steady-state load when larger;
+  tokens in chunks (budget: what the run's launch script sets, ``MeasuredSetup.chunk_tokens`` from
+  ``fidelity.recipes``, else the engines' default 2048 tokens; the steady-state load when larger;
   ``physics.requests.aggregated_figures``), which gives TPOT and TTFT; the row's output rate is C O / (TTFT + (O - 1)
   TPOT).
 - Disaggregated (the row states its prefill side): the C clients are split between the prefill pool (queued,
@@ -118,7 +119,8 @@ def _aggregated(
     workload = requests.Workload.single(s.input_len, o)
     per_round = 1.0 if spec is None else spec.tokens_per_round
     load = np.ceil(batch * workload.prompt_tokens_per_output * per_round)
-    chunk = np.maximum(requests.DEFAULT_CHUNK_TOKENS, load)
+    budget = requests.DEFAULT_CHUNK_TOKENS if s.chunk_tokens is None else s.chunk_tokens
+    chunk = np.maximum(budget, load)
     out = requests.aggregated_figures(model, gpu, preset, s.weight_bits, layout, batch, workload, chunk, spec=spec)
     tpot = out["tpot_s"]
     whole_s = out["ttft_s"] + (o - 1) * tpot

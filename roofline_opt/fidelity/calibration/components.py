@@ -112,7 +112,8 @@ def _steps(setups: Sequence[MeasuredSetup], kind: Kind, preset: Preset) -> tuple
             terms.append((one, requests.prefill_step(model, gpu, preset, bits, layout, batch, i), prefill))
         return o * one, terms
     workload = requests.Workload.single(i, o)
-    chunk = np.maximum(requests.DEFAULT_CHUNK_TOKENS, np.ceil(batch * workload.prompt_tokens_per_output))
+    budget = np.array([requests.DEFAULT_CHUNK_TOKENS if s.chunk_tokens is None else s.chunk_tokens for s in setups])
+    chunk = np.maximum(budget, np.ceil(batch * workload.prompt_tokens_per_output))
     step = requests.tpot_step(model, gpu, preset, bits, layout, batch, workload, chunk, 1.0)
     prompt = batch / o * i
     assert not isinstance(step, requests.Round)  # no draft here
