@@ -8,7 +8,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import types
+import weakref
 from pathlib import Path
 
 import pandas as pd
@@ -260,3 +263,36 @@ def test_a_run_no_signal_reached_leaves_through_sys_exit(monkeypatch):
     with pytest.raises(Exited) as exited:
         cli.run()
     assert (exited.value.how, exited.value.code) == ("sys.exit", 2)
+
+
+def _signal_inside_a_weakref_callback() -> None:
+    """SIGTERM delivered while Python runs a weakref callback, where an exception cannot propagate (as importlib's
+    module-lock cleanup is when a signal lands mid-import)."""
+
+    class Held:
+        pass
+
+    held = Held()
+    ref = weakref.ref(held, lambda _: signal.raise_signal(signal.SIGTERM))
+    del held
+    assert ref() is None
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_a_signal_inside_a_callback_prints_nothing_and_is_remembered(monkeypatch):
+    printed: list[object] = []  # what the interpreter's hook would print as "Exception ignored in ..."
+    monkeypatch.setattr(sys, "unraisablehook", printed.append)
+    with cli._signals_interrupt():
+        _signal_inside_a_weakref_callback()
+        received = list(cli._received)
+    assert received == [signal.SIGTERM]
+    assert printed == []
+    assert sys.unraisablehook == printed.append
+
+
+def test_other_unraisable_errors_still_reach_the_previous_hook():
+    seen = []
+    hook = cli._quiet_unraisable(seen.append)
+    error = types.SimpleNamespace(exc_value=ValueError("a bug"))
+    hook(error)
+    assert seen == [error]

@@ -19,8 +19,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from typing import NoReturn
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn
 
 from roofline_opt.errors import MAX_REPORT_CHARS, Infeasible, InvalidInput, SolverFailure, one_line
 
@@ -183,6 +183,19 @@ def _interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
 
+def _quiet_unraisable(previous: Callable[[Any], object]) -> Callable[[Any], None]:
+    """``sys.unraisablehook`` for a command: the handler's KeyboardInterrupt, raised where Python cannot propagate it
+    (a weakref or garbage-collector callback, such as importlib's module-lock cleanup), is not printed: the signal is
+    in ``_received``, which still ends the run as interrupted on one line. Everything else goes to ``previous``."""
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _received:
+            return
+        previous(unraisable)
+
+    return hook
+
+
 def _remember(signum: int, frame: object) -> None:
     """Outside a command (before main, after it): a signal is remembered, never raised where nothing catches it."""
     _received.append(signum)
@@ -201,11 +214,14 @@ def _signals_interrupt() -> Iterator[None]:
         yield
         return
     previous = {s: signal.signal(s, _interrupt) for s in INTERRUPTING_SIGNALS}
+    unraisable = sys.unraisablehook
+    sys.unraisablehook = _quiet_unraisable(unraisable)
     try:
         yield
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        sys.unraisablehook = unraisable
         files.stop_writing(False)
 
 
