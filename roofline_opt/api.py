@@ -536,7 +536,9 @@ def _workload_rows(workload) -> list[tuple[int, int, float]]:
     if isinstance(workload, str | os.PathLike):
         path = Path(workload)
         frame = files.read_csv_cells(path, "workload", WORKLOAD_COLUMNS, "request class")
-        cells = [(f"{path} line {n}", r) for n, r in enumerate(frame.to_dict("records"), start=2)]
+        cells = [
+            (f"{files.located('workload', path)} line {n}", r) for n, r in enumerate(frame.to_dict("records"), start=2)
+        ]
     else:
         cells = [(f"workload row {n}", dict(zip(WORKLOAD_COLUMNS, r, strict=True))) for n, r in enumerate(workload)]
     return [
