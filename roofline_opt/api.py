@@ -194,8 +194,8 @@ def _with_placement(q: Question, answer: Answer) -> Answer:
 
 
 def _modes(tp_modes) -> tuple[bool, ...]:
-    modes = {checks.choice("tp_modes", m, ("1d", "2d")) for m in checks.items("tp_modes", tp_modes)}
-    return tuple(sorted(m == "2d" for m in modes))
+    modes = tuple(checks.choice("tp_modes", m, ("1d", "2d")) for m in checks.items("tp_modes", tp_modes))
+    return tuple(sorted(m == "2d" for m in checks.once_each("tp_modes", modes)))
 
 
 def question(
@@ -485,7 +485,7 @@ def _choices(field: str, values, allowed: tuple[int, ...], default: tuple[int, .
     items = checks.items(field, values)
     if not items:
         raise InvalidInput(field, f"must list at least one of {', '.join(map(str, allowed))}. Got none instead.")
-    return tuple(sorted({checks.choice(field, v, allowed) for v in items}, reverse=True))
+    return tuple(sorted(checks.once_each(field, tuple(checks.choice(field, v, allowed) for v in items)), reverse=True))
 
 
 def _roles(gpus, prefill_gpu, decode_gpu, on_cluster: bool):
@@ -536,7 +536,9 @@ def _workload_rows(workload) -> list[tuple[int, int, float]]:
     if isinstance(workload, str | os.PathLike):
         path = Path(workload)
         frame = files.read_csv_cells(path, "workload", WORKLOAD_COLUMNS, "request class")
-        cells = [(f"{path} line {n}", r) for n, r in enumerate(frame.to_dict("records"), start=2)]
+        cells = [
+            (f"{files.located('workload', path)} line {n}", r) for n, r in enumerate(frame.to_dict("records"), start=2)
+        ]
     else:
         cells = [(f"workload row {n}", dict(zip(WORKLOAD_COLUMNS, r, strict=True))) for n, r in enumerate(workload)]
     return [
@@ -550,7 +552,9 @@ def _workload_rows(workload) -> list[tuple[int, int, float]]:
 
 
 def _serving(serving, load: rq.Workload | None) -> tuple[str, ...]:
-    offered = {checks.choice("serving", v, rq.SERVING_MODES) for v in checks.items("serving", serving)}
+    offered = checks.once_each(
+        "serving", tuple(checks.choice("serving", v, rq.SERVING_MODES) for v in checks.items("serving", serving))
+    )
     modes = tuple(m for m in rq.SERVING_MODES if m in offered)
     if not modes:
         raise InvalidInput("serving", "must offer agg, disagg or both. Got none instead.")

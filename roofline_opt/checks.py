@@ -140,6 +140,20 @@ def items(field: str, value: Any) -> tuple[Any, ...]:
     return (value,)
 
 
+def once_each(field: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``values`` (already converted: ``"8"`` and ``"08"`` are both 8) if none repeats, else an error naming the
+    first repeated value: a list that offers a value twice is a typo, not a wish."""
+    seen: set[Any] = set()
+    for value in values:
+        if value in seen:
+            count = values.count(value)
+            times = "twice" if count == 2 else f"{count} times"
+            msg = f"must list each value once; {shown(value)} is given {times}. Got {shown(list(values))} instead."
+            raise InvalidInput(field, msg)
+        seen.add(value)
+    return values
+
+
 def parse_int_list(field: str, text: Any) -> tuple[int, ...]:
     """Text like ``"1,2,4"`` as ``(1, 2, 4)``; every item must be a positive integer."""
     return tuple(positive_int(field, item) for item in _split(field, text))

@@ -143,7 +143,9 @@ def read_csv_cells(
 
     path = Path(path)
     if not path.exists():
-        raise InvalidInput(field, f"must be an existing CSV file. Got {str(path)!r} instead (no such file).")
+        raise InvalidInput(
+            field, f"must be an existing CSV file. Got {str(path)!r} instead (no such file {path.absolute()})."
+        )
     text = read_text(path, field, MAX_CSV_BYTES, "a CSV file")
     _check_csv_shape(text, path, field, required, max_rows)
     try:
@@ -156,6 +158,12 @@ def read_csv_cells(
     if frame.empty:
         raise InvalidInput(field, f"{path} has a header but no rows")
     return frame
+
+
+def located(field: str, path: str | os.PathLike[str]) -> str:
+    """Where a problem in the file ``path`` given as ``field`` is, as an error names it: ``--workload: mix.csv``
+    (just the path when the file is its own field, a positional FILE)."""
+    return str(path) if field == str(path) else f"{field}: {path}"
 
 
 def _check_csv_shape(text: str, path: Path, field: str, required: Sequence[str], max_rows: int) -> None:
@@ -181,8 +189,8 @@ def _check_csv_shape(text: str, path: Path, field: str, required: Sequence[str],
                     raise InvalidInput(f"{field}: {twice[0]}", msg)
                 missing = [c for c in required if c not in {cell.strip() for cell in row}]
                 if missing:
-                    msg = f"column is missing: {field} needs columns {', '.join(required)}"
-                    raise InvalidInput(f"{path}: {missing[0]}", msg)
+                    msg = f"column is missing: the file needs columns {', '.join(required)}"
+                    raise InvalidInput(f"{located(field, path)}: {missing[0]}", msg)
             elif len(row) > width:
                 msg = f"{path} line {number} has {len(row)} fields but the header {width}: quote cells with commas"
                 raise InvalidInput(field, msg)

@@ -157,11 +157,15 @@ CASES = {
     ),
     "empty CSV": (from_csv(""), "--from-csv", "is empty"),
     "CSV without rows": (from_csv("model,gpu,tp,pp,batch\n"), "--from-csv", "has a header but no rows"),
-    "CSV missing a column": (from_csv("model,gpu,tp,pp\nllama-3-8b,h100-sxm,8,1\n"), "setups.csv: batch", "missing"),
-    "CSV with a bad cell names its line": (
+    "CSV missing a column": (
+        from_csv("model,gpu,tp,pp\nllama-3-8b,h100-sxm,8,1\n"),
+        "--from-csv: /",
+        "setups.csv: batch: column is missing: the file needs columns model, gpu, tp, pp, batch",
+    ),
+    "CSV with a bad cell names the flag and its line": (
         from_csv(f"model,gpu,tp,pp,batch\n{GOOD_ROW}\nllama-3-8b,h100-sxm,8,1,0\n"),
-        "setups.csv line 3: batch",
-        "Got '0' instead",
+        "--from-csv: /",
+        "setups.csv line 3: batch: must be a positive integer. Got '0' instead",
     ),
     "CSV with a bad boolean": (
         from_csv(f"model,gpu,tp,pp,batch,tp_2d\n{GOOD_ROW},maybe\n"),

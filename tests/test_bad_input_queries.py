@@ -36,6 +36,17 @@ def observed(text: str) -> Argv:
     return argv
 
 
+def workload(text: str) -> Argv:
+    """A fastest question whose --workload file holds ``text``."""
+
+    def argv(tmp_path: Path) -> list[str]:
+        path = tmp_path / "mix.csv"
+        path.write_text(text)
+        return query("fastest", "--workload", str(path), "--max-usd-per-mtok", "5")(tmp_path)
+
+    return argv
+
+
 def plot(relative: str) -> Argv:
     return lambda tmp_path: query("frontier", "--plot", str(tmp_path / relative))(tmp_path)
 
@@ -56,6 +67,14 @@ CASES = {
     "tp degree zero": (query("fastest", "--tp-degrees", "0,2"), "--tp-degrees", "must be a positive integer"),
     "tp degrees text": (query("cheapest", "--tp-degrees", "a,b"), "--tp-degrees", "Got 'a' instead"),
     "tp degrees empty": (query("frontier", "--tp-degrees", ""), "--tp-degrees", "comma-separated list"),
+    "tp degrees repeated": (query("fastest", "--tp-degrees", "1,1,1"), "--tp-degrees", "1 is given 3 times"),
+    "pp degrees repeated in another spelling": (query("cheapest", "--pp-degrees", "1,2,01"), "--pp-degrees", "1 is"),
+    "ep degrees repeated": (query("fastest", "--ep-degrees", "1,1"), "--ep-degrees", "must list each value once"),
+    "chunk tokens repeated": (query("fastest", "--chunk-tokens", "512,512"), "--chunk-tokens", "512 is given twice"),
+    "weight bits repeated": (query("cheapest", "--weight-bits", "16,8,16"), "--weight-bits", "16 is given twice"),
+    "kv bits repeated": (query("frontier", "--kv-bits", "8,8"), "--kv-bits", "8 is given twice"),
+    "tp modes repeated": (query("fastest", "--tp-modes", "1d,1d"), "--tp-modes", "'1d' is given twice"),
+    "serving repeated": (query("fastest", "--serving", "agg,agg"), "--serving", "'agg' is given twice"),
     "pp degree fractional": (query("fastest", "--pp-degrees", "1,1.5"), "--pp-degrees", "Got '1.5' instead"),
     "tp mode 3d": (query("fastest", "--tp-modes", "3d"), "--tp-modes", "must be one of 1d, 2d"),
     "one frontier point": (query("frontier", "--points", "1"), "--points", "must be an integer >= 2"),
@@ -76,6 +95,14 @@ CASES = {
     "observed column missing": (observed("tok_s_per_request,label\n40,a\n"), "observed.csv: usd_per_mtok", "missing"),
     "observed price zero": (observed("tok_s_per_request,usd_per_mtok\n40,3\n50,0\n"), "line 3: usd_per_mtok", BUDGET),
     "observed speed text": (observed("tok_s_per_request,usd_per_mtok\nfast,3\n"), "line 2: tok_s_per_request", BUDGET),
+    "observed cell names the flag": (observed("tok_s_per_request,usd_per_mtok\n0,3\n"), "--observed: /", "line 2"),
+    "workload column missing": (workload("isl,osl\n100,10\n"), "--workload: /", "mix.csv: weight: column is missing"),
+    "workload cell": (workload("isl,osl,weight\n100,x,1\n"), "--workload: /", "mix.csv line 2: osl: must be a"),
+    "cluster file missing": (
+        query("fastest", "--cluster", "no-such-cluster.yaml", model=["--model", "llama-3-70b"]),
+        "--cluster: must be a catalog cluster name or an existing file",
+        "(no such file /",
+    ),
     "observed empty": (observed(""), "--observed", "is empty"),
     "plot into a missing folder": (plot("missing/frontier.png"), "--plot", "No such file or directory"),
     "plot format unknown": (plot("frontier.xyz"), "--plot", "must end in one of"),

@@ -141,6 +141,24 @@ def test_an_engine_without_rows_is_refused_naming_the_option() -> None:
     assert "--measured" in err and "sglang" in err
 
 
+@pytest.mark.parametrize("version", ["", " ", "latest", "0"])
+def test_an_engine_version_that_is_no_version_number_is_refused_naming_the_option(version: str) -> None:
+    code, out, err = _run(["calibrate", "--measured", str(MEASURED), "--engine-version", version])
+
+    assert code == EXIT_BAD_INPUT and out == "" and err.count("\n") == 1
+    assert err.startswith("roofline-opt: error: --engine-version: must be a version number like 0.6.1")
+
+
+def test_an_engine_version_with_a_leading_v_is_the_version_the_rows_state() -> None:
+    assert cal.checked_version("v0.6.1") == cal.checked_version("0.6.1") == "0.6.1"
+
+
+def test_a_version_without_rows_is_named_in_the_refusal_without_an_engine() -> None:
+    code, _, err = _run(["calibrate", "--measured", str(MEASURED), "--engine-version", "9.9"])
+
+    assert code == EXIT_BAD_INPUT and "--measured: has no rows of version 9.9 a fit can use" in err
+
+
 def test_one_step_held_out_errors_are_close_to_refits(h100) -> None:
     predict, measured, prior = h100
     found = fit.identify(predict, measured, prior)

@@ -143,6 +143,33 @@ def test_a_fleet_demand_outside_its_range_or_not_a_number_is_exit_2(tmp_path, ca
     assert_one_line(err, code, EXIT_BAD_INPUT, "demand_tok_s")
 
 
+def test_an_error_inside_a_fleet_file_names_the_file(tmp_path, capsys):
+    fleet = fleet_with_demand(tmp_path, "-5")
+
+    code, _, err = run(capsys, "plan", str(fleet))
+
+    assert_one_line(err, code, EXIT_BAD_INPUT, f"roofline-opt: error: {fleet}: models[0].demand_tok_s: must be")
+
+
+def test_a_missing_fleet_file_names_it_with_its_absolute_path(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    code, _, err = run(capsys, "plan", "no-fleet.yaml")
+
+    assert_one_line(err, code, EXIT_BAD_INPUT, "FLEET: must be an existing YAML file. Got 'no-fleet.yaml' instead")
+    assert f"(no such file {tmp_path / 'no-fleet.yaml'})" in err
+
+
+def test_a_fleet_cluster_file_that_is_missing_is_named_as_the_fleet_s_cluster_key(tmp_path, capsys):
+    fleet = fleet_with_demand(tmp_path, "100")
+    (tmp_path / "pod.yaml").unlink()
+
+    code, _, err = run(capsys, "plan", str(fleet))
+
+    assert_one_line(err, code, EXIT_BAD_INPUT, f"{fleet}: cluster: must be an existing cluster file. Got 'pod.yaml'")
+    assert f"(no such file {tmp_path / 'pod.yaml'}" in err
+
+
 def test_a_fleet_demand_profile_may_have_an_idle_period(tmp_path, capsys):
     shutil.copy(CLUSTER, tmp_path / "pod.yaml")
     fleet = tmp_path / "fleet.yaml"

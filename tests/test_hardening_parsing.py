@@ -390,7 +390,7 @@ def test_a_control_character_in_a_card_is_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("text", "words"),
-    [(alias_bomb(), ("FLEET", "aliases")), ("gpus: 8\ngpus: 16\n", ("FLEET: gpus", "twice"))],
+    [(alias_bomb(), ("fleet.yaml: ", "aliases")), ("gpus: 8\ngpus: 16\n", ("fleet.yaml: gpus", "twice"))],
     ids=["alias-bomb", "duplicate-key"],
 )
 def test_a_hostile_fleet_file_is_refused_on_one_line(tmp_path, capsys, text, words):

@@ -79,6 +79,18 @@ def test_comma_separated_text_is_refused_naming_the_parameter(parameter: str, te
     assert exc.value.field == parameter and "list of values" in exc.value.message
 
 
+@pytest.mark.parametrize(
+    ("parameter", "values", "repeated"),
+    [("tp_degrees", [8, "8"], "8"), ("pp_degrees", (1, 2, 1.0), "1"), ("weight_bits", [16, 16], "16")],
+)
+def test_a_list_offering_a_value_twice_is_refused_naming_the_value(parameter: str, values, repeated: str) -> None:
+    with pytest.raises(InvalidInput) as exc:
+        api.question("llama-3-8b", "h100-sxm", **{**SMALL, parameter: values})
+
+    assert exc.value.field == parameter
+    assert exc.value.message.startswith(f"must list each value once; {repeated} is given twice.")
+
+
 def test_split_lists_reads_the_command_lines_notation() -> None:
     values = api.split_lists({"gpu": "h100-sxm, h200", "tp_degrees": "1,2", "max_batch": "64", "draft": None})
 

@@ -14,7 +14,7 @@ import yaml
 from roofline_opt import files
 from roofline_opt.cli import EXIT_BAD_INPUT, main
 from roofline_opt.errors import InvalidInput
-from roofline_opt.study import load_study
+from roofline_opt.study import load_study, summary
 from roofline_opt.study.assemble import assemble
 from roofline_opt.study.runner import MAX_WORKERS, run_study
 from roofline_opt.study.store import Store, parts_dir
@@ -195,6 +195,49 @@ def test_a_summary_input_may_be_spelled_as_its_flag(tmp_path: Path) -> None:
         "x": "min_tok_s",
         "facet": "model",
     }
+
+
+def _answered_frame(status: str) -> pd.DataFrame:
+    """The output of STUDY's two questions as the summary reads it: inputs, status and one figure when answered."""
+    fixed = {f"in_{k}": [str(v)] * 2 for k, v in STUDY["fixed"].items()}
+    frame = pd.DataFrame(fixed | {"in_model": ["llama-3-8b"] * 2, "in_min_tok_s": [25, 50], "status": [status] * 2})
+    return frame.assign(usd_per_mtok=[1.5, 2.5]) if status == "ok" else frame
+
+
+def test_a_summary_y_naming_no_output_column_is_refused_suggesting_the_closest(tmp_path: Path) -> None:
+    study = load_study(_with_summary(tmp_path, {"y": "usd_per_mtk"}))
+
+    with pytest.raises(InvalidInput) as exc:
+        summary.markdown(_answered_frame("ok"), study)
+
+    assert exc.value.field == f"{study.path}: summary: y"
+    assert exc.value.message == (
+        "must name a column of the study's output, like usd_per_mtok. Got 'usd_per_mtk' instead. "
+        "Did you mean 'usd_per_mtok'?"
+    )
+
+
+def test_a_summary_y_of_a_study_without_answers_shows_the_statuses(tmp_path: Path) -> None:
+    study = load_study(_with_summary(tmp_path, {"y": "usd_per_mtok"}))
+
+    assert summary.layout(_answered_frame("infeasible"), study).y == "status"
+
+
+def test_a_summary_y_naming_no_output_column_writes_no_summary_or_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _with_summary(tmp_path, {"y": "usd_per_mtk"})
+    views = [tmp_path / "s.md", tmp_path / "s.html"]
+    code = main(["study", str(path), "--out", str(tmp_path / "o.parquet"), "--workers", "1"] + _views(views))
+
+    err = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT and err.count("\n") == 1
+    assert err.startswith(f"roofline-opt: error: {path}: summary: y: must name a column of the study's output")
+    assert not any(view.exists() for view in views)
+
+
+def _views(paths: list[Path]) -> list[str]:
+    return ["--summary-md", str(paths[0]), "--html", str(paths[1])]
 
 
 def test_loading_a_study_reports_progress_until_every_question_is_made(tmp_path: Path) -> None:

@@ -345,7 +345,9 @@ def test_missing_cluster_file_is_exit_code_2(tmp_path, capsys):
     from roofline_opt.cli import main
 
     assert main(["cluster", "show", str(tmp_path / "nope.graphml")]) == 2
-    assert "cannot be read" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("roofline-opt: error: FILE: must be a catalog cluster name or an existing file.")
+    assert f"(no such file {tmp_path / 'nope.graphml'})" in err
 
 
 @needs_cli

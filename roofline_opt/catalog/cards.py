@@ -297,7 +297,12 @@ def cluster_file(name_or_path: str, field: str = "cluster") -> str:
     if not _is_path(text) and text in index:
         return str(index[text])
     if _is_path(text):
-        return text  # the cluster reader names the missing file
+        path = Path(text).expanduser()
+        if not path.exists():
+            why = f"no such file {path.absolute()}"
+            msg = f"must be a catalog cluster name or an existing file. Got {text!r} instead ({why})."
+            raise InvalidInput(field, msg)
+        return text  # the cluster reader names a folder or a file it cannot read
     return str(index[checks.choice(field, text, index)])
 
 

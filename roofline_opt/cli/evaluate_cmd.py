@@ -89,7 +89,10 @@ def flag_names(rows_from: Path | None = None) -> Iterator[None]:
             raise
         index, field, rest = match.groups()
         if rows_from is not None:  # the file's columns are named as the API's fields
-            raise InvalidInput(f"{rows_from} line {int(index) + 2}: {field}{rest}", exc.message) from exc
+            from roofline_opt import files
+
+            where = files.located("--from-csv", rows_from)
+            raise InvalidInput(f"{where} line {int(index) + 2}: {field}{rest}", exc.message) from exc
         raise InvalidInput(names.flag(field) + rest, names.flag_message(exc.message)) from exc
 
 

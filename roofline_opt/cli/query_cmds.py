@@ -424,11 +424,13 @@ def _observed_values(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     """The numeric columns checked cell by cell (finite and > 0: the price axis is logarithmic)."""
     import pandas as pd
 
+    from roofline_opt import files
+
     labels = frame["label"].str.strip().str.slice(0, MAX_LABEL_CHARS) if "label" in frame.columns else None
     out = pd.DataFrame({"label": labels}) if labels is not None else pd.DataFrame()
     for column in OBSERVED_COLUMNS:
         out[column] = [
-            checks.positive_float(f"{path} line {line}: {column}", value)
+            checks.positive_float(f"{files.located('--observed', path)} line {line}: {column}", value)
             for line, value in enumerate(frame[column], start=2)
         ]
     return out

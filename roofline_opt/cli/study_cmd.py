@@ -81,6 +81,8 @@ def _write_views(args: argparse.Namespace, study: Any, frame: Any) -> None:
     from roofline_opt import files
     from roofline_opt.study import summary
 
+    if args.summary_plot or args.summary_md:
+        summary.layout(frame, study)  # its options checked against the output before any view is written
     if args.html:
         from roofline_opt.report import html
 

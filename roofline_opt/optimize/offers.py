@@ -39,7 +39,7 @@ def weight_bits_offered(
     if weight_bits is None:
         return (suffix_bits or native_bits or 16,)
     values = checks.items(field, weight_bits)
-    bits = tuple(checks.choice(field, b, WEIGHT_BITS) for b in values)
+    bits = checks.once_each(field, tuple(checks.choice(field, b, WEIGHT_BITS) for b in values))
     if suffix_bits is not None and bits != (suffix_bits,):
         got = ", ".join(map(str, values))
         msg = f"must agree with the model name's {suffix_bits}-bit suffix (or drop the suffix). Got {got} instead."
@@ -72,8 +72,9 @@ def dp_attention_offered(model: ModelSpec, dp_attention: bool | None, ep_degrees
 
 
 def degrees(field: str, values) -> tuple[int, ...]:
-    """Checked degrees (one or a list), sorted and distinct."""
-    out = tuple(sorted({checks.positive_int(field, v, maximum=MAX_DEGREE) for v in checks.items(field, values)}))
+    """Checked degrees (one or a list, each given once), sorted."""
+    given = tuple(checks.positive_int(field, v, maximum=MAX_DEGREE) for v in checks.items(field, values))
+    out = tuple(sorted(checks.once_each(field, given)))
     if not out:
         raise InvalidInput(field, "must list at least one degree. Got none instead.")
     if len(out) > MAX_CHOICES:

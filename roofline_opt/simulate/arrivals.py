@@ -59,7 +59,7 @@ def read_trace(path: str | os.PathLike[str], field: str, max_isl: int, max_osl: 
     frame = files.read_csv_cells(path, field, TRACE_COLUMNS, "request")
     rows = []
     for line, row in enumerate(frame.to_dict("records"), start=2):
-        label = f"{path} line {line}"
+        label = f"{files.located(field, path)} line {line}"
         rows.append(
             (
                 checks.positive_float(f"{label}: arrival_s", row["arrival_s"], allow_zero=True, maximum=1e9),

@@ -293,7 +293,8 @@ def load_study(path: str | Path, progress: Progress | None = None) -> Study:
 
 def _summary(raw: Mapping[Any, Any], where: str, keys: tuple[str, ...]) -> dict[str, str]:
     """The ``summary`` options, checked before any question runs: only ``SUMMARY_KEYS``, and x and facet must name
-    an input the study sets (its ``in_`` columns). y names an output column, known only once questions answer."""
+    an input the study sets (its ``in_`` columns). y names an output column, known only once questions answer: the
+    summary checks it (``summary.layout``)."""
     summary = {checks.choice(f"{where}: key", str(k), SUMMARY_KEYS): str(v) for k, v in raw.items()}
     for name in ("x", "facet"):
         if name in summary:

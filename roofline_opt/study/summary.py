@@ -8,12 +8,14 @@ file's ``summary: {x: ..., y: ..., facet: ...}`` overrides any of them.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from roofline_opt import api, report
+from roofline_opt.errors import InvalidInput
 from roofline_opt.study.spec import Study
 
 OBJECTIVES = {
@@ -49,9 +51,22 @@ def layout(frame: pd.DataFrame, study: Study) -> Layout:
     x = f"in_{options['x']}" if "x" in options else target if target in varying else first_numeric
     facet = f"in_{options['facet']}" if "facet" in options else "in_model" if "in_model" in varying else None
     if y not in frame:
-        y = "status"
+        y = _unanswered_figure(frame, study, y, given="y" in options)
     lines = tuple(c for c in varying if c not in (x, facet))
     return Layout(y, x, facet, lines)
+
+
+def _unanswered_figure(frame: pd.DataFrame, study: Study, y: str, given: bool) -> str:
+    """``"status"`` for a figure no row carries because no question was answered; a ``y`` the file gives that names
+    no column of answered rows is an error (which columns there are depends on the answers: whole-request figures,
+    placements, ...; so it is checked here, before any summary or report is written, not when the file is read)."""
+    if given and (frame["status"] == "ok").any():
+        close = difflib.get_close_matches(y, [str(c) for c in frame.columns], n=3)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        default = OBJECTIVES.get(study.kind, "tok_s_per_request")
+        msg = f"must name a column of the study's output, like {default}. Got {y!r} instead.{hint}"
+        raise InvalidInput(f"{study.path}: summary: y", msg)
+    return "status"
 
 
 def _line_label(row: pd.Series, lines: tuple[str, ...]) -> str:

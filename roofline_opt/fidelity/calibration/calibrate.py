@@ -39,6 +39,18 @@ def engine_version(framework: str) -> str:
     return found.group(1) if found else ""
 
 
+def checked_version(version: str | None) -> str | None:
+    """``version`` as ``engine_version`` reads it from a framework (``"v0.6.1"`` -> ``"0.6.1"``), None if not given;
+    text that is no version (``""``, ``"latest"``) is an error rather than a filter that keeps every row."""
+    if version is None:
+        return None
+    found = _VERSION_RE.fullmatch(version.strip())
+    if found is None:
+        msg = f"must be a version number like 0.6.1 (as the rows' framework states it). Got {version!r} instead."
+        raise InvalidInput("--engine-version", msg)
+    return found.group(1)
+
+
 def fitted_rows(rows: Sequence[MeasuredRow]) -> list[tuple[MeasuredRow, MeasuredSetup]]:
     """Rows a fit can use: mapped, checked at a stated batch, with a measured tok/s per request, without speculation
     or an assumed length (a ceiling is not a point, and an assumed context is not a measured one), and not a
@@ -174,6 +186,7 @@ def calibrate(
 ) -> Calibration:
     """Fit ``prior``'s efficiencies to the rows of a measured-points CSV: per accelerator (only ``gpu`` when given),
     the rows of ``engine`` (default: the prior's engine; every row for the neutral profile) and ``version``."""
+    version = checked_version(version)
     rows = fitted_rows([map_row(cells) for cells in read_measured(path)])
     engine = engine if engine is not None else prior.engine
     chosen = [(r, s) for r, s in rows if not engine or engine_key(r.framework) == engine]
@@ -190,7 +203,8 @@ def calibrate(
             raise InvalidInput("--gpu", msg)
         by_gpu = {gpu.name: by_gpu[gpu.name]}
     if not by_gpu:
-        what = f" of engine {engine!r}" + (f" version {version}" if version else "") if engine else ""
+        named = f"{f'engine {engine!r} ' if engine else ''}{f'version {version}' if version else ''}".strip()
+        what = f" of {named}" if named else ""
         msg = f"has no rows{what} a fit can use (mapped, checked at a stated batch, no MTP, no assumed length)"
         raise InvalidInput("--measured", msg)
     fits = []

@@ -88,9 +88,16 @@ def load_fleet_file(path: str | Path, make_question: QuestionFactory) -> Fleet:
     """Read and validate a fleet YAML file (a relative cluster path is looked up next to the file first)."""
     path = Path(path)
     if not path.is_file():
-        raise InvalidInput("FLEET", f"must be a readable YAML file. Got {str(path)!r} instead.")
-    text = files.read_text(path, "FLEET", MAX_FILE_BYTES, "a fleet file (a short YAML mapping)")
-    return parse_fleet(files.load_yaml(text, "FLEET"), make_question, base=path.parent)
+        why = "not a regular file" if path.exists() else f"no such file {path.absolute()}"
+        raise InvalidInput("FLEET", f"must be an existing YAML file. Got {str(path)!r} instead ({why}).")
+    where = str(path)
+    text = files.read_text(path, where, MAX_FILE_BYTES, "a fleet file (a short YAML mapping)")
+    try:
+        return parse_fleet(files.load_yaml(text, where), make_question, base=path.parent)
+    except InvalidInput as exc:
+        if exc.field == where or exc.field.startswith(f"{where}: "):
+            raise
+        raise InvalidInput(f"{where}: {exc.field}", exc.message) from exc
 
 
 def _mapping(field: str, value: Any) -> Mapping[str, Any]:
@@ -192,6 +199,10 @@ def _graph(raw: Any, base: Path, known: set[str]) -> tuple[nx.Graph, str]:
     path = Path(str(raw))
     if not path.is_absolute() and (base / path).exists():
         path = base / path
+    if not path.exists():
+        places = dict.fromkeys(str(p.absolute()) for p in (base / path, path))
+        msg = f"must be an existing cluster file. Got {str(raw)!r} instead (no such file {' nor '.join(places)})."
+        raise InvalidInput("cluster", msg)
     return topology.load_cluster(str(path), known_gpus=known), str(raw)
 
 
