@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from roofline_opt.catalog.profiles import ENGINE_KEYS, engine_of_framework, load_profile
+from roofline_opt.catalog.profiles import MEASURED_ENGINE_KEYS, engine_of_framework, load_profile
 from roofline_opt.fidelity.measured import read_measured
 from roofline_opt.fidelity.summary import framework_family, summarise
 from roofline_opt.fidelity.validate import ValidationRow, validate
@@ -228,7 +228,7 @@ def load(path: Path, engine_profiles: bool = False) -> list[Judged]:
     cells = {int(c["line"]): c for c in read_measured(path)}
     profile_of = None
     if engine_profiles:
-        profiles = {engine: load_profile(engine) for engine in ENGINE_KEYS}
+        profiles = {engine: load_profile(engine) for engine in MEASURED_ENGINE_KEYS}
 
         def profile_of(framework: str) -> EngineProfile | None:
             return profiles.get(engine_of_framework(framework) or "")

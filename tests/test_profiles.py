@@ -8,7 +8,15 @@ import pytest
 import yaml
 
 from roofline_opt import catalog
-from roofline_opt.catalog.profiles import list_profiles, load_profile, profile_from_mapping, profile_yaml
+from roofline_opt.catalog.profiles import (
+    ENGINE_KEYS,
+    MEASURED_ENGINE_KEYS,
+    engine_of_framework,
+    list_profiles,
+    load_profile,
+    profile_from_mapping,
+    profile_yaml,
+)
 from roofline_opt.errors import InvalidInput
 from roofline_opt.physics.profiles import ACCELERATOR_FAMILIES, AcceleratorEfficiency, EngineProfile, family_of
 from roofline_opt.physics.specs import DEFAULT, PRESETS
@@ -20,12 +28,12 @@ def test_the_neutral_profile_is_the_default_preset_on_every_catalog_accelerator(
         assert neutral.preset_for(gpu) == DEFAULT, gpu.name
 
 
-def test_packaged_profiles_are_the_three_engines_and_neutral() -> None:
-    assert {p.name for p in list_profiles()} == {"neutral", "vllm", "sglang", "trtllm"}
-    assert {p.engine for p in list_profiles()} == {"", "vllm", "sglang", "trtllm"}
+def test_packaged_profiles_are_the_three_recipe_engines_atom_and_neutral() -> None:
+    assert {p.name for p in list_profiles()} == {"neutral", "vllm", "sglang", "trtllm", "atom"}
+    assert {p.engine for p in list_profiles()} == {"", "vllm", "sglang", "trtllm", "atom"}
 
 
-@pytest.mark.parametrize("name", ["neutral", "vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("name", ["neutral", "vllm", "sglang", "trtllm", "atom"])
 def test_a_profile_reads_back_equal_from_its_yaml(name: str) -> None:
     profile = load_profile(name)
     assert profile_from_mapping(yaml.safe_load(profile_yaml(profile)), "again") == profile
@@ -125,3 +133,24 @@ def test_a_profile_name_that_is_neither_packaged_nor_a_file_suggests_the_names()
 def test_an_oversized_profile_file_is_refused(tmp_path) -> None:
     with pytest.raises(InvalidInput):
         load_profile(_write(tmp_path, GOOD + "#" * (2 * 1024 * 1024)))
+
+
+@pytest.mark.parametrize(
+    ("framework", "engine"),
+    [
+        ("ATOM (AMD) (image rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3), MTP on", "atom"),
+        ("ATOM v0.1.3", "atom"),
+        ("atomic-serve 1.0", None),
+        ("NVIDIA Dynamo + TensorRT-LLM (Dynamo runtime 0.8.1.post2)", "trtllm"),
+    ],
+)
+def test_a_framework_text_names_its_engine_as_a_whole_word(framework: str, engine: str | None) -> None:
+    assert engine_of_framework(framework) == engine
+
+
+def test_the_atom_profile_is_fitted_on_mi355x_and_deploys_nothing() -> None:
+    atom = load_profile("atom")
+    entry = atom.efficiency_for(catalog.load_gpu("mi355x"))
+    assert entry is not None and entry.accelerators == ("amd-cdna4",) and entry.rows == 29
+    assert atom.deployable == ()
+    assert "atom" not in ENGINE_KEYS and "atom" in MEASURED_ENGINE_KEYS

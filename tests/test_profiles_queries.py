@@ -188,11 +188,11 @@ def test_cli_one_engine_with_emit_writes_only_its_recipe(tmp_path, capsys):
 
 def test_validate_prices_each_row_with_its_engine_profile():
     from roofline_opt import fidelity
-    from roofline_opt.catalog.profiles import engine_of_framework
+    from roofline_opt.catalog.profiles import MEASURED_ENGINE_KEYS, engine_of_framework
 
     path = "tests/data/measured_public_2026.csv"
     plain = fidelity.validate(path)
-    profiles = {e: load_profile(e) for e in ("vllm", "sglang", "trtllm")}
+    profiles = {e: load_profile(e) for e in MEASURED_ENGINE_KEYS}
     own = fidelity.validate(path, profile_of=lambda f: profiles.get(engine_of_framework(f) or ""))
     changed = [
         (a, b)
@@ -201,6 +201,33 @@ def test_validate_prices_each_row_with_its_engine_profile():
     ]
     assert changed and all(a.ratio == b.ratio for a, b in changed)  # the bound is the preset's
     assert np.median([b.estimate_ratio for _, b in changed]) < np.median([a.estimate_ratio for a, _ in changed])
+
+
+ATOM_ROW = 244
+"""A line of tests/data/measured_public_2026.csv: ATOM on 4 MI355X (TP4), DeepSeek-R1, no MTP."""
+
+
+def _one_row_csv(tmp_path, line: int):
+    lines = open("tests/data/measured_public_2026.csv").read().splitlines()
+    path = tmp_path / "one.csv"
+    path.write_text(lines[0] + "\n" + lines[line - 1] + "\n")
+    return path
+
+
+def _validated(capsys, path, *flags: str) -> dict:
+    assert main(["validate", str(path), "--json", *flags]) == 0
+    return json.loads(capsys.readouterr().out)[0]
+
+
+def test_validate_prices_an_atom_row_with_the_atom_profile(tmp_path, capsys):
+    path = _one_row_csv(tmp_path, ATOM_ROW)
+    own, plain = _validated(capsys, path), _validated(capsys, path, "--profile", "neutral")
+    assert "ATOM" in own["framework"] and (own["profile"], plain["profile"]) == ("atom", "neutral")
+    assert own["estimate_ratio"] != plain["estimate_ratio"]
+
+
+def test_atom_is_no_engine_choice_for_questions():
+    assert main(["fastest", "--model", "llama-3-8b", "--gpu", "mi355x", "--engine", "atom"]) == 2
 
 
 def test_a_study_axis_of_engines_answers_each_question_under_its_profile(tmp_path):

@@ -1,13 +1,14 @@
 """Derive the packaged engine profiles (instances/profiles/*.yaml) from measured rows, and check them on held-out rows.
 
     python tools/derive_profiles.py            # print the derivation and the held-out check
-    python tools/derive_profiles.py --write    # also rewrite instances/profiles/{neutral,vllm,sglang,trtllm}.yaml
+    python tools/derive_profiles.py --write    # also rewrite instances/profiles/{neutral,vllm,sglang,trtllm,atom}.yaml
+    python tools/derive_profiles.py --print-yaml atom   # print one profile's YAML (what --write would write)
 
 Method (nothing is tuned to a row; every number below is computed from the files named in MEASURED):
 
 1. Every row is validated under the neutral profile (the default preset); a row with an estimate gives the residual
    r = ln(measured / estimate) of the figure its check compares (``ValidationRow.estimate_ratio``).
-2. Rows are grouped by engine (the row's framework text: vLLM, SGLang, TensorRT-LLM; other engines are left out)
+2. Rows are grouped by engine (the row's framework text: vLLM, SGLang, TensorRT-LLM, ATOM; others are left out)
    and accelerator family (``physics.profiles.ACCELERATOR_FAMILIES``). A group of n rows gets the regularised median
    log scale  s = n / (n + PRIOR_ROWS) * median(r): shrunk towards the neutral profile (s = 0), fully so without rows.
 3. The entry's efficiencies are the neutral ones times exp(s), each capped to the physical range (0, 1]: FLOP/s and
@@ -19,6 +20,10 @@ Method (nothing is tuned to a row; every number below is computed from the files
 5. Held-out check: rows are split by source (file and the source column's repository or site); for each source the
    profiles are derived from the other sources only and that source's rows are re-validated. Reported per engine
    and per file: median |estimate / measured - 1| under neutral and under the held-out profile.
+   An engine whose rows all come from one source (ATOM: the InferenceX snapshot) has no rows left when its source is
+   held out, so its held-out profile is neutral there; it is checked instead by release (SINGLE_SOURCE_SPLIT): for
+   each release (the framework text up to its ", MTP on") the engine's entry is derived from its other releases'
+   rows and that release's rows are re-validated.
 
 Engine settings (memory, chunk, KV precision, deployable layouts) are not fitted: ENGINES states each with the
 engine's own source.
@@ -42,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from roofline_opt import fidelity  # noqa: E402
-from roofline_opt.catalog.profiles import PROFILES_SUBDIR, engine_of_framework, profile_yaml  # noqa: E402
+from roofline_opt.catalog.profiles import ENGINE_KEYS, PROFILES_SUBDIR, engine_of_framework, profile_yaml  # noqa: E402
 from roofline_opt.physics.profiles import (  # noqa: E402
     ANY_ACCELERATOR,
     AcceleratorEfficiency,
@@ -71,7 +76,7 @@ MIN_QUANTILE_ROWS = 8
 
 QUANTILES = (0.10, 0.90)
 
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "atom": "ATOM"}
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,23 @@ ENGINES = {
             "  disaggregated context/generation servers; no 2-D TP, no 4-bit KV cache (deploy/engines.py).",
         ),
     ),
+    "atom": EngineSettings(
+        settings=(),
+        default_chunk_tokens=16384,
+        default_kv_bits=16,
+        deployable=(),
+        sources=(
+            "profiled to price measured ATOM rows (validate, fidelity); not an --engine choice: deploy/ writes no",
+            "  ATOM launch recipe.",
+            "settings: none; the KV-cache budget is the default preset's (ATOM's gpu_memory_utilization default",
+            "  0.9 is stated, how it budgets the KV cache was not checked here).",
+            "default_chunk_tokens 16384: max_num_batched_tokens default (ROCm/ATOM atom/model_engine/arg_utils.py",
+            "  @ 0027562b EngineArgs).",
+            "default_kv_bits 16: kv_cache_dtype default 'bf16' (same file; the InferenceX recipes pass fp8).",
+            "deployable: none (deploy/engines.py has no ATOM recipe): a question under --profile atom is offered",
+            "  plain TP only, and refuses MTP, draft models and disaggregated serving.",
+        ),
+    ),
 }
 
 
@@ -199,7 +221,7 @@ def _quantiles(values: list[float]) -> tuple[float, float]:
 
 
 def _versions(frameworks: list[str]) -> str:
-    pattern = re.compile(r"(?:tensorrt-llm|sglang|vllm)\s+v?(\d+\.\d+[\w.]*)", re.IGNORECASE)
+    pattern = re.compile(r"(?:(?:tensorrt-llm|sglang|vllm)\s+v?|atom)(\d+\.\d+[\w.]*)", re.IGNORECASE)
     stated = [m.group(1) for f in frameworks if (m := pattern.search(f))]
     found = sorted(set(stated), key=lambda v: [int(x) if x.isdigit() else 0 for x in re.findall(r"\d+", v)])
     unstated = len(frameworks) - len(stated)
@@ -338,7 +360,36 @@ def held_out(neutral: list[Residual]) -> list[dict]:
     return out
 
 
-def held_out_table(rows: list[dict], engine: str | None = None) -> str:
+def _release(framework: str) -> str:
+    """A row's engine release: its framework text without the speculator note (an image with and without MTP is one
+    release)."""
+    return framework.split(", MTP on")[0]
+
+
+def single_source_engines(neutral: list[Residual]) -> list[str]:
+    """Engines whose rows all come from one source (held out by release instead: ``held_out_by_release``)."""
+    return [e for e in ENGINES if len({r.source for r in neutral if r.engine == e}) == 1]
+
+
+def held_out_by_release(neutral: list[Residual], engine: str) -> list[dict]:
+    """By release of ``engine``: its profile from its other releases' rows, re-validated on this release's rows."""
+    mine = [r for r in neutral if r.engine == engine]
+    out = []
+    for release in sorted({_release(r.framework) for r in mine}):
+        test = [r for r in mine if _release(r.framework) == release]
+        profiles = {engine: fit(engine, [r for r in neutral if r not in test])}
+        again = {
+            (x.file, x.line): x for f in sorted({r.file for r in test}) for x in residuals(f, _profile_of(profiles))
+        }
+        out += [
+            {"source": release, "engine": engine, "file": r.file, "neutral": r.r, "profile": again[(r.file, r.line)].r}
+            for r in test
+            if (r.file, r.line) in again
+        ]
+    return out
+
+
+def held_out_table(rows: list[dict], engine: str | None = None, by_release: bool = False) -> str:
     lines = [
         "| rows held out | n | neutral median abs error | held-out profile median abs error | better |",
         "|---|---:|---:|---:|---|",
@@ -348,8 +399,11 @@ def held_out_table(rows: list[dict], engine: str | None = None) -> str:
         if engine is not None and r["engine"] != engine:
             continue
         groups[f"engine {r['engine']}"].append(r)
-        groups[f"file {Path(r['file']).name}"].append(r)
-        groups["all"].append(r)
+        if by_release:
+            groups[f"release {r['source']}"].append(r)
+        else:
+            groups[f"file {Path(r['file']).name}"].append(r)
+            groups["all"].append(r)
     for name, members in groups.items():
         n, p = _mae([m["neutral"] for m in members]), _mae([m["profile"] for m in members])
         lines.append(f"| {name} | {len(members)} | {n:.1%} | {p:.1%} | {'yes' if p < n else 'no'} |")
@@ -376,7 +430,7 @@ def in_sample_table(neutral: list[Residual], under: list[Residual], engine: str 
     return "\n".join(lines)
 
 
-PAGE_TITLES = {"neutral": "Neutral", "vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+PAGE_TITLES = {"neutral": "Neutral", "vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "atom": "ATOM"}
 
 
 def entries_table(profile: EngineProfile) -> str:
@@ -393,7 +447,9 @@ def entries_table(profile: EngineProfile) -> str:
     return "\n".join(lines)
 
 
-def engine_page(profile: EngineProfile, neutral: list[Residual], under: list[Residual], held: list[dict]) -> str:
+def engine_page(
+    profile: EngineProfile, neutral: list[Residual], under: list[Residual], held: list[dict], by_release: list[dict]
+) -> str:
     """docs/profiles/NAME.md: what the profile sets, with sources, and how it fares on measured rows."""
     name = profile.name
     title = PAGE_TITLES[name]
@@ -402,7 +458,7 @@ def engine_page(profile: EngineProfile, neutral: list[Residual], under: list[Res
         "",
         "<!-- Written by tools/derive_profiles.py --write: rerun it rather than editing this page. -->",
         "",
-        f"`--engine {name}`" if profile.engine else "The default: no `--engine`, or `--profile neutral`.",
+        _usage(profile),
         f"({profile.engine_versions}). File: `instances/profiles/{name}.yaml`.",
         "",
     ]
@@ -414,8 +470,8 @@ def engine_page(profile: EngineProfile, neutral: list[Residual], under: list[Res
         out += [
             "",
             f"Default prefill chunk: {profile.default_chunk_tokens} tokens per step; default KV precision: "
-            f"{profile.default_kv_bits} bits; deployable layouts: {', '.join(profile.deployable)} (2-D TP only on "
-            "request with `--tp-modes`, whatever the profile).",
+            f"{profile.default_kv_bits} bits; deployable layouts: {', '.join(profile.deployable) or 'none'} "
+            "(2-D TP only on request with `--tp-modes`, whatever the profile).",
             "",
         ]
     else:
@@ -453,6 +509,16 @@ def engine_page(profile: EngineProfile, neutral: list[Residual], under: list[Res
             held_out_table(held, name),
             "",
         ]
+    if any(r["engine"] == name for r in by_release):
+        out += [
+            "Every row of this engine comes from one source, so holding the source out leaves none to derive from "
+            "(the held-out profile is neutral above). Held out by release instead: for each release (the framework "
+            "text without its MTP note) the entry is derived from the other releases' rows and that release's rows "
+            "are re-validated:",
+            "",
+            held_out_table(by_release, name, by_release=True),
+            "",
+        ]
     out += [
         "## Calibrating your own",
         "",
@@ -462,6 +528,16 @@ def engine_page(profile: EngineProfile, neutral: list[Residual], under: list[Res
         "",
     ]
     return "\n".join(out)
+
+
+def _usage(profile: EngineProfile) -> str:
+    if not profile.engine:
+        return "The default: no `--engine`, or `--profile neutral`."
+    if profile.engine in ENGINE_KEYS:
+        return f"`--engine {profile.engine}`"
+    return (
+        f"`validate` prices this engine's rows with it; `--profile {profile.name}` elsewhere (no `--engine`: no recipe)"
+    )
 
 
 def _yaml_with_sources(profile: EngineProfile) -> str:
@@ -474,6 +550,12 @@ def _yaml_with_sources(profile: EngineProfile) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="rewrite instances/profiles/*.yaml")
+    parser.add_argument(
+        "--print-yaml",
+        metavar="NAME",
+        choices=(*ENGINES, "neutral"),
+        help="print only this profile's YAML (what --write writes; no held-out check, no files written)",
+    )
     args = parser.parse_args(argv)
     files = [str(ROOT / f) if not Path(f).is_absolute() else f for f in MEASURED]
     neutral = [r for f in files for r in residuals(f)]
@@ -481,15 +563,22 @@ def main(argv: list[str] | None = None) -> int:
     under = [r for f in files for r in residuals(f, _profile_of(profiles))]
     final = {e: with_quantiles(p, under, neutral) for e, p in profiles.items()}
     final["neutral"] = neutral_profile(neutral)
+    if args.print_yaml:
+        print(_yaml_with_sources(final[args.print_yaml]), end="")
+        return 0
     print("In sample (rows the profiles are derived from):\n")
     print(in_sample_table(neutral, under))
     print("\nHeld out by source (profiles derived without the source's rows):\n")
     held = held_out(neutral)
     print(held_out_table(held))
+    by_release = [r for e in single_source_engines(neutral) for r in held_out_by_release(neutral, e)]
+    print("\nHeld out by release (engines whose rows all come from one source):\n")
+    print(held_out_table(by_release, by_release=True))
     if args.write:
         for name, profile in final.items():
             (ROOT / PROFILES_SUBDIR / f"{name}.yaml").write_text(_yaml_with_sources(profile))
-            (ROOT / "docs" / "profiles" / f"{name}.md").write_text(engine_page(profile, neutral, under, held))
+            page = engine_page(profile, neutral, under, held, by_release)
+            (ROOT / "docs" / "profiles" / f"{name}.md").write_text(page)
         print(f"\nwrote {', '.join(sorted(final))} to {PROFILES_SUBDIR}")
     return 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,11 @@ NEUTRAL = "neutral"
 """The packaged profile equal to the ``default`` preset: what every command uses without --engine/--profile."""
 
 ENGINE_KEYS = ("vllm", "sglang", "trtllm")
-"""Engines with a packaged profile of that name (the keys deploy/ uses)."""
+"""Engines with a packaged profile of that name and a launch recipe (the keys deploy/ uses, --engine's choices)."""
+
+MEASURED_ENGINE_KEYS = (*ENGINE_KEYS, "atom")
+"""Engines with a packaged profile of that name: ENGINE_KEYS and engines profiled only to price measured rows
+(``validate``, benchmarks/fidelity_targets.py), without a launch recipe in deploy/ (AMD's ATOM)."""
 
 TOP_KEYS = (
     "name",
@@ -57,16 +62,23 @@ MAX_LOG_ERROR = 5.0
 """Largest |ln(measured / estimate)| quantile a profile may state (a factor of ~150)."""
 
 
-ENGINE_WORDS = (("sglang", "sglang"), ("tensorrt-llm", "trtllm"), ("trt-llm", "trtllm"), ("vllm", "vllm"))
-"""Words of a measured row's framework text naming an engine with a profile (SGLang before vLLM: neither contains
-the other, but "NVIDIA Dynamo + TensorRT-LLM" is TensorRT-LLM's)."""
+ENGINE_WORDS = (
+    ("sglang", "sglang"),
+    ("tensorrt-llm", "trtllm"),
+    ("trt-llm", "trtllm"),
+    ("vllm", "vllm"),
+    ("atom", "atom"),
+)
+"""Words of a measured row's framework text naming an engine with a profile, matched as whole words ("ATOM" but not
+"atomic"; SGLang before vLLM: neither contains the other, but "NVIDIA Dynamo + TensorRT-LLM" is TensorRT-LLM's)."""
 
 
 def engine_of_framework(framework: str) -> str | None:
     """The engine key a framework text names (``"TensorRT-LLM v0.6.1"`` -> ``"trtllm"``, ``"vLLM (ROCm)"`` ->
-    ``"vllm"``), or None (LMDeploy, ATOM, an API provider: no packaged profile)."""
+    ``"vllm"``, ``"ATOM (AMD) (image ...)"`` -> ``"atom"``), or None (LMDeploy, an API provider: no packaged
+    profile)."""
     low = framework.casefold()
-    return next((key for word, key in ENGINE_WORDS if word in low), None)
+    return next((key for word, key in ENGINE_WORDS if re.search(rf"\b{re.escape(word)}\b", low)), None)
 
 
 def profile_names() -> list[str]:
@@ -86,7 +98,7 @@ def packaged_profile(name: str) -> EngineProfile:
 
 
 def load_profile(name_or_path: str, field: str = "profile") -> EngineProfile:
-    """A profile from a packaged name (``neutral``, ``vllm``, ``sglang``, ``trtllm``) or a YAML file path."""
+    """A profile from a packaged name (``neutral``, ``vllm``, ``sglang``, ``trtllm``, ``atom``) or a YAML file path."""
     text = str(name_or_path)
     index = cards._card_index(PROFILES_SUBDIR)
     if text in index and not Path(text).expanduser().is_file():
@@ -112,7 +124,7 @@ def profile_from_mapping(data: dict[str, Any], where: str) -> EngineProfile:
     base = checks.choice(f"{where}: base_preset", data.get("base_preset", "default"), PRESETS)
     engine = data.get("engine") or ""
     if engine:
-        engine = checks.choice(f"{where}: engine", engine, ENGINE_KEYS)
+        engine = checks.choice(f"{where}: engine", engine, MEASURED_ENGINE_KEYS)
     entries = data["accelerators"]
     if not isinstance(entries, list) or len(entries) > MAX_ENTRIES:
         raise InvalidInput(f"{where}: accelerators", f"must be a list of at most {MAX_ENTRIES} entries")

@@ -20,7 +20,7 @@ ENGINE_HELP = (
     "(default: the neutral profile, and recipes for vllm, sglang and trtllm)"
 )
 PROFILE_HELP = (
-    "engine profile: a packaged name (neutral, vllm, sglang, trtllm) or a profile YAML file such as the one "
+    "engine profile: a packaged name (neutral, vllm, sglang, trtllm, atom) or a profile YAML file such as the one "
     "`roofline-opt calibrate --out` writes; wins over --engine's packaged profile (their engines must match)"
 )
 

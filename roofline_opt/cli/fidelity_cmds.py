@@ -147,9 +147,9 @@ def _deployment_dest(flag: str) -> str:
 
 def _row_profiles(args: argparse.Namespace):
     """validate's engine profile per row: --profile or --engine for every row, else each row's own engine's packaged
-    profile (the framework column: vLLM, SGLang, TensorRT-LLM; other engines' rows stay neutral); None under
+    profile (the framework column: vLLM, SGLang, TensorRT-LLM, ATOM; other engines' rows stay neutral); None under
     --preset paper without either flag."""
-    from roofline_opt.catalog.profiles import ENGINE_KEYS, engine_of_framework, load_profile
+    from roofline_opt.catalog.profiles import MEASURED_ENGINE_KEYS, engine_of_framework, load_profile
     from roofline_opt.optimize.profile_offers import resolve_profile
 
     if args.engine is not None or args.profile is not None:
@@ -157,7 +157,7 @@ def _row_profiles(args: argparse.Namespace):
         return lambda framework: chosen
     if args.preset != "default":
         return None
-    profiles = {engine: load_profile(engine) for engine in ENGINE_KEYS}
+    profiles = {engine: load_profile(engine) for engine in MEASURED_ENGINE_KEYS}
     return lambda framework: profiles.get(engine_of_framework(framework) or "")
 
 
