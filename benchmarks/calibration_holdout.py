@@ -1,6 +1,6 @@
 """Does a calibrated profile generalise? Held-out median error of three estimates (issue 23).
 
-Rows (those ``calibrate`` fits: mapped point rows with a stated batch, no MTP, no assumed length) are split into
+Rows (those ``calibrate`` fits: mapped point rows with a stated batch, no MTP, no assumption) are split into
 training and held-out sets; on the held-out rows the median |estimate / measured - 1| is reported for
 
 - ``uncalibrated``: the prior profile (neutral by default: the default preset);

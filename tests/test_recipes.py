@@ -119,7 +119,7 @@ def test_a_stated_mtp_depth_wins_over_the_recipe():
 
 
 def test_row_assumptions_name_the_script_and_commit():
-    text = " ".join(_row().setup.assumptions)
+    text = _row().setup.recipe_reading
     assert "benchmarks/single_node/dsr1_fp8_mi325x_mtp.sh @8283444d" in text
 
 
@@ -200,7 +200,7 @@ def test_a_recipe_rows_chunk_budget_is_its_scripts():
 
 
 def test_row_assumptions_name_the_chunk_budget_used():
-    assert "a step carries at most 131072 prompt tokens" in " ".join(_row().setup.assumptions)
+    assert "a step carries at most 131072 prompt tokens" in _row().setup.recipe_reading
 
 
 def test_a_recipe_without_prefill_flags_keeps_the_default_budget():
@@ -259,3 +259,35 @@ def test_a_row_without_a_recipe_is_estimated_at_the_default_chunk():
 def test_an_unknown_prefill_rule_is_refused():
     with pytest.raises(ValueError, match="prefill rule"):
         recipes.Prefill(rule="isl")
+
+
+def test_a_row_read_with_its_recipe_is_fitted_by_calibrate():
+    """The script's settings are facts of the run, not guesses: calibrate fits the row (it fitted none of the 2026
+    file's InferenceX rows while the recipe's reading counted as an assumption)."""
+    from roofline_opt.fidelity.calibration.calibrate import fitted_rows
+
+    row = _row(framework="SGLang v0.5.12")
+    assert row.setup.recipe_reading and not row.setup.assumptions
+    assert [r for r, _ in fitted_rows([row])] == [row]
+
+
+def test_the_assumptions_column_starts_with_the_recipe_reading():
+    setup = _row().setup
+    assert setup.notes[0] == setup.recipe_reading and setup.notes[1:] == setup.assumptions
+
+
+def test_every_aggregated_inferencex_point_row_without_mtp_is_fitted():
+    from pathlib import Path
+
+    from roofline_opt.fidelity.calibration.calibrate import fitted_rows
+
+    rows = [
+        measured.map_row(c) for c in measured.read_measured(Path(__file__).parent / "data" / "measured_public_2026.csv")
+    ]
+    plain = [
+        r
+        for r in rows
+        if r.setup is not None and r.setup.recipe_reading and r.setup.serving == "aggregated" and not r.setup.mtp_depth
+    ]
+    assert len(plain) > 100
+    assert {id(r) for r, _ in fitted_rows(rows)} >= {id(r) for r in plain}

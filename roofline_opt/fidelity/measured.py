@@ -166,7 +166,9 @@ class MeasuredSetup:
     one; ``clients``: the sequences (a benchmark's concurrency) the row states over all its instances, where it states
     them so (``batch`` is their share per instance, rounded). ``chunk_tokens``: the prompt tokens one step carries at
     most, as the run's launch script sets them (``recipes.Recipe.step_prompt_tokens``; None: the whole-request
-    estimate's default, ``physics.requests.DEFAULT_CHUNK_TOKENS``)."""
+    estimate's default, ``physics.requests.DEFAULT_CHUNK_TOKENS``). ``assumptions``: what the row leaves unstated and
+    the reading guesses (lengths, layouts, MTP figures), in words; ``recipe_reading``: what the run's launch script
+    set (``recipes.Recipe.describe``), a fact of the run rather than a guess."""
 
     model_card: str
     weight_bits: int
@@ -191,6 +193,7 @@ class MeasuredSetup:
     mtp_best_depth: bool = False
     draft_weight_bits: int = 0
     assumptions: tuple[str, ...] = ()
+    recipe_reading: str = ""
     batch_cap: int | None = None
     input_len: int | None = None
     output_len: int | None = None
@@ -222,6 +225,11 @@ class MeasuredSetup:
                 "draft_weight_bits": 0,
             }
         return replace(self, **changes) if changes else self
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The recipe's reading, then the assumptions: the row's assumptions column."""
+        return ((self.recipe_reading,) if self.recipe_reading else ()) + self.assumptions
 
     @property
     def bound_assumptions(self) -> tuple[str, ...]:
@@ -515,8 +523,8 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     whole = prompt is not None and output is not None and not _KV_LEN_RE.match(text["input_len"].lower())
     whole = whole and not decode_only
     chunk = _recipe_chunk(recipe, layout, prompt, output, batch) if whole else None
+    reading = recipe.describe(chunk) if recipe is not None and bits is not None else ""
     if recipe is not None and bits is not None:
-        notes.append(recipe.describe(chunk))
         if not bits[2] and recipe.kv_bits is not None:
             # a KV precision the run's script sets is a fact of the run: the bound rests on it too
             bits = (bits[0], recipe.kv_bits, True)
@@ -559,6 +567,7 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             bound_acceptance=speculation.bound_acceptance,
             draft_weight_bits=draft_bits,
             assumptions=tuple(notes),
+            recipe_reading=reading,
             batch_cap=cap,
             input_len=round(prompt) if whole and prompt is not None else None,
             output_len=round(output) if whole and output is not None else None,

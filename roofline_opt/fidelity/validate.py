@@ -161,7 +161,7 @@ class ValidationRow:
             "bottleneck": p.bottleneck,
             "bound_holds": self.bound_holds,
             "why_not_bounded": p.explanation,
-            "assumptions": ("; ".join(s.assumptions + s.bound_assumptions) or None) if s else None,
+            "assumptions": ("; ".join(s.notes + s.bound_assumptions) or None) if s else None,
             "speed_basis": s.speed_basis if s else None,
             "static_batch": s.static_batch if s else None,
             "reason": "; ".join(self.row.reasons) or None,

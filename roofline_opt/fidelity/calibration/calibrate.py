@@ -53,7 +53,8 @@ def checked_version(version: str | None) -> str | None:
 
 def fitted_rows(rows: Sequence[MeasuredRow]) -> list[tuple[MeasuredRow, MeasuredSetup]]:
     """Rows a fit can use: mapped, checked at a stated batch, with a measured tok/s per request, without speculation
-    or an assumed length (a ceiling is not a point, and an assumed context is not a measured one), and not a
+    or an assumption of the row's reading (a ceiling is not a point, and an assumed context or layout is not a
+    measured one; a recipe's reading, ``MeasuredSetup.recipe_reading``, is a fact of the run), and not a
     disaggregated closed loop (``whole_requests.disaggregated``: its decode batch moves with the efficiencies, so its
     speed is no fixed sum of steps)."""
     out = []
@@ -205,7 +206,7 @@ def calibrate(
     if not by_gpu:
         named = f"{f'engine {engine!r} ' if engine else ''}{f'version {version}' if version else ''}".strip()
         what = f" of {named}" if named else ""
-        msg = f"has no rows{what} a fit can use (mapped, checked at a stated batch, no MTP, no assumed length)"
+        msg = f"has no rows{what} a fit can use (mapped, checked at a stated batch, no MTP, no assumption)"
         raise InvalidInput("--measured", msg)
     fits = []
     for name_of_gpu, pairs in sorted(by_gpu.items()):
