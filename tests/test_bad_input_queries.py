@@ -75,6 +75,11 @@ CASES = {
     "kv bits repeated": (query("frontier", "--kv-bits", "8,8"), "--kv-bits", "8 is given twice"),
     "tp modes repeated": (query("fastest", "--tp-modes", "1d,1d"), "--tp-modes", "'1d' is given twice"),
     "serving repeated": (query("fastest", "--serving", "agg,agg"), "--serving", "'agg' is given twice"),
+    "recipe engine repeated": (
+        query("fastest", "--engine", "vllm,vllm", "--emit", "/nonexistent/recipes"),
+        "--engine",
+        "'vllm' is given twice",
+    ),
     "pp degree fractional": (query("fastest", "--pp-degrees", "1,1.5"), "--pp-degrees", "Got '1.5' instead"),
     "tp mode 3d": (query("fastest", "--tp-modes", "3d"), "--tp-modes", "must be one of 1d, 2d"),
     "one frontier point": (query("frontier", "--points", "1"), "--points", "must be an integer >= 2"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from roofline_opt.checks import once_each
 from roofline_opt.deploy.flags import ENGINES
 from roofline_opt.errors import InvalidInput
 
@@ -25,7 +26,7 @@ def parse_engines(text: str | None, disaggregated: bool, field: str = "--engine"
     """The engines asked for (comma-separated); default all three, and dynamo too for a disaggregated answer."""
     if text is None:
         return (*DEFAULT_ENGINES, "dynamo") if disaggregated else DEFAULT_ENGINES
-    names = tuple(dict.fromkeys(n.strip().lower() for n in str(text).split(",") if n.strip()))
+    names = once_each(field, tuple(n.strip().lower() for n in str(text).split(",") if n.strip()))
     for name in names:
         if name not in ENGINES:
             raise InvalidInput(field, f"must be one or several of {', '.join(ENGINES)}. Got {name!r} instead.")
