@@ -551,6 +551,25 @@ d8ae02caed59708512e5aa578a09bb09f365bfed: ``KvCacheCreator._get_free_gpu_memory_
 ``_cal_max_tokens``: available_kv_mem = (total_gpu_memory - peak_memory) x fraction). The memory outside torch is the
 default preset's reserve (``DEFAULT_MEMORY_RESERVE_*``: context, CUDA graphs, communication buffers)."""
 
+def sglang_kv_memory_rule(mem_fraction_static: float) -> KvMemoryRule:
+    """SGLang's rule when ``--mem-fraction-static`` is given: the weights and the KV pool share that fraction of the
+    device's memory, no reserve of SGLang's own (``SGLANG_KV_MEMORY_RULE`` derives its default fraction from that
+    reserve). SGLang 0.5.9 (the PyPI wheel sglang-0.5.9) sizes the pool as rest_memory = available_gpu_memory -
+    total_gpu_memory x (1 - mem_fraction_static) (sglang/srt/model_executor/model_runner_kv_cache_mixin.py
+    ``profile_max_num_token``), total_gpu_memory the memory free once distributed init ends (model_runner.py
+    ``init_torch_distributed``, ``init_memory_pool(min_per_gpu_memory)``) and available_gpu_memory what is free once
+    the weights are loaded: weights + pool = mem_fraction_static x the memory free after init. That memory is taken as
+    the device's whole memory: the CUDA context and NCCL buffers allocated before it are not subtracted (no public
+    figure). CUDA graphs and activations live in the remaining 1 - mem_fraction_static."""
+    return KvMemoryRule("fraction_of_total", mem_fraction_static)
+
+
+def trtllm_kv_memory_rule(free_gpu_memory_fraction: float) -> KvMemoryRule:
+    """TensorRT-LLM's rule when ``kv_cache_config.free_gpu_memory_fraction`` is given: ``TRTLLM_KV_MEMORY_RULE``
+    (the KV cache gets that fraction of the memory free after the profiled peak) at that fraction."""
+    return replace(TRTLLM_KV_MEMORY_RULE, fraction=free_gpu_memory_fraction)
+
+
 PAPER = Preset(name="paper", notebook_hardware=True)
 DEFAULT = Preset(
     name="default",
