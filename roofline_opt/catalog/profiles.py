@@ -195,8 +195,17 @@ def _settings(field: str, value: Any) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(out))
 
 
+KV_MEMORY_RULE_BYTES_KEYS = (
+    "reserve_bytes",
+    "reserve_bytes_per_instance_gpu",
+    "large_device_hbm_bytes",
+    "large_device_reserve_bytes",
+)
+"""A ``kv_memory_rule``'s optional byte counts (0 when left out)."""
+
+
 def _kv_memory_rule(field: str, value: Any) -> KvMemoryRule:
-    """A ``kv_memory_rule`` setting: a mapping of kind, fraction and (optionally) the reserve bytes."""
+    """A ``kv_memory_rule`` setting: a mapping of kind, fraction and (optionally) the reserve and tier bytes."""
     keys = tuple(f.name for f in dataclasses.fields(KvMemoryRule))
     if not isinstance(value, dict):
         raise InvalidInput(field, f"must be a mapping of {', '.join(keys)}. Got {checks.shown(value)} instead.")
@@ -208,15 +217,10 @@ def _kv_memory_rule(field: str, value: Any) -> KvMemoryRule:
     return KvMemoryRule(
         kind=checks.choice(f"{field}: kind", value["kind"], KV_MEMORY_RULE_KINDS),
         fraction=checks.probability(f"{field}: fraction", value["fraction"], include_one=True),
-        reserve_bytes=checks.positive_float(
-            f"{field}: reserve_bytes", value.get("reserve_bytes", 0.0), allow_zero=True, maximum=MAX_CARD_NUMBER
-        ),
-        reserve_bytes_per_instance_gpu=checks.positive_float(
-            f"{field}: reserve_bytes_per_instance_gpu",
-            value.get("reserve_bytes_per_instance_gpu", 0.0),
-            allow_zero=True,
-            maximum=MAX_CARD_NUMBER,
-        ),
+        **{
+            key: checks.positive_float(f"{field}: {key}", value.get(key, 0.0), allow_zero=True, maximum=MAX_CARD_NUMBER)
+            for key in KV_MEMORY_RULE_BYTES_KEYS
+        },
     )
 
 

@@ -21,7 +21,7 @@ from roofline_opt.fidelity import kv_precision, recipes
 from roofline_opt.fidelity import layouts as parse
 from roofline_opt.fidelity.names import MTP_MODELS, gpu_card_name, model_candidates, unmodelled_reason
 from roofline_opt.optimize.space import MAX_CONTEXT
-from roofline_opt.physics.specs import GpuSpec, ModelSpec
+from roofline_opt.physics.specs import GpuSpec, KvMemoryRule, ModelSpec
 
 MEASURED_COLUMNS = (
     "model",
@@ -166,9 +166,12 @@ class MeasuredSetup:
     one; ``clients``: the sequences (a benchmark's concurrency) the row states over all its instances, where it states
     them so (``batch`` is their share per instance, rounded). ``chunk_tokens``: the prompt tokens one step carries at
     most, as the run's launch script sets them (``recipes.Recipe.step_prompt_tokens``; None: the whole-request
-    estimate's default, ``physics.requests.DEFAULT_CHUNK_TOKENS``). ``assumptions``: what the row leaves unstated and
-    the reading guesses (lengths, layouts, MTP figures), in words; ``recipe_reading``: what the run's launch script
-    set (``recipes.Recipe.describe``), a fact of the run rather than a guess."""
+    estimate's default, ``physics.requests.DEFAULT_CHUNK_TOKENS``). ``kv_memory_rule``: how the run's engine sized
+    its KV cache, as the launch script's memory flag sets it (``recipes.Recipe.kv_memory_rule``; None: the estimate's
+    preset or engine profile decides); the estimate's memory check takes it, the bound's does not. ``assumptions``:
+    what the row leaves unstated and the reading guesses (lengths, layouts, MTP figures), in words;
+    ``recipe_reading``: what the run's launch script set (``recipes.Recipe.describe``), a fact of the run rather
+    than a guess."""
 
     model_card: str
     weight_bits: int
@@ -203,6 +206,7 @@ class MeasuredSetup:
     prefill: parse.ParsedLayout | None = None
     clients: int | None = None
     chunk_tokens: int | None = None
+    kv_memory_rule: KvMemoryRule | None = None
 
     @property
     def n_gpus(self) -> int:
@@ -481,6 +485,28 @@ def _recipe_chunk(
     return recipe.step_prompt_tokens(layout.tp, round(prompt), round(output), batch)
 
 
+def _recipe_memory(
+    recipe: recipes.Recipe | None,
+    layout: parse.ParsedLayout | None,
+    prompt: float | None,
+    output: float | None,
+    batch: int | None,
+) -> tuple[KvMemoryRule | None, float | None]:
+    """The KV-memory rule the row's recipe sets for its run, and the fraction it rests on (None, None: no recipe, or
+    the recipe sets no memory fraction for the run)."""
+    if recipe is None or layout is None:
+        return None, None
+    run = recipes.Run(
+        layout.tp,
+        layout.dp_attention,
+        None if prompt is None else round(prompt),
+        None if output is None else round(output),
+        batch,
+    )
+    fraction = recipe.memory.fraction_for(run)
+    return recipe.kv_memory_rule(run), fraction
+
+
 def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     """A measured row in catalog terms; every problem found is listed in ``reasons``."""
     _check_cells(cells)
@@ -523,7 +549,8 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     whole = prompt is not None and output is not None and not _KV_LEN_RE.match(text["input_len"].lower())
     whole = whole and not decode_only
     chunk = _recipe_chunk(recipe, layout, prompt, output, batch) if whole else None
-    reading = recipe.describe(chunk) if recipe is not None and bits is not None else ""
+    memory_rule, fraction = _recipe_memory(recipe, layout, prompt if whole else None, output if whole else None, batch)
+    reading = recipe.describe(chunk, fraction) if recipe is not None and bits is not None else ""
     if recipe is not None and bits is not None:
         if not bits[2] and recipe.kv_bits is not None:
             # a KV precision the run's script sets is a fact of the run: the bound rests on it too
@@ -577,6 +604,7 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
             prefill=layout.prefill,
             clients=clients,
             chunk_tokens=chunk,
+            kv_memory_rule=memory_rule,
         )
     return MeasuredRow(
         line=int(text["line"] or 0),

@@ -15,14 +15,20 @@ MoRI ``amd_utils``) set the MTP depth per matrix entry, which the published row 
 Besides the KV cache and the MTP depth, the estimate reads each entry's prefill settings (``Prefill``: SGLang's
 ``--chunked-prefill-size`` and ``--max-prefill-tokens``, TensorRT-LLM's ``max_num_tokens``), which give the prompt
 tokens one step of the row's run carries at most (``Recipe.step_prompt_tokens``; the whole-request estimate's chunk
-budget in place of ``physics.requests.DEFAULT_CHUNK_TOKENS``). The entry's text (``other``) also records its
-CUDA-graph batch and memory fraction: those are not applied (the row's assumptions say so).
+budget in place of ``physics.requests.DEFAULT_CHUNK_TOKENS``), and its memory flag (``Memory``: SGLang's
+``--mem-fraction-static``, TensorRT-LLM's ``free_gpu_memory_fraction``, with the runs a script sets another fraction
+for), which gives the engine's KV-memory rule at that fraction (``Recipe.kv_memory_rule``; ``validate`` estimates the
+row under it in place of its preset's or engine profile's, the bound keeps its own). The entry's text (``other``)
+also records its CUDA-graph batch: that is not applied (the row's assumptions say so).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from roofline_opt.physics.specs import KvMemoryRule, sglang_kv_memory_rule, trtllm_kv_memory_rule
 
 SOURCE_REPO = "SemiAnalysisAI/InferenceX"
 """The repository whose launch scripts the entries read."""
@@ -122,6 +128,66 @@ class Prefill:
         return ", ".join(parts)
 
 
+@dataclass(frozen=True)
+class Run:
+    """What a run's settings a script's memory flag may depend on: tensor parallelism, attention data parallelism,
+    input and output lengths (None: not stated) and clients per instance (None: not stated)."""
+
+    tp: int
+    dp_attention: bool
+    isl: int | None
+    osl: int | None
+    concurrency: int | None
+
+
+@dataclass(frozen=True)
+class MemoryCase:
+    """A memory fraction a script sets instead for some runs: with attention data parallelism or without
+    (``dp_attention``), at tensor parallelism ``tp``, input and output lengths ``isl``/``osl`` and from
+    ``min_concurrency`` clients (None: any)."""
+
+    fraction: float
+    dp_attention: bool | None = None
+    tp: int | None = None
+    isl: int | None = None
+    osl: int | None = None
+    min_concurrency: int | None = None
+
+    def applies(self, run: Run) -> bool:
+        """Whether a run at these settings takes this case."""
+        clients = self.min_concurrency is None or (
+            run.concurrency is not None and run.concurrency >= self.min_concurrency
+        )
+        lengths = self.isl in (None, run.isl) and self.osl in (None, run.osl)
+        return self.dp_attention in (None, run.dp_attention) and self.tp in (None, run.tp) and lengths and clients
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A script's memory flag (``fraction`` None: it passes none, the engine's default): SGLang's
+    ``--mem-fraction-static`` (the weights and the KV pool over the memory free at start,
+    ``physics.specs.sglang_kv_memory_rule``) or TensorRT-LLM's ``kv_cache_config.free_gpu_memory_fraction`` (the KV
+    cache over the memory free after the profiled peak, ``physics.specs.trtllm_kv_memory_rule``). ``cases``: fractions
+    the script sets instead for some runs (the first that applies)."""
+
+    fraction: float | None = None
+    cases: tuple[MemoryCase, ...] = ()
+
+    def fraction_for(self, run: Run) -> float | None:
+        """The fraction a run at these settings starts the engine with (None: the script sets none)."""
+        case = next((c for c in self.cases if c.applies(run)), None)
+        return case.fraction if case else self.fraction
+
+
+MEMORY_RULES: dict[str, Callable[[float], KvMemoryRule]] = {
+    "SGLang": sglang_kv_memory_rule,
+    "TensorRT-LLM": trtllm_kv_memory_rule,
+}
+"""Each engine's KV-memory rule at the fraction its memory flag gives (``Memory``); ATOM's scripts pass none."""
+MEMORY_FLAGS = {"SGLang": "--mem-fraction-static", "TensorRT-LLM": "free_gpu_memory_fraction"}
+"""The memory flag of each engine, as its scripts spell it (the row's assumptions name it)."""
+
+
 def _rounded_up(tokens: int) -> int:
     """``tokens`` rounded up to a multiple of ``TOKEN_ROUNDING``."""
     return -(-tokens // TOKEN_ROUNDING) * TOKEN_ROUNDING
@@ -146,7 +212,8 @@ class Recipe:
     no KV flag, so the engine's ``auto`` default applies); ``mtp_depth``: drafted tokens per round (None: the script
     leaves it to the engine), ``mtp_depth_dp_attention`` with attention data parallelism (None: the same).
     ``other``: the script's prefill and memory settings, as text; ``prefill``: the prefill flags of that text, typed
-    (the estimate reads them: ``step_prompt_tokens``). ``source``: the script's path and commit."""
+    (the estimate reads them: ``step_prompt_tokens``); ``memory``: its memory flag, typed (the estimate's KV-memory
+    rule: ``kv_memory_rule``). ``source``: the script's path and commit."""
 
     engine: str
     gpu_card: str
@@ -160,10 +227,16 @@ class Recipe:
     other: str = ""
     mtp_depth_dp_attention: int | None = None
     prefill: Prefill = Prefill()
+    memory: Memory = Memory()
 
     def step_prompt_tokens(self, tp: int, isl: int, osl: int, concurrency: int | None) -> int | None:
         """Prompt tokens one step of a run carries at most (``Prefill.step_prompt_tokens``; None: not stated)."""
         return self.prefill.step_prompt_tokens(tp, isl, osl, concurrency)
+
+    def kv_memory_rule(self, run: Run) -> KvMemoryRule | None:
+        """The engine's KV-memory rule at the memory fraction the script sets for the run (None: it sets none)."""
+        fraction = self.memory.fraction_for(run)
+        return None if fraction is None else MEMORY_RULES[self.engine](fraction)
 
     def depth(self, dp_attention: bool) -> int | None:
         """Drafted tokens per round the script runs, with attention data parallelism or without."""
@@ -171,9 +244,10 @@ class Recipe:
             return self.mtp_depth_dp_attention
         return self.mtp_depth
 
-    def describe(self, step_prompt_tokens: int | None = None) -> str:
+    def describe(self, step_prompt_tokens: int | None = None, memory_fraction: float | None = None) -> str:
         """What the row is read with from this recipe, in words (the row's assumptions column); ``step_prompt_tokens``:
-        the chunk budget the estimate takes from it for the row (None: the estimate's default)."""
+        the chunk budget the estimate takes from it for the row (None: the estimate's default); ``memory_fraction``:
+        the memory fraction it takes (None: the script sets none, the estimate keeps its preset's rule)."""
         kv = f"{self.kv_bits}-bit KV cache" if self.kv_bits else "no KV flag (the engine's auto default)"
         parts = [kv]
         if self.mtp:
@@ -184,7 +258,9 @@ class Recipe:
         flags = self.prefill.describe()
         if step_prompt_tokens is not None:
             parts.append(f"{flags}: a step carries at most {step_prompt_tokens} prompt tokens")
-        tail = f"; its text: {self.other} (CUDA-graph batch and memory fraction not applied)" if self.other else ""
+        if memory_fraction is not None:
+            parts.append(f"{MEMORY_FLAGS[self.engine]} {memory_fraction} applied to the estimate's memory check")
+        tail = f"; its text: {self.other} (CUDA-graph batch not applied)" if self.other else ""
         return f"InferenceX recipe {self.source}: {', '.join(parts)}{tail}"
 
 
@@ -236,6 +312,18 @@ _SG_32K_TP8_8K_TP4 = Prefill(cases=(PrefillCase(32768, 32768, tp=8), PrefillCase
 _TRT_CONCURRENCY_ISL = Prefill(prefill_tokens=8192, rule="concurrency + isl")
 _TRT_DECODE_ISL = Prefill(rule="decode tokens + isl")
 
+_SG_MEM_08 = Memory(0.8)
+_SG_MEM_082 = Memory(0.82)
+_SG_MEM_085 = Memory(0.85)
+_SG_MEM_082_TP8_095_TP4 = Memory(cases=(MemoryCase(0.82, tp=8), MemoryCase(0.95, tp=4)))
+_TRT_FREE_08 = Memory(0.8)
+_TRT_FREE_075 = Memory(0.75)
+_TRT_FREE_08_DP_07 = Memory(0.8, cases=(MemoryCase(0.7, dp_attention=True),))
+_TRT_FREE_08_1K8K_07_TP4_8K1K_075 = Memory(
+    0.8, cases=(MemoryCase(0.7, isl=1024, osl=8192, min_concurrency=256), MemoryCase(0.75, tp=4, isl=8192, osl=1024))
+)
+_TRT_FREE_08_TP4_8K1K_075 = Memory(0.8, cases=(MemoryCase(0.75, tp=4, isl=8192, osl=1024),))
+
 RECIPES: tuple[Recipe, ...] = (
     # SGLang, B200
     Recipe(
@@ -250,6 +338,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("dsr1_fp8_b200_docker.sh", "d8fe8f73", _SG_KV),
         _SG_PREFILL_32K_BS128,
         prefill=_SG_32K,
+        memory=_SG_MEM_082,
     ),
     Recipe(
         "SGLang",
@@ -263,6 +352,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("dsr1_fp8_b200_docker.sh", "d22bf9ca", _SG_KV) + "; dsr1_fp8_b200_slurm.sh @ea181ae6 the same",
         _SG_PREFILL_32K_BS128,
         prefill=_SG_32K,
+        memory=_SG_MEM_082,
     ),
     Recipe(
         "SGLang",
@@ -276,6 +366,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_b200.sh", "64c20b6b", _SG_KV),
         _SG_PREFILL_32K_TP8_8K_TP4,
         prefill=_SG_32K_TP8_8K_TP4,
+        memory=_SG_MEM_082_TP8_095_TP4,
     ),
     Recipe(
         "SGLang",
@@ -289,6 +380,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_b200.sh", "ed5867f9", _SG_KV),
         _SG_PREFILL_32K_TP8_8K_TP4,
         prefill=_SG_32K_TP8_8K_TP4,
+        memory=_SG_MEM_082_TP8_095_TP4,
     ),
     Recipe(
         "SGLang",
@@ -302,6 +394,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_b200_mtp.sh", "64c20b6b", f"{_SG_KV}, {_SG_MTP2}"),
         _SG_PREFILL_16K_BS512,
         prefill=_SG_16K,
+        memory=_SG_MEM_082,
     ),
     Recipe(
         "SGLang",
@@ -315,6 +408,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_b200_mtp.sh", "ed5867f9", f"{_SG_KV}, {_SG_MTP2}"),
         _SG_PREFILL_16K_BS512,
         prefill=_SG_16K,
+        memory=_SG_MEM_082,
     ),
     Recipe(
         "SGLang",
@@ -328,6 +422,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("dsr1_fp4_b200_docker.sh", "4b860b78", _SG_KV),
         _SG_PREFILL_16K_BS256,
         prefill=_SG_16K_CHUNK,
+        memory=_SG_MEM_085,
     ),
     Recipe(
         "SGLang",
@@ -341,6 +436,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("dsr1_fp4_b200_docker.sh", "d8fe8f73", _SG_KV),
         _SG_PREFILL_16K_BS256,
         prefill=_SG_16K_CHUNK,
+        memory=_SG_MEM_085,
     ),
     Recipe(
         "SGLang",
@@ -354,6 +450,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp4_b200.sh", "64c20b6b", _SG_KV),
         _SG_PREFILL_16K_BS256,
         prefill=_SG_16K_CHUNK,
+        memory=_SG_MEM_085,
     ),
     Recipe(
         "SGLang",
@@ -367,6 +464,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp4_b200.sh", "ed5867f9", _SG_KV),
         _SG_PREFILL_16K_BS256,
         prefill=_SG_16K_CHUNK,
+        memory=_SG_MEM_085,
     ),
     Recipe(
         "SGLang",
@@ -380,6 +478,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp4_b200_mtp.sh", "292726bb", f"{_SG_KV}, {_SG_MTP2}"),
         _SG_PREFILL_16K_BS512,
         prefill=_SG_16K,
+        memory=_SG_MEM_082,
     ),
     # SGLang, H200: no KV flag (BF16 for DeepSeek-R1's FP8 checkpoint, which carries no KV-cache quantization)
     Recipe(
@@ -394,6 +493,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_h200.sh", "41aff0af", "no --kv-cache-dtype"),
         _SG_PREFILL_32K_BS512_OR_256,
         prefill=_SG_32K,
+        memory=_SG_MEM_082,
     ),
     Recipe(
         "SGLang",
@@ -407,6 +507,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_h200.sh", "ed5867f9", "no --kv-cache-dtype"),
         _SG_PREFILL_32K_BS512_OR_256,
         prefill=_SG_32K,
+        memory=_SG_MEM_082,
     ),
     Recipe(
         "SGLang",
@@ -420,6 +521,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_h200_mtp.sh", "cd5f6dd2", f"no --kv-cache-dtype, {_SG_MTP2}"),
         "chunked prefill 32768, max prefill tokens 32768, cuda-graph max bs 512 or 256, mem fraction 0.82",
         prefill=_SG_32K,
+        memory=_SG_MEM_082,
     ),
     # SGLang, AMD
     Recipe(
@@ -434,6 +536,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_mi300x.sh", "8d81e0bf", _SG_KV),
         _SG_PREFILL_131K,
         prefill=_SG_131K,
+        memory=_SG_MEM_08,
     ),
     Recipe(
         "SGLang",
@@ -447,6 +550,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_mi300x.sh", "ed5867f9", _SG_KV),
         _SG_PREFILL_131K,
         prefill=_SG_131K,
+        memory=_SG_MEM_08,
     ),
     Recipe(
         "SGLang",
@@ -460,6 +564,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_mi325x.sh", "8d81e0bf", _SG_KV),
         _SG_PREFILL_131K,
         prefill=_SG_131K,
+        memory=_SG_MEM_08,
     ),
     Recipe(
         "SGLang",
@@ -473,6 +578,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_mi325x.sh", "ed5867f9", _SG_KV),
         _SG_PREFILL_131K,
         prefill=_SG_131K,
+        memory=_SG_MEM_08,
     ),
     Recipe(
         "SGLang",
@@ -486,6 +592,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_mi325x_mtp.sh", "8283444d", f"{_SG_KV}, {_SG_MTP3}"),
         _SG_PREFILL_131K,
         prefill=_SG_131K,
+        memory=_SG_MEM_08,
     ),
     Recipe(
         "SGLang",
@@ -499,6 +606,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_mi355x.sh", "9d39c92e", _SG_KV),
         _SG_PREFILL_196K_BS_CONCURRENCY,
         prefill=_SG_196K_EVERY_WORKLOAD,
+        memory=_SG_MEM_08,
     ),
     Recipe(
         "SGLang",
@@ -512,6 +620,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_mi355x.sh", "ed5867f9", _SG_KV),
         _SG_PREFILL_196K_BS_CONCURRENCY,
         prefill=_SG_196K_EVERY_WORKLOAD,
+        memory=_SG_MEM_08,
     ),
     Recipe(
         "SGLang",
@@ -525,6 +634,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_mi355x_mtp.sh", "c178e282", f"{_SG_KV}, {_SG_MTP3}"),
         _SG_PREFILL_196K_BS_CONCURRENCY,
         prefill=_SG_196K_EVERY_WORKLOAD,
+        memory=_SG_MEM_08,
     ),
     # MI355X MXFP4: the October 2025 script passes no KV flag
     Recipe(
@@ -539,6 +649,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("dsr1_fp4_mi355x_docker.sh", "a25544f7", "no --kv-cache-dtype; dsr1_fp4_mi355x_slurm.sh the same"),
         _SG_PREFILL_196K,
         prefill=_SG_196K,
+        memory=_SG_MEM_08,
     ),
     Recipe(
         "SGLang",
@@ -552,6 +663,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp4_mi355x.sh", "8d81e0bf", _SG_KV),
         _SG_PREFILL_196K,
         prefill=_SG_196K,
+        memory=_SG_MEM_08,
     ),
     Recipe(
         "SGLang",
@@ -565,6 +677,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/fixed_seq_len/dsr1_fp4_mi355x.sh", "1b234994", _SG_KV),
         _SG_PREFILL_196K,
         prefill=_SG_196K,
+        memory=_SG_MEM_08,
     ),
     Recipe(
         "SGLang",
@@ -578,6 +691,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp4_mi355x_mtp.sh", "8a16828e", f"{_SG_KV}, {_SG_MTP3}"),
         _SG_PREFILL_196K,
         prefill=_SG_196K,
+        memory=_SG_MEM_08,
     ),
     # TensorRT-LLM
     Recipe(
@@ -591,6 +705,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("dsr1_fp4_b200_trt_slurm.sh", "9596d23d", _TRT_KV),
         _TRT_BS512_FREE_08,
+        memory=_TRT_FREE_08,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -603,6 +718,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("dsr1_fp4_b200_trt_slurm.sh", "d22bf9ca", _TRT_KV),
         _TRT_BS512_FREE_08,
+        memory=_TRT_FREE_08,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -615,6 +731,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("dsr1_fp4_b200_trt.sh", "6eecc0e6", _TRT_KV),
         "cuda-graph max batch = concurrency (concurrency / 4 with DP attention), free_gpu_memory_fraction 0.8",
+        memory=_TRT_FREE_08,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -629,6 +746,7 @@ RECIPES: tuple[Recipe, ...] = (
         "cuda-graph max batch = concurrency (concurrency / 4 with DP attention), free_gpu_memory_fraction 0.8, "
         "max_num_tokens max(8192, concurrency + ISL rounded up to 64)",
         prefill=_TRT_CONCURRENCY_ISL,
+        memory=_TRT_FREE_08,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -641,6 +759,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("dsr1_fp8_b200_trt_slurm.sh", "d22bf9ca", _TRT_KV),
         _TRT_BS256_FREE_08,
+        memory=_TRT_FREE_08,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -654,6 +773,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("dsr1_fp8_b200_trt.sh", "ec7bafaa", _TRT_KV),
         "cuda-graph max batch = concurrency (less with DP attention), free_gpu_memory_fraction 0.8 (0.7-0.75 "
         "in some branches)",
+        memory=_TRT_FREE_08_1K8K_07_TP4_8K1K_075,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -668,6 +788,7 @@ RECIPES: tuple[Recipe, ...] = (
         "cuda-graph max batch = concurrency, free_gpu_memory_fraction 0.8 (0.75 in one branch), max_num_tokens "
         "max(8192, concurrency + ISL rounded up to 64)",
         prefill=_TRT_CONCURRENCY_ISL,
+        memory=_TRT_FREE_08_TP4_8K1K_075,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -680,6 +801,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("dsr1_fp8_h200_trt_slurm.sh", "9596d23d", _TRT_KV),
         _TRT_BS128_FREE_075,
+        memory=_TRT_FREE_075,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -692,6 +814,7 @@ RECIPES: tuple[Recipe, ...] = (
         None,
         _src("dsr1_fp8_h200_trt_slurm.sh", "d22bf9ca", _TRT_KV),
         _TRT_BS128_FREE_075,
+        memory=_TRT_FREE_075,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -706,6 +829,7 @@ RECIPES: tuple[Recipe, ...] = (
         "cuda_graph_config max_batch_size 128, free_gpu_memory_fraction 0.75, max_num_tokens max(8192, "
         "concurrency + ISL rounded up to 64)",
         prefill=_TRT_CONCURRENCY_ISL,
+        memory=_TRT_FREE_075,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -719,6 +843,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("dsr1_fp8_b200_trt_mtp_slurm.sh", "bf345672", f"{_TRT_KV}, {_TRT_MTP}"),
         _TRT_BS256_FREE_08,
         mtp_depth_dp_attention=1,
+        memory=_TRT_FREE_08,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -732,6 +857,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("dsr1_fp8_b200_trt_mtp.sh", "5d517074", f"{_TRT_KV}, {_TRT_MTP}"),
         "free_gpu_memory_fraction 0.8 (0.7 with DP attention)",
         mtp_depth_dp_attention=1,
+        memory=_TRT_FREE_08_DP_07,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -747,6 +873,7 @@ RECIPES: tuple[Recipe, ...] = (
         "rounded up to 64",
         prefill=_TRT_DECODE_ISL,
         mtp_depth_dp_attention=1,
+        memory=_TRT_FREE_08_DP_07,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -760,6 +887,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("dsr1_fp8_h200_trt_mtp_slurm.sh", "bf345672", f"{_TRT_KV}, {_TRT_MTP}"),
         _TRT_BS128_FREE_075,
         mtp_depth_dp_attention=1,
+        memory=_TRT_FREE_075,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -773,6 +901,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("single_node/dsr1_fp8_h200_trt_mtp.sh", "ed5867f9", f"{_TRT_KV}, {_TRT_MTP}"),
         _TRT_BS128_FREE_075,
         mtp_depth_dp_attention=1,
+        memory=_TRT_FREE_075,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -786,6 +915,7 @@ RECIPES: tuple[Recipe, ...] = (
         _src("dsr1_fp4_b200_trt_mtp.sh", "0aae52d4", f"{_TRT_KV}, {_TRT_MTP}"),
         "free_gpu_memory_fraction 0.8",
         mtp_depth_dp_attention=1,
+        memory=_TRT_FREE_08,
     ),
     Recipe(
         "TensorRT-LLM",
@@ -800,6 +930,7 @@ RECIPES: tuple[Recipe, ...] = (
         "free_gpu_memory_fraction 0.8, max_num_tokens (MTP+1) x max batch + ISL rounded up to 64",
         prefill=_TRT_DECODE_ISL,
         mtp_depth_dp_attention=1,
+        memory=_TRT_FREE_08,
     ),
     # ATOM (AMD), MI355X: "--method mtp" without --num-speculative-tokens runs ATOM's default, 1 drafted token
     Recipe(

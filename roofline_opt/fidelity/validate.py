@@ -421,7 +421,9 @@ def validate(
     (``preset`` at peak FLOP/s and HBM bandwidth, unstated settings read favourably: ``MeasuredSetup.for_bound``) and
     its realistic estimate (``preset`` itself) where it maps to a setup. ``profile_of``: the engine profile of a row's
     framework text, whose preset on the row's accelerator then gives the estimate (None, or a row it gives no
-    profile: ``preset``); the bound stays ``preset``'s."""
+    profile: ``preset``); the bound stays ``preset``'s. A row whose launch script sets the engine's memory fraction
+    (``MeasuredSetup.kv_memory_rule``) is estimated under that preset with the script's KV-memory rule in place of the
+    preset's or profile's."""
     bound = preset.at_peak()
     at_peak, realistic = Predictor(bound), {preset: Predictor(preset)}
     out = []
@@ -431,6 +433,8 @@ def validate(
             continue
         profile = None if profile_of is None else profile_of(row.framework)
         own = preset if profile is None else profile.preset_named(row.setup.gpu_card)
+        if row.setup.kv_memory_rule is not None:
+            own = replace(own, kv_memory_rule=row.setup.kv_memory_rule)
         bound_setup = row.setup.for_bound()
         upper = at_peak.predict(bound_setup, row.measured_tok_s_per_request)
         same = bound is own and bound_setup is row.setup

@@ -316,7 +316,9 @@ class KvMemoryRule:
       activations are counted whole against that capacity, not at ``fraction``: a decode step's activations are
       ~1e-4 of the KV cache per sequence, so the check is conservative by (1 - fraction) x activations.
 
-    reserve = ``reserve_bytes`` + ``reserve_bytes_per_instance_gpu`` x the instance's GPUs. The device itself still
+    reserve = ``reserve_bytes`` + ``reserve_bytes_per_instance_gpu`` x the instance's GPUs, plus
+    ``large_device_reserve_bytes`` on devices of at least ``large_device_hbm_bytes`` (0 and 0: one reserve for every
+    device; SGLang's defaults grow with the device's memory). The device itself still
     bounds the result: the check's capacity is the smaller of this and HBM x ``usable_hbm_fraction`` less the
     preset's reserve. Each engine's values and their sources: ``VLLM_KV_MEMORY_RULE``, ``SGLANG_KV_MEMORY_RULE``,
     ``TRTLLM_KV_MEMORY_RULE``.
@@ -326,6 +328,8 @@ class KvMemoryRule:
     fraction: float
     reserve_bytes: float = 0.0
     reserve_bytes_per_instance_gpu: float = 0.0
+    large_device_hbm_bytes: float = 0.0
+    large_device_reserve_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in KV_MEMORY_RULE_KINDS:
@@ -337,7 +341,7 @@ class KvMemoryRule:
         Parameters
         ----------
         hbm_bytes : float
-            The device's memory.
+            The device's memory (also what ``large_device_hbm_bytes`` is compared with).
         weights_bytes : float or numpy.ndarray
             Weight bytes on the device (used by ``fraction_of_free_after_weights`` only).
         n_gpus : int or numpy.ndarray
@@ -349,6 +353,8 @@ class KvMemoryRule:
             The capacity, broadcast over ``n_gpus`` (and ``weights_bytes`` where the rule reads it).
         """
         reserve = self.reserve_bytes + self.reserve_bytes_per_instance_gpu * n_gpus
+        if hbm_bytes >= self.large_device_hbm_bytes:
+            reserve = reserve + self.large_device_reserve_bytes
         if self.kind == "fraction_of_total":
             return self.fraction * hbm_bytes - reserve
         return weights_bytes + self.fraction * (hbm_bytes - reserve - weights_bytes)
@@ -516,11 +522,18 @@ init_snapshot.total_memory x gpu_memory_utilization, the snapshot taken after NC
 increase)). The CUDA context and NCCL buffers (allocated before the snapshot) and the CUDA graphs (captured after the
 KV cache, ``compile_or_warm_up_model``) sit in the remaining 10%, so the rule's own reserve is 0; the non-torch
 memory the profiling run adds (cuBLAS workspaces and the like) is not modelled (no public figure)."""
+SGLANG_LARGE_DEVICE_HBM_BYTES = 160 * 1024 * MIB
+"""SGLang's largest memory tier: devices of at least 160 GiB (B200, GB200, MI300X and later) default to
+chunked_prefill_size 16384 and cuda_graph_max_bs 512 (server_args.py ``_handle_gpu_memory_settings``: the
+``gpu_mem < 160 * 1024`` branch is the H20/H200 tier, ``else`` "B200, MI300"; the same in the PyPI wheels sglang-0.5.6
+and sglang-0.5.9)."""
 SGLANG_KV_MEMORY_RULE = KvMemoryRule(
     "fraction_of_total",
     1.0,
     reserve_bytes=DEFAULT_MEMORY_RESERVE_BYTES + 1.5 * MIB * 8192,
     reserve_bytes_per_instance_gpu=DEFAULT_MEMORY_RESERVE_BYTES_PER_INSTANCE_GPU,
+    large_device_hbm_bytes=SGLANG_LARGE_DEVICE_HBM_BYTES,
+    large_device_reserve_bytes=1.5 * MIB * (16384 - 8192),
 )
 """SGLang: the KV pool is mem_fraction_static x the memory free after distributed init, less the weights
 (rest_memory = available_gpu_memory - total_gpu_memory x (1 - mem_fraction_static), in ModelRunner
@@ -532,12 +545,12 @@ the default mem_fraction_static = (device memory - reserved_mem) / device memory
 graphs' max batch size), at least 10 GiB on devices above 60 GiB. So the weights and KV pool get the device's memory
 less that reserve: fraction 1, the default preset's 512 MiB + 1 GiB of CUDA graphs (max batch size 512: SGLang's
 default above 160 GiB, and at TP >= 4 from 60 GiB; 256, 0.5 GiB less, below TP 4 on 60-160 GiB) and 128 MiB per GPU
-(``DEFAULT_MEMORY_RESERVE_*``), plus 1.5 MiB x 8192 (chunked_prefill_size 8192 on devices of 60-160 GiB; 16384 above,
-a further 12 GiB this rule does not take: one reserve per profile, the H100/H200 tier). The 10 GiB floor never binds
-there (512 + 1.5 x 8192 MiB alone is 12.5 GiB). Not modelled: the speculative-decoding, DP-attention, DeepEP and
-prefill-graph terms, and the post-capture sizing path (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING) that keeps only
-512 MiB + tp x pp / 8 GiB. The activations SGLang keeps outside the pool are counted against it as well
-(conservative by a decode step's activations, ~1e-4 of the pool)."""
+(``DEFAULT_MEMORY_RESERVE_*``), plus 1.5 MiB x 8192 (chunked_prefill_size 8192 on devices of 60-160 GiB) and on
+devices of at least 160 GiB a further 1.5 MiB x 8192 = 12 GiB (chunked_prefill_size 16384 there:
+``SGLANG_LARGE_DEVICE_HBM_BYTES``). The 10 GiB floor never binds (512 + 1.5 x 8192 MiB alone is 12.5 GiB). Not
+modelled: the speculative-decoding, DP-attention, DeepEP and prefill-graph terms, and the post-capture sizing path
+(SGLANG_ENABLE_POST_CAPTURE_KV_SIZING) that keeps only 512 MiB + tp x pp / 8 GiB. The activations SGLang keeps
+outside the pool are counted against it as well (conservative by a decode step's activations, ~1e-4 of the pool)."""
 TRTLLM_KV_MEMORY_RULE = KvMemoryRule(
     "fraction_of_free_after_weights",
     0.9,
@@ -550,6 +563,26 @@ memory outside torch (NCCL, CUDA graphs) (NVIDIA/TensorRT-LLM tensorrt_llm/_torc
 d8ae02caed59708512e5aa578a09bb09f365bfed: ``KvCacheCreator._get_free_gpu_memory_fraction``, ``estimate_max_tokens``,
 ``_cal_max_tokens``: available_kv_mem = (total_gpu_memory - peak_memory) x fraction). The memory outside torch is the
 default preset's reserve (``DEFAULT_MEMORY_RESERVE_*``: context, CUDA graphs, communication buffers)."""
+
+
+def sglang_kv_memory_rule(mem_fraction_static: float) -> KvMemoryRule:
+    """SGLang's rule when ``--mem-fraction-static`` is given: the weights and the KV pool share that fraction of the
+    device's memory, no reserve of SGLang's own (``SGLANG_KV_MEMORY_RULE`` derives its default fraction from that
+    reserve). SGLang 0.5.9 (the PyPI wheel sglang-0.5.9) sizes the pool as rest_memory = available_gpu_memory -
+    total_gpu_memory x (1 - mem_fraction_static) (sglang/srt/model_executor/model_runner_kv_cache_mixin.py
+    ``profile_max_num_token``), total_gpu_memory the memory free once distributed init ends (model_runner.py
+    ``init_torch_distributed``, ``init_memory_pool(min_per_gpu_memory)``) and available_gpu_memory what is free once
+    the weights are loaded: weights + pool = mem_fraction_static x the memory free after init. That memory is taken as
+    the device's whole memory: the CUDA context and NCCL buffers allocated before it are not subtracted (no public
+    figure). CUDA graphs and activations live in the remaining 1 - mem_fraction_static."""
+    return KvMemoryRule("fraction_of_total", mem_fraction_static)
+
+
+def trtllm_kv_memory_rule(free_gpu_memory_fraction: float) -> KvMemoryRule:
+    """TensorRT-LLM's rule when ``kv_cache_config.free_gpu_memory_fraction`` is given: ``TRTLLM_KV_MEMORY_RULE``
+    (the KV cache gets that fraction of the memory free after the profiled peak) at that fraction."""
+    return replace(TRTLLM_KV_MEMORY_RULE, fraction=free_gpu_memory_fraction)
+
 
 PAPER = Preset(name="paper", notebook_hardware=True)
 DEFAULT = Preset(
