@@ -71,7 +71,8 @@ text: SGLang 2 (``--speculative-num-steps 2 --speculative-num-draft-tokens 3``) 
 (``num_nextn_predict_layers: 3``), 1 with attention data parallelism (``ENGINE_MTP_DEPTH_DP_ATTENTION``), as
 InferenceX runs them (SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_b200_mtp.sh @574bcd35,
 benchmarks/dsr1_fp8_h200_trt_mtp.sh @1fc5d73c). Another engine: ``DEFAULT_MTP_DEPTH``. An aggregated InferenceX
-row takes the depth its launch script sets instead (``recipes``; InferenceX's AMD SGLang scripts run 3)."""
+row takes the depth its launch script sets instead (``recipes``; InferenceX's AMD SGLang scripts run 3), a
+disaggregated one the depth its matrix entry sets where one is listed (``recipes.DISAGGREGATED_RUNS``)."""
 
 ENGINE_MTP_DEPTH_DP_ATTENTION = {"tensorrt-llm": 1, "trt-llm": 1}
 """TensorRT-LLM's MTP depth with attention data parallelism in InferenceX's recipe (``MTP=1`` when
@@ -507,6 +508,24 @@ def _recipe_memory(
     return recipe.kv_memory_rule(run), fraction
 
 
+def _disaggregated_entry(
+    text: Mapping[str, str],
+    gpu_name: str,
+    weight_bits: int,
+    layout: parse.ParsedLayout,
+    clients: int | None,
+    mtp: bool,
+) -> recipes.DisaggregatedRun | None:
+    """The InferenceX matrix entry a disaggregated DeepSeek-R1 row ran (``recipes.DISAGGREGATED_RUNS``; None:
+    aggregated, another model, no stated prefill side or lengths, or not listed)."""
+    prompt, output = _number(text["input_len"]), _number(text["output_len"])
+    if layout.prefill is None or prompt is None or output is None or "deepseek-r1" not in text["model"].lower():
+        return None
+    gpus = (layout.prefill.total_gpus, layout.total_gpus - layout.prefill.total_gpus)
+    lengths = (round(prompt), round(output))
+    return recipes.disaggregated_run_for(text["notes"], gpu_name, weight_bits, lengths, clients, mtp, gpus)
+
+
 def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     """A measured row in catalog terms; every problem found is listed in ``reasons``."""
     _check_cells(cells)
@@ -538,12 +557,13 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     check = _check(batch, per_request, per_gpu, reasons)
     extra = " ".join((text["layout"], text["framework"], text["notes"]))
     dp_attention = bool(layout and layout.dp_attention)
-    recipe = None
+    recipe, entry = None, None
     if bits is not None and gpu_name is not None and layout is not None:
         mtp = bool(_SPECULATIVE_RE.search(extra))
         recipe = recipes.recipe_for(
             text["model"], text["framework"], text["notes"], gpu_name, bits[0], layout.serving, mtp
         )
+        entry = _disaggregated_entry(text, gpu_name, bits[0], layout, clients, mtp)
     prompt, output = _number(text["input_len"]), _number(text["output_len"])
     decode_only = bool(_DECODE_ONLY_RE.search(text["notes"]))
     whole = prompt is not None and output is not None and not _KV_LEN_RE.match(text["input_len"].lower())
@@ -555,7 +575,11 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
         if not bits[2] and recipe.kv_bits is not None:
             # a KV precision the run's script sets is a fact of the run: the bound rests on it too
             bits = (bits[0], recipe.kv_bits, True)
-    depth = recipe.depth(dp_attention) if recipe is not None else None
+    if entry is not None and bits is not None:
+        reading = entry.describe()
+        if not bits[2] and entry.kv_bits is not None:
+            bits = (bits[0], entry.kv_bits, True)  # both sides ran the KV cache the entry's scripts set
+    depth = recipe.depth(dp_attention) if recipe is not None else entry.mtp_depth if entry is not None else None
     speculation = _speculation(model, extra, text["framework"], dp_attention, reasons, notes, depth)
     draft_bits = 0
     if speculation.depth and "nvfp4" in text["precision"].lower():

@@ -9,8 +9,25 @@ below is one version of one such script, read at the commit last touching it bef
 script next changed. A run may have used a pull request's branch rather than the main branch; the main branch at the
 run's date is the best public record of what it ran.
 
-Only aggregated single-node recipes are listed: the disaggregated rows' recipes (Dynamo's srt-slurm recipes, AMD's
-MoRI ``amd_utils``) set the MTP depth per matrix entry, which the published row does not name.
+``RECIPES`` holds aggregated single-node scripts. A disaggregated row's run is set per matrix entry instead: each
+``*-disagg`` entry of InferenceX's ``.github/configs/nvidia-master.yaml`` / ``amd-master.yaml`` names its prefill and
+decode workers (count, TP, EP, attention DP), its concurrencies and a recipe: a Dynamo entry a ``CONFIG_FILE`` of
+``ishandhanani/srt-slurm`` (branch ``sa-submission-q1-2026``, cloned unpinned by ``runners/launch_*.sh``), an AMD
+MoRI entry ``DECODE_MTP_SIZE`` for ``benchmarks/multi_node/amd_utils`` (in the repository from 2026-02-19; before,
+``billishyahao/sglang_disagg`` branch ``sa-260203``). ``DISAGGREGATED_RUNS`` lists the rows matched to exactly one
+entry (model precision, accelerator, engine, ISL/OSL, MTP or not, both sides' shape and the row's concurrency) of
+the matrix read at the last commit before the run's date, else at the last commit of that date when its image is
+the row's (the run was started by that day's merge), and records what the entry and the in-repository scripts set:
+
+- MTP depth: a Dynamo TensorRT-LLM entry's recipe name ends ``_mtpN`` (``num_nextn_predict_layers``); an AMD entry's
+  ``DECODE_MTP_SIZE=N`` (``amd_utils/server.sh``: ``--speculative-num-steps N --speculative-num-draft-tokens
+  N+1``). Dynamo SGLang recipe names carry no depth: not read.
+- KV cache: ``amd_utils/models.yaml``'s ``base_flags`` ``--kv-cache-dtype fp8_e4m3`` for the model's entry, on both
+  sides (runs from 2026-02-19). The srt-slurm recipes' ``kv_cache_config`` is not read: the branch they ran from is
+  not pinned, so no version can be tied to a run's date.
+- Prefill budget: the AMD scripts pass ``--chunked-prefill-size`` (262144, or 8192 x TP with attention DP) and no
+  ``--max-prefill-tokens``, so a prefill step carries SGLang's 16384 at most, which the disaggregated estimate
+  already uses (``whole_requests.PREFILL_BATCH_TOKENS``); nothing more is applied.
 
 Besides the KV cache and the MTP depth, the estimate reads each entry's prefill settings (``Prefill``: SGLang's
 ``--chunked-prefill-size`` and ``--max-prefill-tokens``, TensorRT-LLM's ``max_num_tokens``), which give the prompt
@@ -36,6 +53,9 @@ SOURCE_REPO = "SemiAnalysisAI/InferenceX"
 _RUN_DATE_RE = re.compile(r"SemiAnalysisAI/InferenceX/actions/runs/\d+(?:/attempts/\d+)?\s*\((\d{4}-\d{2}-\d{2})\)")
 """An InferenceX row's run and its date, as its notes state them (``.../actions/runs/26135021096/attempts/1
 (2026-05-20)``)."""
+
+_RUN_ID_RE = re.compile(r"SemiAnalysisAI/InferenceX/actions/runs/(\d+)")
+"""An InferenceX row's GitHub Actions run id, as its notes state it."""
 
 ENGINES = ("TensorRT-LLM", "SGLang", "ATOM")
 """Engines with single-node recipes, in the order a framework text is matched (TensorRT-LLM before SGLang)."""
@@ -1061,3 +1081,490 @@ def recipe_for(
         and (not r.until or date < r.until)
     ]
     return max(matches, key=lambda r: r.since, default=None)
+
+
+MATRIX_SOURCE = f"{SOURCE_REPO} .github/configs"
+"""Where the disaggregated matrix entries are read (``nvidia-master.yaml``, ``amd-master.yaml``)."""
+
+
+@dataclass(frozen=True)
+class DisaggregatedRun:
+    """What one disaggregated InferenceX row's run set, read from the one matrix entry it matches (module docstring):
+    the run ``run`` (its GitHub Actions id) at ``isl``/``osl`` tokens and ``concurrency`` clients, with MTP (``mtp``)
+    or without, on ``gpus`` (prefill GPUs, decode GPUs) of ``gpu_card`` at ``weight_format``, engine ``engine``.
+    ``kv_bits``: the KV cache both sides ran (None: not read); ``mtp_depth``: drafted tokens per decode round (None:
+    not read, or no MTP). ``source``: the matrix file and commit, and the script that sets the KV cache."""
+
+    run: str
+    isl: int
+    osl: int
+    concurrency: int
+    mtp: bool
+    gpus: tuple[int, int]
+    engine: str
+    gpu_card: str
+    weight_format: str
+    kv_bits: int | None
+    mtp_depth: int | None
+    source: str
+
+    def describe(self) -> str:
+        """What the row is read with from its matrix entry, in words (the row's assumptions column)."""
+        kv = f"{self.kv_bits}-bit KV cache on both sides" if self.kv_bits else "KV cache not read"
+        parts = [kv] + ([f"MTP at {self.mtp_depth} drafted tokens on the decode side"] if self.mtp_depth else [])
+        return f"InferenceX disaggregated {self.engine} matrix entry {self.source}: {', '.join(parts)}"
+
+
+def _nv(commit: str, config_file: str) -> str:
+    return f"{MATRIX_SOURCE}/nvidia-master.yaml @{commit} (CONFIG_FILE={config_file}: MTP depth from its _mtpN)"
+
+
+def _amd(commit: str, mtp_size: int, kv_commit: str = "", model_name: str = "") -> str:
+    text = f"{MATRIX_SOURCE}/amd-master.yaml @{commit} (DECODE_MTP_SIZE={mtp_size})"
+    if kv_commit:
+        text += (
+            f"; {SOURCE_REPO} benchmarks/multi_node/amd_utils/models.yaml @{kv_commit} ({model_name}: "
+            "--kv-cache-dtype fp8_e4m3)"
+        )
+    return text
+
+
+DISAGGREGATED_RUNS: tuple[DisaggregatedRun, ...] = (
+    DisaggregatedRun(
+        "21484975323",
+        1024,
+        1024,
+        10860,
+        True,
+        (12, 20),
+        "TensorRT-LLM",
+        "b200",
+        "fp4",
+        None,
+        1,
+        _nv("d7a6d4e7", "recipes/trtllm/b200-fp4/1k1k/mtp/ctx3_gen5_dep4_batch512_eplb0_mtp1.yaml"),
+    ),
+    DisaggregatedRun(
+        "21484975323",
+        1024,
+        1024,
+        6,
+        True,
+        (4, 40),
+        "TensorRT-LLM",
+        "b200",
+        "fp4",
+        None,
+        3,
+        _nv("d7a6d4e7", "recipes/trtllm/b200-fp4/1k1k/mtp/ctx1_gen5_tep8_batch1_eplb0_mtp3.yaml"),
+    ),
+    DisaggregatedRun(
+        "21484975323",
+        8192,
+        1024,
+        6,
+        True,
+        (4, 40),
+        "TensorRT-LLM",
+        "b200",
+        "fp4",
+        None,
+        3,
+        _nv("d7a6d4e7", "recipes/trtllm/b200-fp4/8k1k/mtp/ctx1_gen5_tep8_batch1_eplb0_mtp3.yaml"),
+    ),
+    DisaggregatedRun(
+        "21484975323",
+        8192,
+        1024,
+        66,
+        True,
+        (4, 24),
+        "TensorRT-LLM",
+        "b200",
+        "fp4",
+        None,
+        3,
+        _nv("d7a6d4e7", "recipes/trtllm/b200-fp4/8k1k/mtp/ctx1_gen3_tep8_batch16_eplb0_mtp3.yaml"),
+    ),
+    DisaggregatedRun(
+        "21484975323",
+        1024,
+        1024,
+        1214,
+        True,
+        (4, 16),
+        "TensorRT-LLM",
+        "b200",
+        "fp4",
+        None,
+        2,
+        _nv("d7a6d4e7", "recipes/trtllm/b200-fp4/1k1k/mtp/ctx1_gen2_dep8_batch64_eplb0_mtp2.yaml"),
+    ),
+    DisaggregatedRun(
+        "21484975323",
+        8192,
+        1024,
+        658,
+        True,
+        (20, 16),
+        "TensorRT-LLM",
+        "b200",
+        "fp4",
+        None,
+        3,
+        _nv("d7a6d4e7", "recipes/trtllm/b200-fp4/8k1k/mtp/ctx5_gen2_dep8_batch32_eplb0_mtp3.yaml"),
+    ),
+    DisaggregatedRun(
+        "23438524239",
+        1024,
+        1024,
+        896,
+        True,
+        (8, 56),
+        "TensorRT-LLM",
+        "b200",
+        "fp8",
+        None,
+        3,
+        _nv("35d4bb36", "recipes/trtllm/b200-fp8/1k1k/mtp/ctx1_gen7_dep8_batch128_eplb0_mtp3_896.yaml"),
+    ),
+    DisaggregatedRun(
+        "23438524239",
+        1024,
+        1024,
+        1600,
+        True,
+        (8, 16),
+        "TensorRT-LLM",
+        "b200",
+        "fp8",
+        None,
+        2,
+        _nv("35d4bb36", "recipes/trtllm/b200-fp8/1k1k/mtp/ctx1_gen2_dep8_batch768_eplb0_mtp2_1600.yaml"),
+    ),
+    DisaggregatedRun(
+        "23438524239",
+        8192,
+        1024,
+        1088,
+        True,
+        (32, 8),
+        "TensorRT-LLM",
+        "b200",
+        "fp8",
+        None,
+        2,
+        _nv("f316a0ef", "recipes/trtllm/b200-fp8/8k1k/mtp/ctx4_gen1_dep8_batch128_eplb0_mtp2_1088.yaml"),
+    ),
+    DisaggregatedRun(
+        "23438524239",
+        1024,
+        1024,
+        16130,
+        True,
+        (12, 20),
+        "TensorRT-LLM",
+        "gb200",
+        "fp4",
+        None,
+        1,
+        _nv("35d4bb36", "recipes/trtllm/gb200-fp4/1k1k/mtp/ctx3_gen5_dep4_batch768_eplb0_mtp1.yaml"),
+    ),
+    DisaggregatedRun(
+        "23438524239",
+        1024,
+        8192,
+        7,
+        True,
+        (4, 56),
+        "TensorRT-LLM",
+        "gb200",
+        "fp4",
+        None,
+        3,
+        _nv("35d4bb36", "recipes/trtllm/gb200-fp4/1k8k/mtp/ctx1_gen7_tep8_batch1_eplb0_mtp3.yaml"),
+    ),
+    DisaggregatedRun(
+        "23438524239",
+        8192,
+        1024,
+        4301,
+        True,
+        (44, 16),
+        "TensorRT-LLM",
+        "gb200",
+        "fp4",
+        None,
+        1,
+        _nv("35d4bb36", "recipes/trtllm/gb200-fp4/8k1k/mtp/ctx11_gen1_dep16_batch256_eplb256_mtp1.yaml"),
+    ),
+    DisaggregatedRun(
+        "21701654125",
+        1024,
+        8192,
+        4,
+        True,
+        (8, 32),
+        "TensorRT-LLM",
+        "gb200",
+        "fp8",
+        None,
+        3,
+        _nv("daa8239f", "recipes/trtllm/gb200-fp8/1k8k/mtp/ctx1_gen4_tep8_batch2_eplb0_mtp3_8.yaml"),
+    ),
+    DisaggregatedRun(
+        "21701654125",
+        1024,
+        8192,
+        2152,
+        True,
+        (8, 32),
+        "TensorRT-LLM",
+        "gb200",
+        "fp8",
+        None,
+        1,
+        _nv("daa8239f", "recipes/trtllm/gb200-fp8/1k8k/mtp/ctx1_gen2_dep16_batch64_eplb0_mtp1_2152.yaml"),
+    ),
+    DisaggregatedRun(
+        "21701654125",
+        8192,
+        1024,
+        666,
+        True,
+        (40, 16),
+        "TensorRT-LLM",
+        "gb200",
+        "fp8",
+        None,
+        3,
+        _nv("daa8239f", "recipes/trtllm/gb200-fp8/8k1k/mtp/ctx5_gen1_dep16_batch32_eplb0_mtp3_666.yaml"),
+    ),
+    DisaggregatedRun(
+        "21790074782",
+        8192,
+        1024,
+        30,
+        True,
+        (16, 48),
+        "TensorRT-LLM",
+        "h100-sxm",
+        "fp8",
+        None,
+        3,
+        _nv("04b564b3", "recipes/trtllm/h100-fp8/8k1k/mtp/ctx1_gen3_tep16_batch8_eplb0_mtp3.yaml"),
+    ),
+    DisaggregatedRun(
+        "21790074782",
+        1024,
+        1024,
+        231,
+        True,
+        (16, 48),
+        "TensorRT-LLM",
+        "h100-sxm",
+        "fp8",
+        None,
+        3,
+        _nv("04b564b3", "recipes/trtllm/h100-fp8/1k1k/mtp/ctx1_gen3_dep16_batch4_eplb0_mtp3.yaml"),
+    ),
+    DisaggregatedRun(
+        "21790074782",
+        1024,
+        1024,
+        615,
+        True,
+        (16, 16),
+        "TensorRT-LLM",
+        "h100-sxm",
+        "fp8",
+        None,
+        2,
+        _nv("04b564b3", "recipes/trtllm/h100-fp8/1k1k/mtp/ctx1_gen1_dep16_batch32_eplb0_mtp2.yaml"),
+    ),
+    DisaggregatedRun(
+        "23438524239",
+        8192,
+        1024,
+        128,
+        True,
+        (16, 8),
+        "TensorRT-LLM",
+        "h200",
+        "fp8",
+        None,
+        2,
+        _nv("f316a0ef", "recipes/trtllm/h200/8k1k/mtp/c128_ctx2_gen1_dep8_batch32_eplb0_mtp2.yaml"),
+    ),
+    DisaggregatedRun(
+        "23438524239",
+        8192,
+        1024,
+        256,
+        True,
+        (24, 8),
+        "TensorRT-LLM",
+        "h200",
+        "fp8",
+        None,
+        2,
+        _nv("f316a0ef", "recipes/trtllm/h200/8k1k/mtp/c256_ctx3_gen1_dep8_batch32_eplb0_mtp2.yaml"),
+    ),
+    DisaggregatedRun(
+        "21660418558",
+        1024,
+        8192,
+        32,
+        True,
+        (8, 16),
+        "SGLang",
+        "mi355x",
+        "fp4",
+        None,
+        2,
+        _amd("6f6afc1c", 2),
+    ),
+    DisaggregatedRun(
+        "21660418558",
+        1024,
+        8192,
+        128,
+        True,
+        (8, 16),
+        "SGLang",
+        "mi355x",
+        "fp4",
+        None,
+        2,
+        _amd("6f6afc1c", 2),
+    ),
+    DisaggregatedRun(
+        "26491418772",
+        1024,
+        1024,
+        4096,
+        False,
+        (4, 8),
+        "SGLang",
+        "mi355x",
+        "fp4",
+        8,
+        None,
+        _amd("bb000558", 0, "ec02dba5", "DeepSeek-R1-0528-MXFP4-v2"),
+    ),
+    DisaggregatedRun(
+        "26491418772",
+        8192,
+        1024,
+        512,
+        False,
+        (8, 8),
+        "SGLang",
+        "mi355x",
+        "fp4",
+        8,
+        None,
+        _amd("bb000558", 0, "ec02dba5", "DeepSeek-R1-0528-MXFP4-v2"),
+    ),
+    DisaggregatedRun(
+        "26491418772",
+        8192,
+        1024,
+        4096,
+        False,
+        (16, 8),
+        "SGLang",
+        "mi355x",
+        "fp4",
+        8,
+        None,
+        _amd("bb000558", 0, "ec02dba5", "DeepSeek-R1-0528-MXFP4-v2"),
+    ),
+    DisaggregatedRun(
+        "21741051722",
+        1024,
+        8192,
+        32,
+        True,
+        (8, 16),
+        "SGLang",
+        "mi355x",
+        "fp8",
+        None,
+        2,
+        _amd("6f6afc1c", 2),
+    ),
+    DisaggregatedRun(
+        "22312145708",
+        1024,
+        1024,
+        1,
+        False,
+        (8, 8),
+        "SGLang",
+        "mi355x",
+        "fp8",
+        8,
+        None,
+        _amd("e6852f5f", 0, "8d81e0bf", "DeepSeek-R1"),
+    ),
+    DisaggregatedRun(
+        "22312145708",
+        8192,
+        1024,
+        1,
+        False,
+        (8, 8),
+        "SGLang",
+        "mi355x",
+        "fp8",
+        8,
+        None,
+        _amd("e6852f5f", 0, "8d81e0bf", "DeepSeek-R1"),
+    ),
+    DisaggregatedRun(
+        "26607091549",
+        8192,
+        1024,
+        2048,
+        False,
+        (16, 8),
+        "SGLang",
+        "mi355x",
+        "fp8",
+        8,
+        None,
+        _amd("bb000558", 0, "ec02dba5", "DeepSeek-R1-0528"),
+    ),
+)
+"""The disaggregated rows of tests/data/measured_public_2026.csv matched to one matrix entry that sets their MTP depth
+or KV cache (read 2026-12-03, InferenceX history to @843c6254)."""
+
+
+def run_id(notes: str) -> str | None:
+    """The GitHub Actions run id of the InferenceX run a row's notes name, else None."""
+    match = _RUN_ID_RE.search(notes)
+    return match.group(1) if match else None
+
+
+def disaggregated_run_for(
+    notes: str,
+    gpu_card: str,
+    weight_bits: int,
+    lengths: tuple[int, int],
+    concurrency: int | None,
+    mtp: bool,
+    gpus: tuple[int, int],
+) -> DisaggregatedRun | None:
+    """The matrix entry a disaggregated InferenceX row (its notes, accelerator, weight bits, input and output lengths,
+    clients, MTP or not, prefill and decode GPUs) ran, as ``DISAGGREGATED_RUNS`` lists it (None: not listed)."""
+    run, fmt = run_id(notes), {8: "fp8", 4: "fp4"}.get(weight_bits)
+    key = (run, gpu_card, fmt, lengths, concurrency, mtp, gpus)
+    return next(
+        (
+            r
+            for r in DISAGGREGATED_RUNS
+            if (r.run, r.gpu_card, r.weight_format, (r.isl, r.osl), r.concurrency, r.mtp, r.gpus) == key
+        ),
+        None,
+    )
