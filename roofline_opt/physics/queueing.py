@@ -4,8 +4,10 @@ The evaluator's figures are service times of an instance at steady state; this m
 for the prefill path under random arrivals. Arrivals are a renewal process of a rate and a squared coefficient of
 variation of the inter-arrival times, c_a^2 (1 = Poisson; > 1 bursty, gamma-distributed gaps). The prefill path is a
 G/G/c queue: its wait has an exponential tail, P(W > t) = P(wait) exp(-eta t), eta the decay rate of Lundberg's
-equation (exact for M/M/c), P(wait) such that the mean is Allen-Cunneen's mean wait (Kingman's for c = 1).
-TTFT = wait + service (+ KV transfer).
+equation (exact for M/M/c), P(wait) such that the mean is Allen-Cunneen's mean wait (Kingman's for c = 1) for
+c_a^2 <= 1. For bursty arrivals (c_a^2 > 1) the c servers are one c-times faster GI/G/1 server whose wait is computed
+exactly up to a lattice (Lindley's fixed point by the Wiener-Hopf factorisation, ``_lindley``): P(W > t) =
+min(P(wait), C exp(-eta t)), C the Cramer-Lundberg constant. TTFT = wait + service (+ KV transfer).
 
 - disaggregated: c = x prefill instances at prefill batch 1, service time ``prefill_step`` of one prompt;
 - aggregated with chunked prefill: one instance whose steps carry up to ``chunk`` prompt tokens beside the decoding
@@ -140,10 +142,166 @@ def tail_decay_per_s(servers: int, weights, service_s, arrivals: Arrivals) -> fl
     return float(_decay_per_s(w, s, np.asarray(arrivals.rate_per_s), arrivals.scv))
 
 
+LATTICE_STEPS_PER_SERVICE = 8
+"""Lattice steps per mean service time (at least) of the GI/G/1 wait (``_lindley``): each service is split between
+two points."""
+
+LATTICE_POINTS = (256, 2048)
+"""Fewest and most lattice points over [0, longest service + 12 / eta] of the GI/G/1 wait (``_lindley``), a power
+of 2 per queue (so a queue's figures do not depend on the others evaluated with it)."""
+
+
+GAMMA_TERMS = 200
+"""At most this many terms of the series or of the continued fraction in ``_gamma_cdf`` (each stops once its terms
+are below a relative 1e-16, 1e-15 for the fraction)."""
+
+GAMMA_UPPER_TAIL = 40.0
+"""Beyond x = shape + this, P(shape, x) is taken as 1 (1 - P < x^shape e^-x / Gamma(shape) < 1e-15 for shape <= 1)."""
+
+
+def _gamma_series(shape: float, x: np.ndarray) -> np.ndarray:
+    """P(shape, x) for 0 < x < shape + 1: x^shape e^-x / Gamma(shape) times the sum over n of
+    x^n / (shape (shape + 1) ... (shape + n))."""
+    term = np.full_like(x, 1.0 / shape)
+    total = term.copy()
+    for n in range(1, GAMMA_TERMS):
+        term = term * x / (shape + n)
+        total = total + term
+        if np.all(term <= 1e-16 * total):
+            break
+    return np.exp(shape * np.log(x) - x - math.lgamma(shape)) * total
+
+
+def _gamma_fraction(shape: float, x: np.ndarray) -> np.ndarray:
+    """1 - P(shape, x) for x >= shape + 1: its continued fraction by the modified Lentz method."""
+    b = x + 1.0 - shape
+    d, c = 1.0 / b, np.full_like(x, 1e300)
+    fraction = d.copy()
+    for i in range(1, GAMMA_TERMS):
+        a = -i * (i - shape)
+        b = b + 2.0
+        d = a * d + b
+        d = 1.0 / np.where(np.abs(d) < 1e-300, 1e-300, d)
+        c = b + a / c
+        c = np.where(np.abs(c) < 1e-300, 1e-300, c)
+        fraction = fraction * d * c
+        if np.all(np.abs(d * c - 1.0) <= 1e-15):
+            break
+    return np.exp(shape * np.log(x) - x - math.lgamma(shape)) * fraction
+
+
+def _gamma_cdf(shape: float, x: np.ndarray) -> np.ndarray:
+    """Regularised lower incomplete gamma function P(shape, x) elementwise: its power series below x = shape + 1,
+    one minus the continued fraction of the upper function above (Numerical Recipes, 3rd ed., 6.2), each evaluated
+    only where it applies."""
+    out = np.where(x > 0.0, 1.0, 0.0)
+    small = (x > 0.0) & (x < shape + 1.0)
+    out[small] = _gamma_series(shape, x[small])
+    large = (x >= shape + 1.0) & (x < shape + GAMMA_UPPER_TAIL)
+    out[large] = 1.0 - _gamma_fraction(shape, x[large])
+    return out
+
+
+def _lattice(values: np.ndarray, cdf, first_moment) -> np.ndarray:
+    """Masses (..., n) on the points 0, 1, ..., n - 1 of a distribution on [0, n - 1] whose distribution function and
+    partial first moment E[V; V <= v] are given at ``values`` = 0, 1, ..., n - 1 (...,  n): each cell's mass is split
+    between its two end points so that the mean is kept (linear interpolation of the distribution)."""
+    mass = np.diff(cdf, axis=-1)
+    moment = np.diff(first_moment, axis=-1)
+    upper = np.clip(moment - values[..., :-1] * mass, 0.0, mass)
+    out = np.zeros(values.shape)
+    out[..., :-1] += mass - upper
+    out[..., 1:] += upper
+    return out
+
+
+def _gap_lattice(h: np.ndarray, rate: np.ndarray, scv: float, n: int) -> np.ndarray:
+    """Masses (..., n) of a gap between arrivals on the points 0, h, ..., (n - 1) h (mean kept, mass beyond the
+    last point on it): gamma of shape 1 / scv and mean 1 / rate (exponential for scv = 1, a point for scv = 0)."""
+    values = np.broadcast_to(np.arange(n, dtype=float), (*h.shape, n))
+    if scv == 0.0:
+        at = 1.0 / (rate * h)
+        cdf = (values >= at[..., None]).astype(float)
+        moment = cdf * at[..., None]
+    else:
+        shape, theta = 1.0 / scv, scv / rate
+        x = values * (h / theta)[..., None]
+        cdf = _gamma_cdf(shape, x)
+        # E[A; A <= v] = shape theta P(shape + 1, v / theta), P(a + 1, x) = P(a, x) - x^a e^-x / Gamma(a + 1)
+        with np.errstate(divide="ignore"):
+            density = np.exp(shape * np.log(x) - x - math.lgamma(shape + 1.0))
+        moment = shape * (cdf - density) * (theta / h)[..., None]
+    out = _lattice(values, cdf, moment)
+    out[..., -1] += 1.0 - cdf[..., -1]
+    return out
+
+
+def _lindley(w: np.ndarray, s: np.ndarray, rate: np.ndarray, scv: float, eta: np.ndarray):
+    """(probability of waiting, tail constant C, mean wait s) of E GI/G/1 queues, service times s (E, k)
+    with shares w (k,), gamma gaps, tail decay eta (E,): the fixed point of Lindley's recursion W' = max(0, W + S - A),
+    i.e. the maximum M of the random walk with steps X = S - A, on a lattice of step h.
+
+    S and A are put on the points 0, h, 2h, ... keeping their means (each value split between its two neighbours; A
+    beyond the last point, where the wait is below C exp(-12), on it) and X's distribution p is their convolution.
+    M then follows from the Wiener-Hopf factorisation 1 - p(z) = (1 - G+(z)) (1 - G-(z)), G+ the strict ascending
+    and G- the weak descending ladder height (Spitzer's identity; Asmussen, Applied Probability and Queues, 2nd ed.
+    2003, VIII.3): on the circle |z| = r = exp(eta h / 2), between the zeros of 1 - p at 1 and at exp(eta h), 1 - p has
+    no zero and winding number 0, so the coefficients c_k of positive powers of log(1 - p(z)) (its cepstrum, by FFT,
+    times r^-k) are those of log(1 - G+(z)), and E[z^M] = (1 - G+(1)) / (1 - G+(z)) = exp(sum c_k - sum c_k z^k):
+    P(M = 0) = exp(sum c_k). No iteration: a few FFTs of 4 x the lattice per queue.
+    C = P(M > t) exp(eta t) at t = max S + 6 / eta, where the tail is exponential (Cramer-Lundberg)."""
+    fewest, most = LATTICE_POINTS
+    wanted = (s.max(axis=-1) + 12.0 / eta) / (s @ w) * LATTICE_STEPS_PER_SERVICE
+    points = np.clip(2 ** np.ceil(np.log2(np.maximum(wanted, 1.0))), fewest, most).astype(int)
+    out = np.zeros((3, *eta.shape))
+    for n in np.unique(points):
+        some = points == n
+        out[:, some] = _lattice_wait(int(n), w, s[some], rate[some], scv, eta[some])
+    return out[0], out[1], out[2]
+
+
+def _lattice_wait(n: int, w: np.ndarray, s: np.ndarray, rate: np.ndarray, scv: float, eta: np.ndarray):
+    """(probability of waiting, tail constant C, mean wait s) of ``_lindley`` on a lattice of n points (E,)."""
+    top = s.max(axis=-1)
+    span = top + 12.0 / eta
+    h = span / (n - 1)
+    values = np.broadcast_to(np.arange(n, dtype=float), (*h.shape, n))
+    service = np.zeros((*h.shape, n))
+    for share, each in zip(w, np.moveaxis(s, -1, 0), strict=True):
+        at = (each / h)[..., None]
+        service += share * _lattice(values, (values >= at).astype(float), (values >= at) * at)
+    gaps = _gap_lattice(h, rate, scv, n)
+    size = 1 << int(math.ceil(math.log2(4 * n)))
+    # X = S - A: index i holds the value i - (n - 1)
+    step = np.fft.irfft(np.fft.rfft(service, size) * np.fft.rfft(gaps[..., ::-1], size), size)[..., : 2 * n - 1]
+    step = np.maximum(step, 0.0)
+    step = step / step.sum(axis=-1, keepdims=True)
+    # 1 - p(z) on the circle |z| = r = exp(eta h / 2), between its zeros at 1 and exp(eta h) (Lundberg's root)
+    powers = np.arange(2 * n - 1) - (n - 1)
+    tilt = np.exp(eta * h / 2.0)[..., None]
+    factor = np.zeros((*h.shape, size))
+    factor[..., powers % size] = ((powers == 0) - step) * tilt**powers
+    spectrum = np.fft.fft(factor, axis=-1)
+    cepstrum = np.fft.ifft(np.log(np.abs(spectrum)) + 1j * np.unwrap(np.angle(spectrum), axis=-1), axis=-1)
+    ladder = np.zeros_like(cepstrum)
+    ladder[..., 1 : size // 2] = cepstrum[..., 1 : size // 2] * tilt ** -np.arange(1.0, size // 2)
+    at_one = ladder.sum(axis=-1)
+    wait = np.maximum(np.fft.ifft(np.exp(at_one[..., None] - np.fft.fft(ladder, axis=-1)), axis=-1).real, 0.0)
+    wait = wait / wait.sum(axis=-1, keepdims=True)
+    where = np.ceil((top + 6.0 / eta) / h).astype(int)
+    beyond = 1.0 - np.take_along_axis(np.cumsum(wait, axis=-1), where[..., None], axis=-1)[..., 0]
+    lags = np.arange(size, dtype=float)
+    return np.stack([1.0 - wait[..., 0], beyond * np.exp(eta * where * h), (wait @ lags) * h])
+
+
 def _queue(w: np.ndarray, s: np.ndarray, rate: np.ndarray, c: np.ndarray, scv_arrival: float):
-    """(stable, probability of waiting, tail decay per s, mean wait s) of G/G/c prefill queues, elementwise: the
-    tail's decay from Lundberg's equation, Allen-Cunneen's mean wait (Erlang C's M/M/c wait scaled by
-    (c_a^2 + c_s^2) / 2), and the probability of waiting that gives the exponential tail that mean."""
+    """(stable, probability of waiting, tail decay per s, mean wait s, shift s) of G/G/c prefill queues, elementwise:
+    the wait is 0 with probability ``p_wait``, else ``shift`` plus an exponential of rate ``decay`` (Lundberg's).
+
+    c_a^2 <= 1: Allen-Cunneen's mean wait (Erlang C's M/M/c wait scaled by (c_a^2 + c_s^2) / 2) and the probability
+    of waiting that gives the exponential tail that mean, no shift. c_a^2 > 1 (bursty): the c servers as one c-times
+    faster server, its GI/G/1 wait from Lindley's recursion (``_lindley``): P(wait) = min(P, C) and the shift that puts
+    the tail on C exp(-eta t), so P(W > t) = min(P, C exp(-eta t))."""
     mean = s @ w
     stable = rate * mean < c
     busy = stable & (mean > 0.0) & (rate > 0.0)
@@ -153,10 +311,18 @@ def _queue(w: np.ndarray, s: np.ndarray, rate: np.ndarray, c: np.ndarray, scv_ar
     with np.errstate(divide="ignore", invalid="ignore"):
         p_c = _erlang_c(c, safe_rate * mean)
         wait = np.where(busy, p_c / (c / safe_mean - safe_rate) * (scv_arrival + scv_s) / 2.0, 0.0)
-    decay = _decay_per_s(w, s / c[..., None], np.where(busy, rate, 1.0), scv_arrival)
+    fast = s / c[..., None]
+    decay = _decay_per_s(w, fast, np.where(busy, rate, 1.0), scv_arrival)
     waits = busy & (wait > 0.0) & np.isfinite(decay)
     p_wait = np.minimum(1.0, np.where(waits, wait, 0.0) * np.where(waits, decay, 0.0))
-    return stable, p_wait, np.where(waits, decay, np.inf), np.where(waits, wait, 0.0)
+    shift = np.zeros(np.shape(waits))
+    if scv_arrival > 1.0 and waits.any():
+        p, constant, mean_wait = _lindley(w, fast[waits], rate[waits], scv_arrival, decay[waits])
+        p_wait, wait = np.array(p_wait, dtype=float), np.array(wait, dtype=float)
+        p_wait[waits] = np.minimum(p, constant)
+        shift[waits] = np.log(np.maximum(constant / p, 1.0)) / decay[waits]
+        wait[waits] = mean_wait
+    return stable, p_wait, np.where(waits, decay, np.inf), np.where(waits, wait, 0.0), shift
 
 
 def _percentile(percentile: float, w: np.ndarray, t0: np.ndarray, p_wait, decay, shift) -> np.ndarray:
@@ -198,9 +364,10 @@ def percentile_ttft_s(
 ) -> np.ndarray:
     """TTFT at a percentile of requests arriving at ``rate_per_s`` to a G/G/c prefill queue, elementwise.
 
-    The queue of this module (Allen-Cunneen mean wait, exponential tail of Lundberg's decay rate; see the module
-    docstring), vectorised over setups: the one function that query tables, the enumeration oracle, fleets and
-    ``disaggregated_ttft``/``aggregated_ttft`` compute a percentile TTFT with.
+    The queue of this module (exponential tail of Lundberg's decay rate from Allen-Cunneen's mean wait, or for bursty
+    arrivals from the lattice GI/G/1 wait; see the module docstring), vectorised over setups: the one function that
+    query tables, the enumeration oracle, fleets and ``disaggregated_ttft``/``aggregated_ttft`` compute a percentile
+    TTFT with.
 
     Parameters
     ----------
@@ -226,8 +393,8 @@ def percentile_ttft_s(
     rate = np.broadcast_to(np.asarray(rate_per_s, dtype=float), shape)
     c = np.broadcast_to(np.asarray(servers, dtype=float), shape)
     shift = np.broadcast_to(np.asarray(shift_s, dtype=float), shape)
-    stable, p_wait, decay, _ = _queue(w, s, rate, c, scv_arrival)
-    return np.where(stable, _percentile(percentile, w, t0, p_wait, decay, shift), np.inf)
+    stable, p_wait, decay, _, lag = _queue(w, s, rate, c, scv_arrival)
+    return np.where(stable, _percentile(percentile, w, t0, p_wait, decay, shift + lag), np.inf)
 
 
 def max_rate_per_s(
@@ -262,15 +429,15 @@ def response_percentiles(
     return np.array([float(_percentile(q, w, t0, p, eta, shift)) for q in percentiles])
 
 
-def _wait_tail(servers: int, weights, service_s, arrivals: Arrivals) -> tuple[float, float, float]:
-    """(probability of waiting, tail decay per s, mean wait s) of one G/G/c prefill queue (``_queue``)."""
+def _wait_tail(servers: int, weights, service_s, arrivals: Arrivals) -> tuple[float, float, float, float]:
+    """(probability of waiting, tail decay per s, mean wait s, shift s) of one G/G/c prefill queue (``_queue``)."""
     w = np.asarray(weights, dtype=float) / np.sum(weights)
     s = np.asarray(service_s, dtype=float)
     rate, c = np.asarray(arrivals.rate_per_s, dtype=float), np.asarray(float(servers))
-    stable, p_wait, decay, wait = _queue(w, s, rate, c, arrivals.scv)
+    stable, p_wait, decay, wait, shift = _queue(w, s, rate, c, arrivals.scv)
     if not stable:
-        return 1.0, 0.0, math.inf
-    return float(p_wait), float(decay), float(wait)
+        return 1.0, 0.0, math.inf, 0.0
+    return float(p_wait), float(decay), float(wait), float(shift)
 
 
 def prefill_classes(
@@ -336,9 +503,9 @@ def disaggregated_ttft(
     link = rq.kv_link_bytes_per_s(p_gpu, d_gpu, same)
     service, ttft0 = prefill_classes(model, p_gpu, preset, weight_bits, p_layout, workload, link, hop)
     w = workload._w()
-    p_wait, decay, wait = _wait_tail(x, w, service, arrivals)
+    p_wait, decay, wait, shift = _wait_tail(x, w, service, arrivals)
     return {
-        "ttft_s": response_percentiles(w, ttft0, p_wait, decay, percentiles),
+        "ttft_s": response_percentiles(w, ttft0, p_wait, decay, percentiles, shift),
         "utilisation": arrivals.rate_per_s * float(service @ w) / x,
         "p_wait": p_wait,
         "wait_s": wait,
@@ -443,9 +610,9 @@ def aggregated_ttft(
         return {"ttft_s": inf, "utilisation": math.inf, "decode_batch": batch, "p_wait": 1.0, "wait_s": math.inf}
     work, head, shift, _ = _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens)
     w = workload._w()
-    p_wait, decay, wait = _wait_tail(1, w, work, arrivals)
+    p_wait, decay, wait, lag = _wait_tail(1, w, work, arrivals)
     return {
-        "ttft_s": response_percentiles(w, head, p_wait, decay, percentiles, float(shift)),
+        "ttft_s": response_percentiles(w, head, p_wait, decay, percentiles, float(shift) + lag),
         "utilisation": arrivals.rate_per_s * float(work @ w),
         "decode_batch": batch,
         "p_wait": p_wait,
