@@ -1,11 +1,12 @@
-"""Disaggregated pools in a fleet at scale, run by hand: ``python benchmarks/fleet_pools.py [--repeat N]``.
+"""Disaggregated pools in a fleet at scale, by hand: ``python benchmarks/fleet_pools.py [--repeat N] [--burstiness X]``.
 
-Five models, each a prefill pool and a decode pool (three with their TTFT limit at p90/p99 under Poisson arrivals),
-on 2,048 GPUs: 128 HGX H100 and 128 HGX H200 servers on one rail-optimised fabric (400 Gb/s NICs); prefill may run
-on either type and decode on either, so KV links between the types come from the graph. Solved to a 1e-4 gap.
-Per repetition (the whole pipeline from the fleet structure: graph figures, candidates, prefill pools, MIP build and
-HiGHS, re-evaluation) the seconds of each phase, the MIP's size (variables, integer variables, constraints) and the
-solver's status and gap; then the plan's model table once. The machine load (1-minute load average) is printed first.
+Five models, each a prefill pool and a decode pool (three with their TTFT limit at p90/p99 under Poisson arrivals,
+or arrivals of c_a^2 ``--burstiness``), on 2,048 GPUs: 128 HGX H100 and 128 HGX H200 servers on one rail-optimised
+fabric (400 Gb/s NICs); prefill may run on either type and decode on either, so KV links between the types come from
+the graph. Solved to a 1e-4 gap. Per repetition (the whole pipeline from the fleet structure: graph figures,
+candidates, prefill pools, MIP build and HiGHS, re-evaluation) the seconds of each phase, the MIP's size (variables,
+integer variables, constraints) and the solver's status and gap; then the plan's model table once. The machine load
+(1-minute load average) is printed first.
 """
 
 from __future__ import annotations
@@ -86,8 +87,12 @@ MODELS = [
 ]
 
 
-def fleet() -> dict:
-    return {"cluster": CLUSTER, "models": [{**m, "serving": "disagg", **SPACE} for m in MODELS]}
+def fleet(burstiness: float = 1.0) -> dict:
+    """The fleet file's content; ``burstiness`` (c_a^2) on the models with a TTFT percentile (1: Poisson)."""
+    models = [{**m, "serving": "disagg", **SPACE} for m in MODELS]
+    if burstiness != 1.0:
+        models = [{**m, "burstiness": burstiness} if "percentile" in m else m for m in models]
+    return {"cluster": CLUSTER, "models": models}
 
 
 def size(spec, cands, pools) -> str:
@@ -125,9 +130,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--time-limit", type=float, default=None)
+    parser.add_argument(
+        "--burstiness", type=float, default=1.0, help="c_a^2 of the percentile models' arrivals (default: 1, Poisson)"
+    )
     args = parser.parse_args()
     print(f"load average (1, 5, 15 min): {', '.join(f'{x:.2f}' for x in os.getloadavg())}; cpus {os.cpu_count()}")
-    data = fleet()
+    data = fleet(args.burstiness)
     for r in range(args.repeat):
         spec, cands, pools, plan, solve, phases = once(data, args.time_limit)
         if r == 0:
