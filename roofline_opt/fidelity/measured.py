@@ -472,40 +472,22 @@ def _check(batch: int | None, per_request: float | None, per_gpu: float | None, 
     return "throughput ceiling"
 
 
-def _recipe_chunk(
+def _recipe_settings(
     recipe: recipes.Recipe | None,
     layout: parse.ParsedLayout | None,
     prompt: float | None,
     output: float | None,
     batch: int | None,
-) -> int | None:
-    """The prompt tokens a step of the row's run carries at most, as its recipe sets them for its tensor parallelism,
-    lengths and concurrency per instance (None: no recipe, no lengths, or the recipe states no prefill setting)."""
-    if recipe is None or layout is None or prompt is None or output is None:
-        return None
-    return recipe.step_prompt_tokens(layout.tp, round(prompt), round(output), batch)
-
-
-def _recipe_memory(
-    recipe: recipes.Recipe | None,
-    layout: parse.ParsedLayout | None,
-    prompt: float | None,
-    output: float | None,
-    batch: int | None,
-) -> tuple[KvMemoryRule | None, float | None]:
-    """The KV-memory rule the row's recipe sets for its run, and the fraction it rests on (None, None: no recipe, or
-    the recipe sets no memory fraction for the run)."""
+) -> tuple[int | None, KvMemoryRule | None, float | None]:
+    """What the row's recipe sets for its run (tensor parallelism, attention DP, lengths, concurrency per instance):
+    the prompt tokens a step carries at most (None: no lengths, or no prefill setting), the KV-memory rule and the
+    memory fraction it rests on (None, None: no memory fraction for the run); all None without a recipe."""
     if recipe is None or layout is None:
-        return None, None
-    run = recipes.Run(
-        layout.tp,
-        layout.dp_attention,
-        None if prompt is None else round(prompt),
-        None if output is None else round(output),
-        batch,
-    )
-    fraction = recipe.memory.fraction_for(run)
-    return recipe.kv_memory_rule(run), fraction
+        return None, None, None
+    isl, osl = (None if v is None else round(v) for v in (prompt, output))
+    run = recipes.Run(layout.tp, layout.dp_attention, isl, osl, batch)
+    chunk = None if isl is None or osl is None else recipe.step_prompt_tokens(layout.tp, isl, osl, batch)
+    return chunk, recipe.kv_memory_rule(run), recipe.memory.fraction_for(run)
 
 
 def _disaggregated_entry(
@@ -568,8 +550,9 @@ def map_row(cells: Mapping[str, str]) -> MeasuredRow:
     decode_only = bool(_DECODE_ONLY_RE.search(text["notes"]))
     whole = prompt is not None and output is not None and not _KV_LEN_RE.match(text["input_len"].lower())
     whole = whole and not decode_only
-    chunk = _recipe_chunk(recipe, layout, prompt, output, batch) if whole else None
-    memory_rule, fraction = _recipe_memory(recipe, layout, prompt if whole else None, output if whole else None, batch)
+    chunk, memory_rule, fraction = _recipe_settings(
+        recipe, layout, prompt if whole else None, output if whole else None, batch
+    )
     reading = recipe.describe(chunk, fraction) if recipe is not None and bits is not None else ""
     if recipe is not None and bits is not None:
         if not bits[2] and recipe.kv_bits is not None:
