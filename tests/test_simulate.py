@@ -146,13 +146,13 @@ AGG_CASES = [
         id="1500-in-chunk-2048-u0.3",
         marks=pytest.mark.xfail(
             strict=True,
-            reason="p90 27% high: it sits where the wait's atom at 0 meets the tail (docs/physics/queueing.md)",
+            reason="p90 26% high: it sits where the wait's atom at 0 meets the tail (docs/physics/queueing.md)",
         ),
     ),
 ]
 """Measured with 4 seeds x 20,000 requests (the grid of benchmarks/queueing.py, docs/physics/queueing.md): with
 2 x 5,000 the rho 0.7 cases came out within 10% by luck of the sample (p99 of 50 requests per run). Utilisation 0.9
-is left out: there the model is 14% (3000 / 1024, p99) and 15 / 35% (1500 / 2048) high, and the simulated
+is left out: there the model is 14% (3000 / 1024, p99) and 14 / 34% (1500 / 2048) high, and the simulated
 percentiles move by 15-30% between samples."""
 
 

@@ -542,6 +542,14 @@ def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: 
     """(work (..., k), TTFT once at the head (..., k), shift (...), mean step (...)) of an aggregated instance's
     prompt queue at a mean decode batch, elementwise over layouts, batches and chunks (chunk 0: a whole prompt of the
     longest class per step). A cached prefix is not work: a prompt's share is its I - P new tokens."""
+    given = np.asarray(chunk_tokens, dtype=float)
+    mean_step = rq.tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, given, 1.0).step_time_s
+    return _served_parts(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens, mean_step)
+
+
+def _served_parts(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens, mean_step):
+    """``_aggregated_parts`` with the prompt's steps at decode batch ``batch`` and the step under way when it
+    arrives a ``mean_step`` (the time-average step: Poisson arrivals see time averages)."""
     batch = np.asarray(batch, dtype=float)
     given = np.asarray(chunk_tokens, dtype=float)
     chunk = np.where(given > 0, given, float(max(workload.max_isl, 1)))
@@ -556,7 +564,6 @@ def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: 
         new = i - p
         work.append(np.where(new >= chunk, t / np.ceil(new / chunk), full) * new / chunk)
         schedule.append(t)
-    mean_step = rq.tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, given, 1.0).step_time_s
     mean_step = np.asarray(mean_step, dtype=float)
     shape = np.broadcast_shapes(full.shape, mean_step.shape, *(np.shape(t) for t in schedule))
     stack = [np.stack(np.broadcast_arrays(*v, np.zeros(shape))[:-1], axis=-1) for v in (work, schedule)]
@@ -607,10 +614,10 @@ def _busy_period_percentile_s(
     half steps priced at the decode batch of the busy period that percentile waits in (``_busy_period_batch``), a
     fixed point from ``batch`` (the time-average B of Little's law, which also fixes rho and the rate). The wait in
     steps is the percentile less the mean schedule at B, over a step carrying a full chunk at B; for a mix of classes
-    B_busy = mean O x chunk / mean new prompt tokens. setup = (model, gpu, preset, weight_bits, layout); parts =
-    (work, head, shift) of ``_aggregated_parts`` at B."""
+    B_busy = mean O x chunk / mean new prompt tokens; the step under way at its arrival stays the time-average one.
+    setup = (model, gpu, preset, weight_bits, layout); parts = ``_aggregated_parts`` at B."""
     w = workload._w()
-    work, head, shift = parts
+    work, head, shift, mean_step = parts
     chunk = np.asarray(chunk_tokens, dtype=float)
     chunk = np.where(chunk > 0, chunk, float(max(workload.max_isl, 1)))
     busy = workload.mean_osl * chunk / max(workload.mean_computed_isl, 1.0)
@@ -619,7 +626,7 @@ def _busy_period_percentile_s(
     for _ in range(BUSY_PERIOD_ROUNDS):
         steps = np.maximum(ttft - head @ w, 0.0) / (2.0 * shift)
         served_at = _busy_period_batch(batch, busy, utilisation, workload.mean_osl, steps)
-        work_b, head_b, shift_b, _ = _aggregated_parts(*setup, served_at, workload, chunk_tokens)
+        work_b, head_b, shift_b, _ = _served_parts(*setup, served_at, workload, chunk_tokens, mean_step)
         ttft = percentile_ttft_s(percentile, w, work_b, head_b, rate, 1, scv_arrival, shift_b)
     return ttft
 
@@ -640,9 +647,8 @@ def aggregated_percentile_ttft_s(
     over layouts, batches and chunks: requests arrive at rate = B / (O TPOT(B)) (Little's law; the instance's
     throughput B / TPOT), the chunk schedule's prompt queue as in ``aggregated_ttft``."""
     setup = (model, gpu, preset, weight_bits, layout)
-    work, head, shift, mean_step = _aggregated_parts(*setup, batch, workload, chunk_tokens)
-    rate = np.asarray(batch, dtype=float) / (workload.mean_osl * mean_step)
-    parts = (work, head, shift)
+    parts = _aggregated_parts(*setup, batch, workload, chunk_tokens)
+    rate = np.asarray(batch, dtype=float) / (workload.mean_osl * parts[3])
     return _busy_period_percentile_s(percentile, setup, batch, workload, chunk_tokens, parts, rate, scv_arrival)
 
 
@@ -667,10 +673,10 @@ def aggregated_ttft(
         inf = np.full(len(percentiles), math.inf)
         return {"ttft_s": inf, "utilisation": math.inf, "decode_batch": batch, "p_wait": 1.0, "wait_s": math.inf}
     setup = (model, gpu, preset, weight_bits, layout)
-    work, head, shift, _ = _aggregated_parts(*setup, batch, workload, chunk_tokens)
-    w = workload._w()
+    parts = _aggregated_parts(*setup, batch, workload, chunk_tokens)
+    work, w = parts[0], workload._w()
     p_wait, _, wait, _ = _wait_tail(1, w, work, arrivals)
-    args = (setup, batch, workload, chunk_tokens, (work, head, shift), arrivals.rate_per_s, arrivals.scv)
+    args = (setup, batch, workload, chunk_tokens, parts, arrivals.rate_per_s, arrivals.scv)
     ttft = [float(_busy_period_percentile_s(q, *args)) for q in percentiles]
     return {
         "ttft_s": np.array(ttft),
