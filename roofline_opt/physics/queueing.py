@@ -14,7 +14,9 @@ min(P(wait), C exp(-eta t)), C the Cramer-Lundberg constant. TTFT = wait + servi
   sequences; a prompt's work is its share I / chunk of a step carrying a full chunk, its own time once it is at the
   head of the queue its chunk schedule (``ttft_aggregated_s``), both at the mean decode batch found by Little's law;
   an arrival waits for the step under way (M/G/1 with vacations: half a mean step) and a prompt that queued ends
-  with the step holding its last piece (half a full step more).
+  with the step holding its last piece (half a full step more). A percentile's wait, its work and schedule are
+  priced at the decode batch of the busy period that percentile waits in, which climbs from that mean towards
+  O chunk / I sequences (``_busy_period_batch``), a fixed point per percentile.
 
 Pure numpy/math; every step time comes from ``requests`` (built on ``evaluator.step``).
 """
@@ -540,6 +542,14 @@ def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: 
     """(work (..., k), TTFT once at the head (..., k), shift (...), mean step (...)) of an aggregated instance's
     prompt queue at a mean decode batch, elementwise over layouts, batches and chunks (chunk 0: a whole prompt of the
     longest class per step). A cached prefix is not work: a prompt's share is its I - P new tokens."""
+    given = np.asarray(chunk_tokens, dtype=float)
+    mean_step = rq.tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, given, 1.0).step_time_s
+    return _served_parts(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens, mean_step)
+
+
+def _served_parts(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens, mean_step):
+    """``_aggregated_parts`` with the prompt's steps at decode batch ``batch`` and the step under way when it
+    arrives a ``mean_step`` (the time-average step: Poisson arrivals see time averages)."""
     batch = np.asarray(batch, dtype=float)
     given = np.asarray(chunk_tokens, dtype=float)
     chunk = np.where(given > 0, given, float(max(workload.max_isl, 1)))
@@ -554,7 +564,6 @@ def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: 
         new = i - p
         work.append(np.where(new >= chunk, t / np.ceil(new / chunk), full) * new / chunk)
         schedule.append(t)
-    mean_step = rq.tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, given, 1.0).step_time_s
     mean_step = np.asarray(mean_step, dtype=float)
     shape = np.broadcast_shapes(full.shape, mean_step.shape, *(np.shape(t) for t in schedule))
     stack = [np.stack(np.broadcast_arrays(*v, np.zeros(shape))[:-1], axis=-1) for v in (work, schedule)]
@@ -565,6 +574,61 @@ def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: 
         np.broadcast_to(full / 2.0, shape),
         np.broadcast_to(mean_step, shape),
     )
+
+
+BUSY_PERIOD_ROUNDS = 3
+"""Rounds of the fixed point between a percentile's wait and the decode batch it is served at
+(``_busy_period_percentile_s``), from the time-average batch upwards; on the grid of docs/physics/queueing.md a
+fourth round moves no percentile by more than 0.3% (two rounds: 1.3%)."""
+
+
+def _busy_period_batch(batch, busy_batch, utilisation, osl: float, wait_steps) -> np.ndarray:
+    """Decode batch the wait of a prompt that waits ``wait_steps`` chunk steps is served at, elementwise.
+
+    The sequences decoding at a step are the prompts finished in the last O steps, and a step of a busy period (every
+    step carries a full chunk) finishes chunk / I of them; the steps of that window before the busy period finish
+    them at the time-average share B / B_busy, so k steps into a busy period the batch is
+    B + (B_busy - B) min(k, O) / O, B_busy = O chunk / I. A prompt that finds n steps of work ahead arrives on average
+    n / (1 - rho) steps after the queue was last empty (the work's path, reversed in time, drains from n to 0 at the
+    net rate 1 - rho) and waits n steps more; that work was built up and is served over the whole span, so its
+    steps are priced at the mean batch over the span: K / (2 O) of the way to B_busy for a span K <= O steps,
+    1 - O / (2 K) beyond."""
+    batch, busy = np.asarray(batch, dtype=float), np.asarray(busy_batch, dtype=float)
+    drain = np.maximum(1.0 - np.asarray(utilisation, dtype=float), 1e-12)
+    span = np.asarray(wait_steps, dtype=float) * (1.0 + 1.0 / drain)
+    ramp = np.where(span <= osl, span / (2.0 * osl), 1.0 - osl / (2.0 * np.maximum(span, osl)))
+    return batch + np.maximum(busy - batch, 0.0) * ramp
+
+
+def _busy_period_percentile_s(
+    percentile: float,
+    setup: tuple[ModelSpec, GpuSpec, Preset, int, ev.Layout],
+    batch,
+    workload: rq.Workload,
+    chunk_tokens,
+    parts,
+    rate,
+    scv_arrival: float,
+) -> np.ndarray:
+    """TTFT at a percentile of the aggregated prompt queue (``percentile_ttft_s``) with its work, chunk schedule and
+    half steps priced at the decode batch of the busy period that percentile waits in (``_busy_period_batch``), a
+    fixed point from ``batch`` (the time-average B of Little's law, which also fixes rho and the rate). The wait in
+    steps is the percentile less the mean schedule at B, over a step carrying a full chunk at B; for a mix of classes
+    B_busy = mean O x chunk / mean new prompt tokens; the step under way at its arrival stays the time-average one.
+    setup = (model, gpu, preset, weight_bits, layout); parts = ``_aggregated_parts`` at B."""
+    w = workload._w()
+    work, head, shift, mean_step = parts
+    chunk = np.asarray(chunk_tokens, dtype=float)
+    chunk = np.where(chunk > 0, chunk, float(max(workload.max_isl, 1)))
+    busy = workload.mean_osl * chunk / max(workload.mean_computed_isl, 1.0)
+    utilisation = np.asarray(rate, dtype=float) * (work @ w)
+    ttft = percentile_ttft_s(percentile, w, work, head, rate, 1, scv_arrival, shift)
+    for _ in range(BUSY_PERIOD_ROUNDS):
+        steps = np.maximum(ttft - head @ w, 0.0) / (2.0 * shift)
+        served_at = _busy_period_batch(batch, busy, utilisation, workload.mean_osl, steps)
+        work_b, head_b, shift_b, _ = _served_parts(*setup, served_at, workload, chunk_tokens, mean_step)
+        ttft = percentile_ttft_s(percentile, w, work_b, head_b, rate, 1, scv_arrival, shift_b)
+    return ttft
 
 
 def aggregated_percentile_ttft_s(
@@ -582,11 +646,10 @@ def aggregated_percentile_ttft_s(
     """TTFT at a percentile of an aggregated instance loaded to a mean of ``batch`` sequences decoding, elementwise
     over layouts, batches and chunks: requests arrive at rate = B / (O TPOT(B)) (Little's law; the instance's
     throughput B / TPOT), the chunk schedule's prompt queue as in ``aggregated_ttft``."""
-    work, head, shift, mean_step = _aggregated_parts(
-        model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens
-    )
-    rate = np.asarray(batch, dtype=float) / (workload.mean_osl * mean_step)
-    return percentile_ttft_s(percentile, workload._w(), work, head, rate, 1, scv_arrival, shift)
+    setup = (model, gpu, preset, weight_bits, layout)
+    parts = _aggregated_parts(*setup, batch, workload, chunk_tokens)
+    rate = np.asarray(batch, dtype=float) / (workload.mean_osl * parts[3])
+    return _busy_period_percentile_s(percentile, setup, batch, workload, chunk_tokens, parts, rate, scv_arrival)
 
 
 def aggregated_ttft(
@@ -602,17 +665,21 @@ def aggregated_ttft(
 ) -> QueueingTtft:
     """TTFT percentiles of one aggregated instance with chunked prefill (its prompt path an M/G/1-like queue).
 
-    Returns ttft_s (one per percentile), utilisation (of the chunk budget), decode_batch (mean sequences decoding),
-    p_wait and mean wait_s."""
+    Each percentile's wait is priced at the decode batch of the busy period it waits in
+    (``_busy_period_percentile_s``). Returns ttft_s (one per percentile), and at the mean decode batch: utilisation
+    (of the chunk budget), decode_batch (mean sequences decoding), p_wait and mean wait_s."""
     batch = mean_decode_batch(model, gpu, preset, weight_bits, layout, workload, chunk_tokens, arrivals.rate_per_s)
     if not math.isfinite(batch):
         inf = np.full(len(percentiles), math.inf)
         return {"ttft_s": inf, "utilisation": math.inf, "decode_batch": batch, "p_wait": 1.0, "wait_s": math.inf}
-    work, head, shift, _ = _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens)
-    w = workload._w()
-    p_wait, decay, wait, lag = _wait_tail(1, w, work, arrivals)
+    setup = (model, gpu, preset, weight_bits, layout)
+    parts = _aggregated_parts(*setup, batch, workload, chunk_tokens)
+    work, w = parts[0], workload._w()
+    p_wait, _, wait, _ = _wait_tail(1, w, work, arrivals)
+    args = (setup, batch, workload, chunk_tokens, parts, arrivals.rate_per_s, arrivals.scv)
+    ttft = [float(_busy_period_percentile_s(q, *args)) for q in percentiles]
     return {
-        "ttft_s": response_percentiles(w, head, p_wait, decay, percentiles, float(shift) + lag),
+        "ttft_s": np.array(ttft),
         "utilisation": arrivals.rate_per_s * float(work @ w),
         "decode_batch": batch,
         "p_wait": p_wait,
