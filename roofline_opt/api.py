@@ -310,9 +310,10 @@ def question(
     usd_per_gpu_hour : str or mapping, optional
         Price overrides for this question, ``"h100-sxm=2.5,h200=3.2"`` or a mapping name -> $/GPU-hour.
     percentile : {50, 90, 99}, optional
-        ``ttft_ms`` holds for that percentile of requests at the answer's own load (queueing of the prefill path,
-        docs/physics/queueing.md), which then sets how busy an instance may be; ``tpot_ms`` holds for the
-        steady-state TPOT at that load's mean batch. Default: TTFT is the service time at no load.
+        ``ttft_ms`` and ``tpot_ms`` hold for that percentile of requests at the answer's own load (TTFT with the
+        prefill path's queueing, TPOT over each request's decode window: docs/physics/queueing.md), which then
+        sets how busy an instance may be. Default: TTFT is the service time at no load and TPOT the steady-state
+        TPOT at the mean batch.
     burstiness : float, optional
         c_a^2 of the gaps between arrivals, with ``percentile`` (default 1, Poisson; 0 evenly spaced).
     arrival_trace : str or path, optional
@@ -455,8 +456,9 @@ def _slo(percentile, burstiness, arrival_trace, load, ttft_ms, tpot_ms, utilisat
         raise InvalidInput("percentile", "needs whole requests: give --isl and --osl or --workload")
     if ttft_ms is None and tpot_ms is None:
         raise InvalidInput("percentile", "applies to a limit: give --ttft-ms or --tpot-ms")
-    if ttft_ms is not None and utilisation < 1.0:
-        raise InvalidInput("max_utilisation", "follows from the TTFT limit at --percentile: drop --max-utilisation")
+    if utilisation < 1.0:
+        limit = "TTFT" if ttft_ms is not None else "TPOT"
+        raise InvalidInput("max_utilisation", f"follows from the {limit} limit at --percentile: drop --max-utilisation")
     if arrival_trace is not None and burstiness is not None:
         raise InvalidInput("arrival_trace", "gives the arrivals' burstiness: drop --burstiness")
     if arrival_trace is not None:

@@ -278,11 +278,20 @@ def test_the_benchmark_runs_the_answer_workload_at_its_batch(base):
 
 def test_the_benchmark_predicts_a_closed_loop_output_rate(base):
     """Its clients wait for each request's last token: Little's law over TTFT + (O - 1) TPOT."""
-    dep = answer.from_record(_agg(base, ttft_s=0.8, tpot_s=0.02), isl=4000, osl=1000)
+    dep = answer.from_record(_agg(base, ttft_s=0.8, tpot_s=0.02, time_per_token_s=0.02), isl=4000, osl=1000)
     p = bench.predicted(dep, "vllm", "rid")["predicted"]
     requests_per_s = base["batch"] / (0.8 + 999 * 0.02)
     assert p["request_throughput"] == pytest.approx(requests_per_s)
     assert p["output_throughput"] == pytest.approx(requests_per_s * 1000)
+
+
+def test_the_benchmark_predicts_the_steady_state_of_an_answer_limited_at_a_percentile(base):
+    """An answer whose limits hold at p90 under Poisson arrivals carries those percentiles as ttft_s and tpot_s; a
+    closed-loop client sees the steady state: the TTFT at no load and the mean TPOT."""
+    record = _agg(base, ttft_s=0.8, ttft_no_load_s=0.3, tpot_s=0.03, time_per_token_s=0.02)
+    p = bench.predicted(answer.from_record(record, isl=4000, osl=1000), "vllm", "rid")["predicted"]
+    assert (p["median_ttft_ms"], p["median_tpot_ms"]) == pytest.approx((300.0, 20.0))
+    assert p["request_throughput"] == pytest.approx(base["batch"] / (0.3 + 999 * 0.02))
 
 
 def test_the_closed_loop_rate_stops_at_the_deployments_capacity(base):

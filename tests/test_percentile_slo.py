@@ -19,6 +19,7 @@ from roofline_opt.optimize.queries import cheapest, fastest
 from roofline_opt.optimize.testing import assert_same_optimum
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import queueing as qm
+from roofline_opt.physics import tpot_percentiles as tq
 
 
 def test_percentile_ttft_of_an_mm1_queue_is_its_exponential_sojourn_time():
@@ -101,6 +102,15 @@ QUESTIONS = {
         demand_req_s=8,
         max_gpus=48,
     ),
+    "llama8b-agg-disagg-p90-tpot-only": dict(
+        model="llama-3-8b",
+        gpu="h100-sxm",
+        isl=2000,
+        osl=200,
+        serving=["agg", "disagg"],
+        tpot_ms=30,
+        percentile=90,
+    ),
     "llama8b-agg-p99-tpot": dict(
         model="llama-3-8b",
         gpu="a100-80gb",
@@ -125,11 +135,17 @@ def _setting(name: str):
 
 
 def _limits_met(q, answer) -> None:
-    """The answer's TTFT at the percentile, at its own load, meets the limit; so do memory, GPUs and demand."""
+    """The answer's TTFT and TPOT at the percentile, at its own load, meet the limits; so do memory, GPUs and
+    demand."""
     assert answer.fits_in_memory
-    assert answer.figures["ttft_percentile"] == q.slo_percentile
-    assert answer.figures["ttft_s"] <= q.max_ttft_s * (1 + 1e-9)
-    assert answer.figures["ttft_s"] >= answer.figures["ttft_no_load_s"] * (1 - 1e-9) or len(q.workload.isl) > 1
+    if q.max_ttft_s is not None:
+        assert answer.figures["ttft_percentile"] == q.slo_percentile
+        assert answer.figures["ttft_s"] <= q.max_ttft_s * (1 + 1e-9)
+        assert answer.figures["ttft_s"] >= answer.figures["ttft_no_load_s"] * (1 - 1e-9) or len(q.workload.isl) > 1
+    if q.max_tpot_s is not None:
+        assert answer.figures["tpot_percentile"] == q.slo_percentile
+        assert answer.figures["tpot_s"] <= q.max_tpot_s * (1 + 1e-9)
+        assert answer.figures["tpot_mean_s"] == pytest.approx(1.0 / answer.tok_s_per_request, rel=1e-12)
     if q.max_gpus is not None:
         assert answer.setup.unit_gpus * answer.setup.replicas <= q.max_gpus
     if q.demand_tok_s is not None:
@@ -218,9 +234,44 @@ def test_a_percentile_limit_lowers_the_load_an_aggregated_instance_may_carry():
     assert cheapest(at_load, None).setup.batch < cheapest(no_load, None).setup.batch
 
 
+def test_a_tpot_percentile_lowers_the_load_below_the_steady_state_limits():
+    """The same TPOT limit on the steady-state mean admits a larger batch: the percentile is what the window's
+    spread adds."""
+    q = dataclasses.replace(_setting("llama8b-agg-disagg-p90-tpot-only")[0], serving=("agg",))
+    at_load, mean_only = cheapest(q, None), cheapest(dataclasses.replace(q, slo_percentile=None), None)
+    assert at_load.setup.batch < mean_only.setup.batch
+    assert at_load.figures["tpot_mean_s"] < 1.0 / mean_only.tok_s_per_request <= q.max_tpot_s * (1 + 1e-9)
+
+
+def test_an_answers_tpot_is_the_window_models_at_its_batch():
+    q, *_ = _setting("llama8b-agg-disagg-p90-tpot-only")
+    for answer in (cheapest(q, None), fastest(q, None)):
+        s = answer.setup
+        layout = ev.Layout.of(s.tp, s.tp_2d, s.pp, q.context, 1, s.ep, s.kv_bits)
+        args = (90.0, q.model, q.gpus[0], q.preset, s.weight_bits, layout, float(s.batch), q.workload)
+        if s.serving == "agg":
+            expected = tq.aggregated_percentile_tpot_s(*args, s.chunk_tokens)
+        else:
+            expected = tq.decode_percentile_tpot_s(*args)
+        assert answer.figures["tpot_s"] == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_cli_tpot_percentile_headline_and_json(capsys):
+    args = ["cheapest", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--isl", "2000", "--osl", "200"]
+    args += ["--tpot-ms", "40", "--percentile", "90", "--tp-degrees", "1", "--pp-degrees", "1", "--json"]
+    assert main(args) == 0
+    record = json.loads(capsys.readouterr().out)
+    record = record[0] if isinstance(record, list) else record
+    assert record["tpot_percentile"] == 90.0 and record["tpot_ms"] <= 40.0 * (1 + 1e-9)
+    assert record["tpot_mean_ms"] == pytest.approx(1e3 / record["tok_s_per_request"], rel=1e-12)
+    assert main(args[:-1]) == 0
+    assert "TPOT p90 <= 40 ms" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
+        (dict(percentile=90, tpot_ms=30, max_utilisation=0.8), "max_utilisation"),
         (dict(percentile=95, ttft_ms=300), "percentile"),
         (dict(percentile=90), "percentile"),
         (dict(burstiness=2.0, ttft_ms=300), "burstiness"),

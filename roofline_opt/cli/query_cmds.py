@@ -348,9 +348,9 @@ def _request_text(question: Question) -> str:
         share = "" if hit == 1.0 else f" for {report.format_number(100 * hit)}% of requests"
         lengths += f", a {max(w.cached)}-token prefix cached{share}"
     at = "" if question.slo_percentile is None else f" p{report.format_number(question.slo_percentile)}"
-    given = ((f"TTFT{at}", question.max_ttft_s, "--ttft-ms"), ("TPOT", question.max_tpot_s, "--tpot-ms"))
+    given = (("TTFT", question.max_ttft_s, "--ttft-ms"), ("TPOT", question.max_tpot_s, "--tpot-ms"))
     limits = [
-        f"{name} <= {report.format_number(value * 1e3)} ms" if value is not None else f"{name} not limited: {flag}"
+        f"{name}{at} <= {report.format_number(value * 1e3)} ms" if value is not None else f"{name} not limited: {flag}"
         for name, value, flag in given
     ]
     serving = "/".join(question.serving)
@@ -478,10 +478,11 @@ SHARED_HELP = {
     "decode instances) or agg,disagg",
     "--chunk-tokens": f"prefill tokens per step of aggregated serving, one or a list (default {DEFAULT_CHUNK_TOKENS})",
     "--ttft-ms": "time-to-first-token limit in ms (needs --isl/--osl or --workload)",
-    "--tpot-ms": "time-per-output-token limit in ms (the same limit as --min-tok-s 1000/T)",
-    "--percentile": "50, 90 or 99: --ttft-ms holds for that percentile of requests at the answer's own load, "
-    "queueing for prefill included (docs/physics/queueing.md); how busy an instance may be follows from it. "
-    "--tpot-ms then holds for the steady-state TPOT at that load (default: TTFT at no load)",
+    "--tpot-ms": "time-per-output-token limit in ms (without --percentile the steady-state TPOT, the same limit as "
+    "--min-tok-s 1000/T)",
+    "--percentile": "50, 90 or 99: --ttft-ms and --tpot-ms hold for that percentile of requests at the answer's own "
+    "load: TTFT with queueing for prefill, TPOT over each request's decode window (docs/physics/queueing.md); how "
+    "busy an instance may be follows from them (default: TTFT at no load, TPOT the steady-state mean)",
     "--burstiness": "with --percentile: " + BURSTINESS_HELP,
     "--prefix-tokens": PREFIX_TOKENS_HELP,
     "--prefix-hit-rate": PREFIX_HIT_RATE_HELP,

@@ -1,5 +1,5 @@
 """``roofline-opt simulate``: one setup (described as ``evaluate`` describes it) serving random arrivals or a trace,
-step by step; TTFT/TPOT percentiles, utilisation and throughput beside the queueing model's TTFT percentiles."""
+step by step; TTFT/TPOT percentiles, utilisation and throughput beside the queueing model's."""
 
 from __future__ import annotations
 
@@ -134,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
     from roofline_opt.optimize import setups
     from roofline_opt.physics import queueing
     from roofline_opt.physics import requests as rq
+    from roofline_opt.physics import tpot_percentiles as tq
     from roofline_opt.simulate import engine, summary
 
     reqs, process = _requests(args)
@@ -189,6 +190,13 @@ def run(args: argparse.Namespace) -> int:
     out.update(summary.figures(served))
     for p, v in zip(queueing.PERCENTILES, model_ttft["ttft_s"] if model_ttft else [None] * 3, strict=True):
         out[f"queueing_ttft_p{p:g}_s"] = None if v is None else float(v)
+    agg = setup.serving != rq.DISAGG
+    decode_arrivals = queueing.Arrivals(process.rate_per_s / (1 if agg else setup.decode_instances), process.scv)
+    tpots = tq.tpot_at_rate_s(
+        model, gpu, preset, setup.weight_bits, layout, workload, setup.chunk_tokens, decode_arrivals, agg
+    )
+    for p, v in zip(queueing.PERCENTILES, tpots, strict=True):
+        out[f"queueing_tpot_p{p:g}_s"] = float(v)
     out["queueing_prefill_utilisation"] = float(model_ttft["utilisation"]) if model_ttft else None
     out["evaluator_ttft_s"] = float(np.asarray(static["ttft_s"]).item())
     out["evaluator_tpot_s"] = float(np.asarray(static["tpot_s"]).item())
@@ -218,7 +226,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help=command_help("simulate"),
         description="Serve requests on one setup step by step (continuous batching: aggregated with chunked prefill, "
         "or disaggregated prefill/decode with the KV transfer), every step's time from the evaluator; prints TTFT and "
-        "TPOT percentiles, utilisation and throughput, the queueing model's TTFT percentiles beside them.",
+        "TPOT percentiles, utilisation and throughput, the queueing model's TTFT and TPOT percentiles beside them.",
         epilog=EXAMPLE,
     )
     for action in evaluate._actions:

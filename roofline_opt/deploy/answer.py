@@ -27,6 +27,7 @@ PREDICTED_FIELDS = (
     "usd_per_mtok",
     "usd_per_hour",
     "ttft_s",
+    "ttft_no_load_s",
     "tpot_s",
     "requests_per_s",
     "usd_per_request",

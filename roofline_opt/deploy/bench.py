@@ -140,11 +140,13 @@ def predicted(dep: Deployment, engine: str, recipe_id: str) -> dict[str, Any]:
     ``median_ttft_ms``, ``output_throughput`` and ``request_throughput`` of the whole deployment)."""
     p = dep.predicted
     pred: dict[str, float] = {}
-    tpot = p.get("tpot_s", p.get("time_per_token_s"))
+    # a closed-loop client sees the steady state, not an answer's percentiles under Poisson arrivals
+    tpot = p.get("time_per_token_s", p.get("tpot_s"))
+    ttft = p.get("ttft_no_load_s", p.get("ttft_s"))
     if tpot is not None:
         pred["median_tpot_ms"] = tpot * 1e3
-    if "ttft_s" in p:
-        pred["median_ttft_ms"] = p["ttft_s"] * 1e3
+    if ttft is not None:
+        pred["median_ttft_ms"] = ttft * 1e3
     if "throughput_tok_s" in p:
         pred["output_throughput"] = p["throughput_tok_s"] * dep.units
     if "requests_per_s" in p:
@@ -152,8 +154,8 @@ def predicted(dep: Deployment, engine: str, recipe_id: str) -> dict[str, Any]:
     if "tok_s_per_request" in p:
         pred["tok_s_per_request"] = p["tok_s_per_request"]
     c = concurrency(dep)
-    if "ttft_s" in p and tpot is not None and dep.osl > 1:
-        pred.update(closed_loop(c, dep.osl, p["ttft_s"], tpot, pred.get("request_throughput")))
+    if ttft is not None and tpot is not None and dep.osl > 1:
+        pred.update(closed_loop(c, dep.osl, ttft, tpot, pred.get("request_throughput")))
     workload = {
         "isl": dep.isl,
         "osl": dep.osl,

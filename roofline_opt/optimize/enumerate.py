@@ -2,7 +2,8 @@
 
 The MIP is tested against this, and ``--method enumerate`` exposes it. Each layout is evaluated at every whole
 batch from its pipeline degree to ``max_batch`` in one vectorised call per (accelerator, precision). Aggregated
-points are checked against the chunk budget and the TTFT limit point by point. A disaggregated decode point is priced
+points are checked against the chunk budget and the TTFT limit point by point, and every point against a TPOT limit
+at a percentile. A disaggregated decode point is priced
 with every prefill partner: every prefill layout evaluated at every batch (keeping, per layout and link, the batch
 with the most requests/s among those that fit and meet the TTFT limit: the same GPUs for more requests), times every
 (x, y) in lowest terms; the point keeps its cheapest partner that the GPU limit and demand allow.
@@ -27,7 +28,13 @@ from roofline_opt.optimize.space import (
     replica_caps,
     within_budget,
 )
-from roofline_opt.optimize.tables import aggregated_ttft_s, group_layout, instance_memory, target_step
+from roofline_opt.optimize.tables import (
+    aggregated_ttft_s,
+    group_layout,
+    instance_memory,
+    percentile_tpot_s,
+    target_step,
+)
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 
@@ -131,17 +138,23 @@ def _slo_rates(question: Question, lay: Layouts, rep: dict[str, np.ndarray]) -> 
     return rates
 
 
-def _agg_limits(question: Question, gpu_index: int, bits: int, lay: Layouts, idx, batches) -> np.ndarray:
-    """Aggregated points meeting the chunk budget and the TTFT limit, evaluated point by point."""
+def _request_limits(question: Question, gpu_index: int, bits: int, lay: Layouts, idx, batches) -> np.ndarray:
+    """Points meeting the chunk budget and the TTFT limit (aggregated) and a TPOT limit at a percentile (every
+    layout), evaluated point by point."""
     col = idx[:, None]
     spec = speculation(question, lay, col)
     ok = batches[None, :] <= rq.stable_batch_limit(question.whole_requests, lay.chunk[col], spec)
+    layout = group_layout(lay, col, question)
+    gpu = question.gpus[gpu_index]
     if question.max_ttft_s is not None:
-        layout = group_layout(lay, col, question)
-        gpu = question.gpus[gpu_index]
         ttft = aggregated_ttft_s(question, gpu, bits, layout, batches[None, :], lay.chunk[col], spec)
         ok &= ttft <= question.max_ttft_s * (1 + 1e-12)
-    return ok | lay.disagg[col]
+    ok |= lay.disagg[col]
+    if question.queued_tpot:
+        assert question.max_tpot_s is not None
+        tpot = percentile_tpot_s(question, gpu, bits, layout, batches[None, :], lay.chunk[col], lay.disagg[col])
+        ok &= tpot <= question.max_tpot_s * (1 + 1e-12)
+    return ok
 
 
 def feasible_points(question: Question) -> Points:
@@ -183,7 +196,7 @@ def feasible_points(question: Question) -> Points:
                 fits = np.where(lay.gamma[col] > 0, with_draft.fits, fits)
             ok = np.broadcast_to(fits, tau.shape) & (batches[None, :] >= lay.pp[col])
             if question.workload is not None:
-                ok &= _agg_limits(question, gi, bits, lay, idx, batches)
+                ok &= _request_limits(question, gi, bits, lay, idx, batches)
             cost = np.broadcast_to(rq.usd_per_mtok(lay.n_gpus[col], gpu.usd_per_s, tau, batches[None, :], u), tau.shape)
             partner = np.full(tau.shape, -1)
             if partners is not None and np.any(lay.disagg[idx]):

@@ -19,6 +19,7 @@ from roofline_opt.optimize.tables import (
     build_tables,
     group_layout,
     option_of_rows,
+    percentile_tpot_s,
     unit_throughput,
 )
 from roofline_opt.physics import requests as rq
@@ -40,6 +41,20 @@ def best_ttft_s(question: Question) -> float:
         for gi, bits, idx in pre.groups():
             fig = pairing.prefill_points(question, pre, idx, gi, bits, pre.pp[idx], d, False)
             best = min(best, float(np.min(fig["ttft_s"])))
+    return best
+
+
+def best_tpot_s(question: Question) -> float:
+    """The lowest TPOT at the question's percentile any layout offered reaches at its smallest batch (memory
+    aside): the nearest achievable."""
+    best = np.inf
+    lay = layouts(question)
+    for gi, bits, idx in lay.groups():
+        layout = group_layout(lay, idx, question)
+        tpot = percentile_tpot_s(
+            question, question.gpus[gi], bits, layout, lay.pp[idx].astype(float), lay.chunk[idx], lay.disagg[idx]
+        )
+        best = min(best, float(np.min(tpot)))
     return best
 
 
@@ -75,6 +90,8 @@ EXCLUSION_HINTS = {
     "memory": "the model does not fit in memory on {n}: "
     "allow larger --tp-degrees/--pp-degrees, fewer weight or KV bits or a shorter --context",
     "ttft": "{n} cannot meet the TTFT limit (the lowest TTFT any layout offered reaches is {ttft}): raise --ttft-ms",
+    "tpot": "{n} cannot meet the TPOT limit at its percentile (the lowest any layout offered reaches at load is "
+    "{tpot}): raise --tpot-ms",
     "chunk": "{n} cannot prefill their prompts within the chunk budget at any batch: raise --chunk-tokens",
     "demand": "{n} cannot meet that demand (one instance would out-serve it, or the replicas it needs exceed "
     "--max-gpus or the cluster; {demand}): change --demand-tok-s/--demand-req-s or --max-gpus",
@@ -89,9 +106,11 @@ def no_layout(question: Question, tables: Tables) -> Infeasible:
     if not counts:
         return _empty_space(question)
     ttft = f"{checks.figure(best_ttft_s(question) * 1e3)} ms" if tables.exclusions.get("ttft") else ""
+    tpot = f"{checks.figure(best_tpot_s(question) * 1e3)} ms" if tables.exclusions.get("tpot") else ""
     demand = _demand_text(question) if tables.exclusions.get("demand") else ""
     hints = "; ".join(
-        EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}", ttft=ttft, demand=demand) for v, k in counts
+        EXCLUSION_HINTS[k].format(n=f"{v} layout{'s' * (v > 1)}", ttft=ttft, tpot=tpot, demand=demand)
+        for v, k in counts
     )
     return Infeasible("no setup can serve this question", reason=counts[0][1], nearest=hints)
 

@@ -529,7 +529,7 @@ def _checked(
 ) -> list[Answer]:
     """Up to ``n`` successive best answers at the target (and the TPOT limit); Infeasible naming the limit and the
     nearest figure when there is none."""
-    tpot_speed = None if question.max_tpot_s is None else 1.0 / question.max_tpot_s
+    tpot_speed = question.min_tok_s_per_request
     goal = target
     if kind == CHEAPEST and tpot_speed is not None:
         goal = tpot_speed if target is None else max(target, tpot_speed)
@@ -543,8 +543,7 @@ def _checked(
         other = nearest()
         assert other is not None  # the other extreme has no target, so an answer (see _unreachable)
         raise _unreachable(question, kind, goal, other)
-    if kind == FASTEST and question.max_tpot_s is not None:
-        tpot_speed = 1.0 / question.max_tpot_s
+    if kind == FASTEST and tpot_speed is not None and question.max_tpot_s is not None:
         first = answers[0]
         if not meets_speed(first.tok_s_per_request, tpot_speed):
             within = "at any price" if target is None else f"within ${checks.figure(target)}/Mtok"
@@ -568,7 +567,8 @@ def _unreachable(question: Question, kind: str, target: float | None, nearest: A
             reason="target",
             nearest=f"the cheapest setup costs {cost} at {speed}",
         )
-    if question.max_tpot_s is not None and target <= 1.0 / question.max_tpot_s * (1 + TARGET_RTOL):
+    tpot_speed = question.min_tok_s_per_request
+    if question.max_tpot_s is not None and tpot_speed is not None and target <= tpot_speed * (1 + TARGET_RTOL):
         return Infeasible(
             f"no setup meets TPOT <= {checks.figure(question.max_tpot_s * 1e3)} ms",
             reason="tpot",

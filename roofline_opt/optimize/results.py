@@ -17,6 +17,7 @@ from roofline_opt.optimize.space import Question
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import queueing as qm
 from roofline_opt.physics import requests as rq
+from roofline_opt.physics import tpot_percentiles as tq
 
 if TYPE_CHECKING:
     from roofline_opt.optimize.solve import SolveReport
@@ -50,6 +51,10 @@ REQUEST_FIGURES = (
 QUEUED_FIGURES = ("ttft_no_load_s", "ttft_percentile", "arrival_scv")
 """Figures of answers whose TTFT limit holds at a percentile under load: ``ttft_s`` is then that percentile at the
 answer's own load, ``ttft_no_load_s`` its service time alone (physics/queueing.py)."""
+QUEUED_TPOT_FIGURES = ("tpot_mean_s", "tpot_percentile", "arrival_scv")
+"""Figures of answers whose TPOT limit holds at a percentile under load: ``tpot_s`` is then that percentile at the
+answer's own load, ``tpot_mean_s`` the steady-state TPOT at its mean batch (``time_per_token_s``, the inverse of
+``tok_s_per_request``; physics/tpot_percentiles.py)."""
 DECODE_ONLY, WHOLE_REQUEST = "decode_only", "whole_request"
 """The two scopes of a price (record field ``cost_scope``): decode steps at a fixed context, prefill excluded, or
 whole requests (prefill, decode and, when disaggregated, the prefill instances). Each has its own field name:
@@ -168,7 +173,7 @@ class Answer:
         scope = WHOLE_REQUEST if "ttft_s" in self.figures else DECODE_ONLY
         rec["cost_scope"] = scope
         rec[f"usd_per_mtok_{scope}"] = self.figures["usd_per_mtok"]
-        for name in ("time_per_token_s", "ttft_s", "tpot_s"):
+        for name in ("time_per_token_s", "ttft_s", "tpot_s", "tpot_mean_s"):
             if name in self.figures:
                 rec[name.removesuffix("_s") + "_ms"] = self.figures[name] * 1e3
         rec["usd_per_hour"] = self.figures["usd_per_hour_per_instance"] * self.setup.replicas
@@ -292,6 +297,8 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
         figures = {k: float(np.asarray(out[k])) for k in (*FIGURES, *REQUEST_FIGURES)}
         if question.queued_ttft:
             figures.update({k: float(np.asarray(out[k])) for k in QUEUED_FIGURES})
+        if question.queued_tpot:
+            figures.update({k: float(np.asarray(out[k])) for k in QUEUED_TPOT_FIGURES})
     else:
         draft = question.draft if setup.gamma > 0 else None
         out = ev.evaluate(
@@ -401,7 +408,23 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
     flop = 2.0 * ev.model_sizes(model).active_params * processed
     out["mfu_fraction"] = flop / (tpot * setup.n_gpus * ev.flop_rate(gpu, bits))
     out["bottleneck"] = _bottleneck(out)
+    if question.queued_tpot:
+        _queued_tpot(question, setup, gpu, layout, out)
     return out
+
+
+def _queued_tpot(question: Question, setup: Setup, gpu, layout: ev.Layout, out: dict) -> None:
+    """Figures at load when the TPOT limit holds at a percentile: ``tpot_s`` that percentile for an aggregated
+    instance, or a decode instance, loaded to the answer's batch (physics/tpot_percentiles.py)."""
+    p, scv, w = question.slo_percentile, question.arrival_scv, question.whole_requests
+    assert p is not None
+    args = (p, question.model, gpu, question.preset_on(gpu), setup.weight_bits, layout, float(setup.batch))
+    out["tpot_mean_s"] = out["tpot_s"]
+    out["tpot_percentile"], out["arrival_scv"] = p, scv
+    if setup.disaggregated:
+        out["tpot_s"] = tq.decode_percentile_tpot_s(*args, w, scv)
+    else:
+        out["tpot_s"] = tq.aggregated_percentile_tpot_s(*args, w, setup.chunk_tokens, scv)
 
 
 def _speculation(question: Question, setup: Setup) -> rq.Speculation | None:

@@ -162,9 +162,10 @@ class Question:
     decode_gpu_index: tuple[int, ...] | None = None
     """Indices into ``gpus`` offered for aggregated instances, prefill instances and decode instances (None: all)."""
     slo_percentile: float | None = None
-    """Percentile of requests (50, 90 or 99) that ``max_ttft_s`` holds for at load, requests arriving with gaps of
-    squared coefficient of variation ``arrival_scv`` (physics/queueing.py); None: TTFT is the service time at no
-    load. TPOT limits hold for the steady-state TPOT at the load's mean batch either way."""
+    """Percentile of requests (50, 90 or 99) that ``max_ttft_s`` and ``max_tpot_s`` hold for at load, requests
+    arriving with gaps of squared coefficient of variation ``arrival_scv`` (physics/queueing.py,
+    physics/tpot_percentiles.py); None: TTFT is the service time at no load and TPOT the steady-state TPOT at the
+    mean batch."""
     arrival_scv: float = 1.0
     """c_a^2 of the gaps between arrivals (1 Poisson, > 1 bursty), with ``slo_percentile``."""
 
@@ -172,6 +173,18 @@ class Question:
     def queued_ttft(self) -> bool:
         """Whether TTFT is limited at a percentile under load (the queueing model) rather than as a service time."""
         return self.slo_percentile is not None and self.max_ttft_s is not None and self.workload is not None
+
+    @property
+    def queued_tpot(self) -> bool:
+        """Whether TPOT is limited at a percentile under load (a batch cap in the tables) rather than as the
+        steady-state TPOT (a speed the answers must reach)."""
+        return self.slo_percentile is not None and self.max_tpot_s is not None and self.workload is not None
+
+    @property
+    def min_tok_s_per_request(self) -> float | None:
+        """The speed per request a steady-state TPOT limit implies (None without one, or when the limit holds at a
+        percentile instead)."""
+        return None if self.max_tpot_s is None or self.queued_tpot else 1.0 / self.max_tpot_s
 
     profile: EngineProfile | None = None
     """The engine profile whose per-accelerator presets price every figure (None: ``preset`` on every accelerator)."""

@@ -43,20 +43,15 @@ def budgets(cheapest_usd: float, fastest_usd: float, points: int) -> np.ndarray:
     return np.geomspace(cheapest_usd, fastest_usd, points)
 
 
-def _min_tok_s(question: Question) -> float | None:
-    """The speed a TPOT limit implies (None without one)."""
-    return None if question.max_tpot_s is None else 1.0 / question.max_tpot_s
-
-
 def _mip_solvers(question: Question, options: SolverOptions | None):
     prep = prepare(question, options)
-    return lambda budget: solve_fastest(prep, budget), lambda: solve_cheapest(prep, _min_tok_s(question))
+    return lambda budget: solve_fastest(prep, budget), lambda: solve_cheapest(prep, question.min_tok_s_per_request)
 
 
 def _enumeration_solvers(question: Question):
     pts = enumerated_points(question)
     return (lambda budget: enumerate_best(question, "fastest", budget, pts)), (
-        lambda: enumerate_best(question, "cheapest", _min_tok_s(question), pts)
+        lambda: enumerate_best(question, "cheapest", question.min_tok_s_per_request, pts)
     )
 
 
@@ -91,7 +86,7 @@ def frontier_answers(
             progress(i + 1, len(grid))
     if answers[-1].setup != fastest.setup:
         answers.append(fastest)
-    speed = _min_tok_s(question)
+    speed = question.min_tok_s_per_request
     if speed is not None:
         answers = [a for a in answers if a.tok_s_per_request >= speed * (1 - 1e-9)]
     answers = pareto(answers)

@@ -66,6 +66,7 @@ from roofline_opt.optimize.space import Layouts, Question, layouts, replica_caps
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import queueing as qm
 from roofline_opt.physics import requests as rq
+from roofline_opt.physics import tpot_percentiles as tq
 
 MOE_CHORD_TOLERANCE = 1e-5
 MAX_REFINE_ROUNDS = 24
@@ -325,8 +326,21 @@ def aggregated_ttft_s(
     return rq.ttft_aggregated_s(question.model, gpu, preset, bits, layout, batch, w, chunk_tokens, spec)
 
 
+def percentile_tpot_s(question: Question, gpu, bits: int, layout: ev.Layout, batch, chunk_tokens, disagg) -> np.ndarray:
+    """TPOT at the question's percentile under arrivals at the load whose mean decode batch is ``batch`` (rising in
+    it), elementwise: an aggregated instance with its prefill cycle, or (``disagg``) a decode instance."""
+    assert question.queued_tpot and question.slo_percentile is not None
+    args = (question.slo_percentile, question.model, gpu, question.preset_on(gpu), bits, layout, batch)
+    w, scv = question.whole_requests, question.arrival_scv
+    agg = tq.aggregated_percentile_tpot_s(*args, w, chunk_tokens, scv)
+    if not np.any(disagg):
+        return agg
+    return np.where(disagg, tq.decode_percentile_tpot_s(*args, w, scv), agg)
+
+
 def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, batch_lo, batch_hi, why) -> None:
-    """Aggregated layouts: the batch range meeting the TTFT limit (bisection) and the chunk budget (B I/O <= chunk)."""
+    """The batch range meeting the TTFT limit of aggregated layouts (bisection), the chunk budget (B I/O <= chunk) and
+    a TPOT limit at a percentile (every layout; bisection)."""
     agg = ~lay.disagg[idx]
     lo, hi = batch_lo[idx].astype(float), batch_hi[idx].astype(float)
     spec = speculation(question, lay, idx)
@@ -342,6 +356,18 @@ def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, bat
 
         first_slow = _first_batch(lo, hi, too_slow)
         why[idx[(hi >= lo) & (first_slow <= lo)]] = "ttft"
+        hi = np.minimum(hi, first_slow - 1.0)
+    if question.queued_tpot:
+        assert question.max_tpot_s is not None
+        gpu, tpot_limit = question.gpus[gi], question.max_tpot_s * (1 + 1e-12)
+        layout = group_layout(lay, idx, question)
+        disagg = lay.disagg[idx]
+
+        def tpot_too_slow(batch):
+            return percentile_tpot_s(question, gpu, bits, layout, batch, lay.chunk[idx], disagg) > tpot_limit
+
+        first_slow = _first_batch(lo, hi, tpot_too_slow)
+        why[idx[(hi >= lo) & (first_slow <= lo)]] = "tpot"
         hi = np.minimum(hi, first_slow - 1.0)
     batch_hi[idx] = hi
 
@@ -387,6 +413,7 @@ def build_tables(question: Question, coarse: bool = False) -> Tables:
     exclusions = {
         "memory": int((why == "memory").sum()),
         "ttft": int((why == "ttft").sum()),
+        "tpot": int((why == "tpot").sum()),
         "chunk": int((why == "chunk").sum()),
         "demand": int((open_layouts & demand_blocked).sum()),
         "topology": 0,

@@ -523,12 +523,15 @@ def mean_decode_batch(
     workload: rq.Workload,
     chunk_tokens: int,
     rate_per_s: float,
+    aggregated: float = 1.0,
 ) -> float:
-    """Sequences decoding at once in an aggregated instance at ``rate_per_s``: the fixed point of Little's law
-    B = rate * O * TPOT(B), TPOT the steady-state step (``requests.tpot_step``); inf when it has none."""
+    """Sequences decoding at once in an aggregated instance (``aggregated`` 0: a decode instance, its steps decode
+    only) at ``rate_per_s``: the fixed point of Little's law B = rate * O * TPOT(B), TPOT the steady-state step
+    (``requests.tpot_step``); inf when it has none."""
     b = 1.0
     for _ in range(200):
-        tpot = float(rq.tpot_step(model, gpu, preset, weight_bits, layout, b, workload, chunk_tokens, 1.0).step_time_s)
+        step = rq.tpot_step(model, gpu, preset, weight_bits, layout, b, workload, chunk_tokens, aggregated)
+        tpot = float(step.step_time_s)
         nxt = max(rate_per_s * workload.mean_osl * tpot, 1.0)
         if abs(nxt - b) < 1e-9 * b:
             return nxt
