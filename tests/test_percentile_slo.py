@@ -236,8 +236,10 @@ def test_a_percentile_limit_lowers_the_load_an_aggregated_instance_may_carry():
 
 def test_a_tpot_percentile_lowers_the_load_below_the_steady_state_limits():
     """The same TPOT limit on the steady-state mean admits a larger batch: the percentile is what the window's
-    spread adds."""
-    q = dataclasses.replace(_setting("llama8b-agg-disagg-p90-tpot-only")[0], serving=("agg",))
+    spread adds (one layout, TP 1)."""
+    q = dataclasses.replace(
+        _setting("llama8b-agg-disagg-p90-tpot-only")[0], serving=("agg",), tp_degrees=(1,), pp_degrees=(1,)
+    )
     at_load, mean_only = cheapest(q, None), cheapest(dataclasses.replace(q, slo_percentile=None), None)
     assert at_load.setup.batch < mean_only.setup.batch
     assert at_load.figures["tpot_mean_s"] < 1.0 / mean_only.tok_s_per_request <= q.max_tpot_s * (1 + 1e-9)

@@ -145,8 +145,9 @@ def window_percentile_tpot_s(
     return np.where(stable, hi, np.inf)
 
 
-def _linearised(step, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(s(B), slope c, intercept a = s(B) - c B) of a mean-step function of the batch at B (central difference)."""
+def linearised_step(step, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(s(B), slope c, intercept a = s(B) - c B) of a mean-step function of the batch at B (central difference,
+    elementwise); 1 - a / s(B) is the load rho of the work the requests bring."""
     batch = np.asarray(batch, dtype=float)
     h = SLOPE_STEP * np.maximum(batch, 1.0)
     value = np.asarray(step(batch), dtype=float)
@@ -170,16 +171,29 @@ def aggregated_percentile_tpot_s(
     over layouts, batches and chunks: requests arrive at B / (O TPOT(B)) (Little's law), each bringing its decode
     tokens' KV reads and its prompt's share of the prefill cycle (module docstring)."""
     args = (model, gpu, preset, weight_bits, layout)
-    mean, slope, intercept = _linearised(
+    mean, slope, intercept = linearised_step(
         lambda b: rq.tpot_step(*args, b, workload, chunk_tokens, 1.0).step_time_s, batch
     )
-    kv_slope = _linearised(lambda b: rq.tpot_step(*args, b, workload, chunk_tokens, 0.0).step_time_s, batch)[1]
+    kv_slope = linearised_step(lambda b: rq.tpot_step(*args, b, workload, chunk_tokens, 0.0).step_time_s, batch)[1]
     o = np.asarray(workload.osl, dtype=float)
     new = np.asarray([i - p for i, p in workload.classes], dtype=float)
     per_token = (slope - kv_slope)[..., None] * workload.mean_osl / max(workload.mean_computed_isl, 1e-300)
     work = kv_slope[..., None] * o + per_token * new
     rate = np.asarray(batch, dtype=float) / (workload.mean_osl * mean)
-    return window_percentile_tpot_s(percentile, workload._w(), o, intercept, work, rate, scv_arrival)
+    tpot = window_percentile_tpot_s(percentile, workload._w(), o, intercept, work, rate, scv_arrival)
+    return np.minimum(tpot, _chunk_bound_s(*args, batch, workload, chunk_tokens))
+
+
+def _chunk_bound_s(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens) -> np.ndarray:
+    """The slowest an aggregated instance's steps get: every step carrying a full chunk beside the batch a long busy
+    period of the prompt queue settles at, O chunk / I (each step finishes chunk / I prompts, each decoding O
+    steps), or the mean batch if higher. Prompts that arrive faster than that wait for prefill (TTFT) instead of
+    slowing the steps, so no window is slower per token."""
+    given = np.asarray(chunk_tokens, dtype=float)
+    chunk = np.where(given > 0, given, float(max(workload.max_isl, 1)))
+    busy = np.maximum(np.asarray(batch, dtype=float), workload.mean_osl * chunk / max(workload.mean_computed_isl, 1.0))
+    step = qm.mixed_step(model, gpu, preset, weight_bits, layout, busy, chunk, chunk * (chunk - 1.0) / 2.0, chunk)
+    return np.asarray(step.step_time_s, dtype=float)
 
 
 def decode_percentile_tpot_s(
@@ -196,7 +210,7 @@ def decode_percentile_tpot_s(
     """TPOT at a percentile of a disaggregated decode instance loaded to a mean of ``batch`` sequences, elementwise:
     its steps decode only, each request bringing its decode tokens' KV reads (module docstring)."""
     args = (model, gpu, preset, weight_bits, layout)
-    mean, slope, intercept = _linearised(lambda b: rq.tpot_step(*args, b, workload, 0.0, 0.0).step_time_s, batch)
+    mean, slope, intercept = linearised_step(lambda b: rq.tpot_step(*args, b, workload, 0.0, 0.0).step_time_s, batch)
     o = np.asarray(workload.osl, dtype=float)
     rate = np.asarray(batch, dtype=float) / (workload.mean_osl * mean)
     return window_percentile_tpot_s(percentile, workload._w(), o, intercept, slope[..., None] * o, rate, scv_arrival)
