@@ -23,6 +23,7 @@ COMMANDS = {
     "whole requests": [*BASE, *WHOLE],
     "whole requests, --demand-req-s 10": [*BASE, *WHOLE, "--demand-req-s", "10"],
     "whole requests, --ttft-ms 1000 --percentile 90": [*BASE, *WHOLE, "--ttft-ms", "1000", "--percentile", "90"],
+    "whole requests, --tpot-ms 50 --percentile 90": [*BASE, *WHOLE, "--tpot-ms", "50", "--percentile", "90"],
 }
 
 

@@ -36,6 +36,9 @@ from roofline_opt.physics import queueing as qm
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics.specs import GpuSpec, ModelSpec, Preset
 
+BISECTION_ROUNDS = 60
+"""Halvings of the bracket of a TPOT percentile: 2^-60 of its upper end, below float rounding of the figures."""
+
 SLOPE_STEP = 1e-4
 """Relative batch step of the central difference that gives the mean step's slope c at B."""
 
@@ -138,7 +141,7 @@ def window_percentile_tpot_s(
             break
         hi = np.where(short, 2.0 * hi, hi)
     lo = np.zeros_like(hi)
-    for _ in range(100):
+    for _ in range(BISECTION_ROUNDS):
         mid = (lo + hi) / 2.0
         up = reached(mid)
         lo, hi = np.where(up, lo, mid), np.where(up, mid, hi)
