@@ -370,3 +370,11 @@ def test_a_disaggregated_mtp_recipe_reads_as_its_decode_side_over_every_gpu():
         1,
     )
     assert row.measured_tok_s_per_gpu == pytest.approx(20000 / 48)
+
+
+@pytest.mark.parametrize("name", ["missing.json", "missing.csv"])
+def test_a_missing_measurement_file_is_named_with_both_kinds_it_may_be(tmp_path, name):
+    with pytest.raises(InvalidInput) as err:
+        measurements.read_any([tmp_path / name], fields=["FILE"])
+    assert err.value.field == "FILE"
+    assert "measured-points CSV or benchmark result file" in err.value.message

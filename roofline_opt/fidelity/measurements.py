@@ -287,7 +287,12 @@ def read_any(
     rows: list[dict[str, str]] = []
     for name, field in zip(paths, fields or [str(p) for p in paths], strict=True):
         path = Path(name)
-        text = files.read_text(path, field, results.MAX_RESULT_BYTES, "a measurement") if path.exists() else ""
+        if not path.is_file():
+            why = "a folder" if path.is_dir() else f"no such file {path.absolute()}"
+            raise InvalidInput(
+                field, f"must be an existing measured-points CSV or benchmark result file. Got {str(name)!r} ({why})."
+            )
+        text = files.read_text(path, field, results.MAX_RESULT_BYTES, "a measurement")
         if text and _is_result(text):
             rows += _bench_cells(path, text, deployment)
         else:
