@@ -162,37 +162,46 @@ def test_a_trt_max_num_tokens_formula_is_typed_as_its_rule():
             assert r.prefill.rule == "decode tokens + isl", r.source
 
 
+def _run(tp: int, isl: int, osl: int, concurrency: int) -> recipes.Run:
+    return recipes.Run(tp, False, isl, osl, concurrency)
+
+
+def test_a_run_without_lengths_states_no_step_budget():
+    assert recipes.Prefill(32768, 16384).step_prompt_tokens(recipes.Run(8, False, None, None, 64)) is None
+
+
 def test_sglang_step_carries_the_smaller_of_chunk_and_prefill_budget():
-    assert recipes.Prefill(32768, 16384).step_prompt_tokens(8, 1024, 1024, 64) == 16384
+    assert recipes.Prefill(32768, 16384).step_prompt_tokens(_run(8, 1024, 1024, 64)) == 16384
 
 
 def test_sglang_chunk_alone_meets_sglangs_default_prefill_budget():
-    assert recipes.Prefill(32768).step_prompt_tokens(8, 1024, 1024, 64) == recipes.SGLANG_MAX_PREFILL_TOKENS
+    assert recipes.Prefill(32768).step_prompt_tokens(_run(8, 1024, 1024, 64)) == recipes.SGLANG_MAX_PREFILL_TOKENS
 
 
 def test_a_tp_case_sets_the_budget_at_its_tensor_parallelism():
     prefill = recipes.Prefill(cases=(recipes.PrefillCase(32768, 32768, tp=8), recipes.PrefillCase(8192, 8192, tp=4)))
-    assert (prefill.step_prompt_tokens(8, 8192, 1024, 4), prefill.step_prompt_tokens(4, 8192, 1024, 4)) == (32768, 8192)
+    at_tp = [prefill.step_prompt_tokens(_run(tp, 8192, 1024, 4)) for tp in (8, 4)]
+    assert at_tp == [32768, 8192]
 
 
 def test_a_workload_case_applies_only_above_its_concurrency():
     case = recipes.PrefillCase(32768, 32768, isl=8192, osl=1024, above_concurrency=32)
     prefill = recipes.Prefill(196608, 196608, cases=(case,))
-    assert [prefill.step_prompt_tokens(8, 8192, 1024, c) for c in (32, 64)] == [196608, 32768]
+    assert [prefill.step_prompt_tokens(_run(8, 8192, 1024, c)) for c in (32, 64)] == [196608, 32768]
 
 
 def test_trt_concurrency_formula_leaves_the_floor_less_the_decode_tokens():
     prefill = recipes.Prefill(prefill_tokens=8192, rule="concurrency + isl")
-    assert prefill.step_prompt_tokens(8, 1024, 1024, 4) == 8192 - 4
+    assert prefill.step_prompt_tokens(_run(8, 1024, 1024, 4)) == 8192 - 4
 
 
 def test_trt_concurrency_formula_holds_a_whole_prompt_above_the_floor():
     prefill = recipes.Prefill(prefill_tokens=8192, rule="concurrency + isl")
-    assert prefill.step_prompt_tokens(8, 8192, 1024, 100) == 8320 - 100  # 8292 rounded up to 64, less 100
+    assert prefill.step_prompt_tokens(_run(8, 8192, 1024, 100)) == 8320 - 100  # 8292 rounded up to 64, less 100
 
 
 def test_trt_decode_tokens_formula_holds_one_prompt_rounded_up_to_64():
-    assert recipes.Prefill(rule="decode tokens + isl").step_prompt_tokens(8, 1000, 1024, 16) == 1024
+    assert recipes.Prefill(rule="decode tokens + isl").step_prompt_tokens(_run(8, 1000, 1024, 16)) == 1024
 
 
 def test_a_recipe_rows_chunk_budget_is_its_scripts():

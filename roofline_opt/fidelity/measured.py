@@ -486,8 +486,7 @@ def _recipe_settings(
         return None, None, None
     isl, osl = (None if v is None else round(v) for v in (prompt, output))
     run = recipes.Run(layout.tp, layout.dp_attention, isl, osl, batch)
-    chunk = None if isl is None or osl is None else recipe.step_prompt_tokens(layout.tp, isl, osl, batch)
-    return chunk, recipe.kv_memory_rule(run), recipe.memory.fraction_for(run)
+    return recipe.step_prompt_tokens(run), recipe.kv_memory_rule(run), recipe.memory.fraction_for(run)
 
 
 def _disaggregated_entry(

@@ -76,6 +76,18 @@ decode tokens the formula adds."""
 
 
 @dataclass(frozen=True)
+class Run:
+    """What a run's settings a script's prefill and memory flags may depend on: tensor parallelism, attention data
+    parallelism, input and output lengths (None: not stated) and clients per instance (None: not stated)."""
+
+    tp: int
+    dp_attention: bool
+    isl: int | None
+    osl: int | None
+    concurrency: int | None
+
+
+@dataclass(frozen=True)
 class PrefillCase:
     """Prefill settings a script applies only to some runs: at tensor parallelism ``tp``, input and output lengths
     ``isl``/``osl`` and above ``above_concurrency`` clients (None: any)."""
@@ -87,10 +99,11 @@ class PrefillCase:
     osl: int | None = None
     above_concurrency: int | None = None
 
-    def applies(self, tp: int, isl: int, osl: int, concurrency: int | None) -> bool:
+    def applies(self, run: Run) -> bool:
         """Whether a run at these settings takes this case."""
-        above = self.above_concurrency is None or (concurrency is not None and concurrency > self.above_concurrency)
-        return self.tp in (None, tp) and self.isl in (None, isl) and self.osl in (None, osl) and above
+        clients = run.concurrency
+        above = self.above_concurrency is None or (clients is not None and clients > self.above_concurrency)
+        return self.tp in (None, run.tp) and self.isl in (None, run.isl) and self.osl in (None, run.osl) and above
 
 
 @dataclass(frozen=True)
@@ -112,9 +125,9 @@ class Prefill:
         if self.rule not in PROMPT_RULES:
             raise ValueError(f"prefill rule {self.rule!r} is not one of {PROMPT_RULES}")
 
-    def step_prompt_tokens(self, tp: int, isl: int, osl: int, concurrency: int | None) -> int | None:
-        """Prompt tokens one step carries at most in a run at tensor parallelism ``tp``, ``isl``/``osl`` tokens and
-        ``concurrency`` clients per instance (None: the script states no prefill setting).
+    def step_prompt_tokens(self, run: Run) -> int | None:
+        """Prompt tokens one step carries at most in a run (None: the run states no lengths, or the script no
+        prefill setting).
 
         SGLang's scheduler stops adding prompts to a prefill batch once either ``--max-prefill-tokens`` or
         ``--chunked-prefill-size`` is spent (``PrefillAdder.budget_state``: ``rem_input_tokens <= 0`` or
@@ -123,13 +136,15 @@ class Prefill:
         (``SGLANG_MAX_PREFILL_TOKENS`` where the script sets only the chunk). A TensorRT-LLM ``max_num_tokens``
         formula holds the decode tokens and one whole prompt: the prompt's share is what is left after the
         concurrency (``concurrency + isl``) or the prompt rounded up to 64 (``decode tokens + isl``)."""
-        case = next((c for c in self.cases if c.applies(tp, isl, osl, concurrency)), None)
+        if run.isl is None or run.osl is None:
+            return None
+        case = next((c for c in self.cases if c.applies(run)), None)
         chunk, budget = (case.chunk_tokens, case.prefill_tokens) if case else (self.chunk_tokens, self.prefill_tokens)
         if self.rule == "concurrency + isl":
-            clients = concurrency or 0
-            return max(budget or 0, _rounded_up(clients + isl)) - clients
+            clients = run.concurrency or 0
+            return max(budget or 0, _rounded_up(clients + run.isl)) - clients
         if self.rule == "decode tokens + isl":
-            return _rounded_up(isl)
+            return _rounded_up(run.isl)
         if chunk is None:
             return budget
         return min(chunk, SGLANG_MAX_PREFILL_TOKENS if budget is None else budget)
@@ -146,18 +161,6 @@ class Prefill:
             parts.append(f"max_num_tokens = {self.rule} rounded up to {TOKEN_ROUNDING}")
         parts += [f"chunk {c.chunk_tokens} and budget {c.prefill_tokens} at {_case_condition(c)}" for c in self.cases]
         return ", ".join(parts)
-
-
-@dataclass(frozen=True)
-class Run:
-    """What a run's settings a script's memory flag may depend on: tensor parallelism, attention data parallelism,
-    input and output lengths (None: not stated) and clients per instance (None: not stated)."""
-
-    tp: int
-    dp_attention: bool
-    isl: int | None
-    osl: int | None
-    concurrency: int | None
 
 
 @dataclass(frozen=True)
@@ -249,9 +252,9 @@ class Recipe:
     prefill: Prefill = Prefill()
     memory: Memory = Memory()
 
-    def step_prompt_tokens(self, tp: int, isl: int, osl: int, concurrency: int | None) -> int | None:
+    def step_prompt_tokens(self, run: Run) -> int | None:
         """Prompt tokens one step of a run carries at most (``Prefill.step_prompt_tokens``; None: not stated)."""
-        return self.prefill.step_prompt_tokens(tp, isl, osl, concurrency)
+        return self.prefill.step_prompt_tokens(run)
 
     def kv_memory_rule(self, run: Run) -> KvMemoryRule | None:
         """The engine's KV-memory rule at the memory fraction the script sets for the run (None: it sets none)."""
