@@ -287,7 +287,7 @@ def read_any(
     rows: list[dict[str, str]] = []
     for name, field in zip(paths, fields or [str(p) for p in paths], strict=True):
         path = Path(name)
-        if not path.is_file():
+        if not path.exists() or path.is_dir():  # FIFOs and devices are read (and bounded) by files.read_text
             why = "a folder" if path.is_dir() else f"no such file {path.absolute()}"
             raise InvalidInput(
                 field, f"must be an existing measured-points CSV or benchmark result file. Got {str(name)!r} ({why})."
