@@ -49,6 +49,7 @@ MODEL_COLUMNS = (
     "ttft_ms",
     "ttft_limit_ms",
     "ttft_percentile",
+    "tpot_percentile",
     "gpus",
     "usd_per_hour",
     "effective_usd_per_mtok",
@@ -66,8 +67,8 @@ the fleet file (YAML; instances/fleets/*.yaml ship with the package and open fro
       tpot_ms: 40                 or min_tok_s; isl/osl (whole requests), ttft_ms, weight_bits, kv_bits, ... as
                                   the query flags, with underscores
       serving: disagg             prefill and decode pools (xPyD; prefill_gpu/decode_gpu as the query flags)
-      percentile: 90              ttft_ms holds at this percentile (50, 90, 99) under Poisson arrivals, or
-                                  burstiness: c_a^2 of the gaps (a pooled model)
+      percentile: 90              ttft_ms and tpot_ms hold at this percentile (50, 90, 99) under Poisson
+                                  arrivals, or burstiness: c_a^2 of the gaps (a pooled model)
 examples:
   roofline-opt plan instances/fleets/chat-and-code.yaml
   roofline-opt plan instances/fleets/day-profile.yaml --json
@@ -86,6 +87,7 @@ OPTIONAL = (
     "decode_instances",
     "ttft_limit_ms",
     "ttft_percentile",
+    "tpot_percentile",
 )
 """Columns shown only when some row has a value (whole requests; disaggregated pools)."""
 PLACEMENT_LINES = 40

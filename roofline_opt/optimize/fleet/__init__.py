@@ -8,8 +8,9 @@ counts); the objective is provisioned $/hour (idle capacity is paid, physics.md 
 served (then the least cost serving it). With a demand profile, per-period replica counts and a reserved/on-demand
 split of GPUs per type minimise the day's cost. A model with ``serving: disagg`` is a prefill pool (n instances of
 one prefill layout, sized for its demand and TTFT limit, at a percentile through physics.queueing) and decode
-instances, the KV transfer priced over the cluster graph's links (``kv``). Decoded plans are placed on GPU ids
-(``placement``), checked against the graph, and every instance is re-evaluated by the evaluator (``results``).
+instances (with a percentile, their TPOT limit at it through physics.tpot_percentiles), the KV transfer priced
+over the cluster graph's links (``kv``). Decoded plans are placed on GPU ids (``placement``), checked against the
+graph, and every instance is re-evaluated by the evaluator (``results``).
 ``enumerate`` is the brute-force oracle for small fleets; ``baseline`` plans each model alone and packs the results,
 for comparison.
 

@@ -21,7 +21,8 @@ def model_alone(fleet: Fleet, i: int, options: SolverOptions) -> tuple[Candidate
     rooms = [fleet.pool.largest_domain(g.name) for g in q.gpus]
     if fleet.pool.has_graph:
         q = dataclasses.replace(q, tp_degrees=tuple(t for t in q.tp_degrees if t <= max(r or 0 for r in rooms)))
-    speed = None if fm.max_time_per_token_s is None else 1.0 / fm.max_time_per_token_s
+    limit = fm.mean_time_per_token_limit_s  # a TPOT percentile is the query's own batch cap
+    speed = None if limit is None else 1.0 / limit
     answer = cheapest(q, speed, "mip", options)
     s = answer.setup
     gpu = fleet.pool.gpu(s.gpu)

@@ -37,6 +37,7 @@ from roofline_opt.optimize.fleet import kv
 from roofline_opt.optimize.fleet.problem import COST, Fleet, FleetModel, Pool
 from roofline_opt.optimize.layout_record import LayoutChoice
 from roofline_opt.optimize.space import Layouts, Question, layouts, prefill_layouts
+from roofline_opt.optimize.tables import percentile_tpot_s
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics.specs import GpuSpec
@@ -139,6 +140,10 @@ def time_and_fit(question: Question, gi: int, bits: int, lay: Layouts, idx: np.n
         if question.max_ttft_s is not None and not decode_only.all():
             ttft = rq.ttft_aggregated_s(*args, w, chunk)
             other = other & (decode_only | (ttft <= question.max_ttft_s * (1 + LIMIT_RTOL)))
+        if question.queued_tpot:
+            assert question.max_tpot_s is not None
+            tpot = percentile_tpot_s(question, gpu, bits, layout, batch, chunk, decode_only)
+            other = other & (tpot <= question.max_tpot_s * (1 + LIMIT_RTOL))
         return tuple(np.broadcast_to(a, shape) for a in (tau, fits, other))
     gamma = lay.gamma[idx].astype(float)
     tau = ev.time_per_token_with_gamma(
@@ -168,13 +173,13 @@ def largest_batches(fm: FleetModel, question: Question, lay: Layouts) -> tuple[n
         lo = lay.pp[idx].astype(float)
         tau0, fit0, other0 = time_and_fit(question, gi, bits, lay, idx, lo)
         fits_lo[idx], tau_lo[idx] = fit0, np.where(other0, tau0, np.inf)
-        ok = _limits_ok(tau0, fit0, other0, fm.max_time_per_token_s)
+        ok = _limits_ok(tau0, fit0, other0, fm.mean_time_per_token_limit_s)
         lo = np.where(ok, lo, lo - 1.0)
         hi = np.where(ok, float(question.max_batch), lo)
         while np.any(lo < hi):
             mid = np.ceil((lo + hi) / 2.0)
             tau, fits, other = time_and_fit(question, gi, bits, lay, idx, np.maximum(mid, 1.0))
-            good = _limits_ok(tau, fits, other, fm.max_time_per_token_s)
+            good = _limits_ok(tau, fits, other, fm.mean_time_per_token_limit_s)
             active = lo < hi
             lo = np.where(active & good, mid, lo)
             hi = np.where(active & ~good, mid - 1.0, hi)

@@ -56,8 +56,8 @@ def grid_candidates(fleet: Fleet, i: int) -> list[Candidate]:
                 continue
             tau, fits, other = time_and_fit(q, gi, bits, lay, np.array([j]), batches)
             ok = fits & other & (batches >= lay.pp[j])
-            if fm.max_time_per_token_s is not None:
-                ok &= tau <= fm.max_time_per_token_s * (1 + 1e-12)
+            if fm.mean_time_per_token_limit_s is not None:
+                ok &= tau <= fm.mean_time_per_token_limit_s * (1 + 1e-12)
             if not ok.any():
                 continue
             thr = np.where(ok, batches / tau, -np.inf)

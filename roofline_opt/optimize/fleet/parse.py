@@ -57,8 +57,8 @@ REQUEST_KEYS = (
     "prefix_hit_rate",
 )
 """Whole-request keys handed to the question (prefill, TTFT, KV precision, chunked prefill, disaggregated pools and
-their TTFT percentile under arrivals of c_a^2 ``burstiness``, a cached prompt prefix; physics.md 10.1-10.4,
-physics/queueing.md)."""
+their TTFT and TPOT percentile under arrivals of c_a^2 ``burstiness``, a cached prompt prefix; physics.md
+10.1-10.4, physics/queueing.md)."""
 MAX_NAME_CHARS = 64
 """Longest model name a fleet file may give (it labels every instance in tables and placements)."""
 POOL_KEYS = ("prefill_gpu", "decode_gpu", "percentile", "burstiness")
@@ -290,11 +290,14 @@ def _model(where, raw, pool: Pool, make_question: QuestionFactory) -> FleetModel
     for key in POOL_KEYS:
         if key in raw and serving != "disagg":
             raise InvalidInput(f"{where}{key}", "applies to disaggregated pools only: give serving: disagg")
-    if "percentile" in raw and "ttft_ms" not in raw:
-        raise InvalidInput(f"{where}percentile", "is the percentile of the TTFT limit: give ttft_ms too")
+    if "percentile" in raw and "ttft_ms" not in raw and "tpot_ms" not in raw:
+        msg = "is the percentile of the TTFT and TPOT limits: give ttft_ms or tpot_ms too"
+        raise InvalidInput(f"{where}percentile", msg)
     if isl is not None:
         space.update(isl=isl, osl=osl)
-    passed = ("ttft_ms", "kv_bits", "chunk_tokens", "prefix_tokens", "prefix_hit_rate", *POOL_KEYS)
+    passed: tuple[str, ...] = ("ttft_ms", "kv_bits", "chunk_tokens", "prefix_tokens", "prefix_hit_rate", *POOL_KEYS)
+    if "percentile" in raw and "tpot_ms" in raw:
+        passed += ("tpot_ms",)  # the pool's decode instances are then sized for the TPOT at that percentile
     space.update({k: raw[k] for k in passed if k in raw})
     space["serving"] = serving
     question = _question(where, make_question, raw["model"], pool, space)

@@ -43,6 +43,16 @@ class FleetModel:
         return self.question.slo_percentile if self.question.queued_ttft else None
 
     @property
+    def tpot_percentile(self) -> float | None:
+        """The percentile the TPOT limit holds at (disaggregated pools only: their decode instances), or None."""
+        return self.question.slo_percentile if self.question.queued_tpot else None
+
+    @property
+    def mean_time_per_token_limit_s(self) -> float | None:
+        """The limit on the steady-state time per token (None without one, or when it holds at a percentile)."""
+        return None if self.question.queued_tpot else self.max_time_per_token_s
+
+    @property
     def disaggregated(self) -> bool:
         """Planned as prefill and decode pools (the question offers disaggregated serving only)."""
         return self.question.workload is not None and self.question.serving == (rq.DISAGG,)

@@ -26,6 +26,7 @@ from roofline_opt.optimize.layout_record import layout_label, ordered_fields
 from roofline_opt.optimize.results import Setup, _bottleneck, reevaluate
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
+from roofline_opt.physics import tpot_percentiles as tq
 
 LIMIT_RTOL = 1e-9
 
@@ -104,16 +105,20 @@ def _decode_figures(fleet: Fleet, c: Candidate) -> dict:
     fits = bool(np.asarray(rq.aggregated_memory(*args, q.whole_requests, 0.0).fits))
     tpot = float(np.asarray(step.step_time_s))
     parts = {k: float(np.asarray(getattr(step, k))) for k in ("network_s", "memory_s", "compute_s")}
-    limit = fm.max_time_per_token_s
-    return {
+    limited, limit = tpot, fm.max_time_per_token_s
+    out = {
         "time_per_token_s": tpot,
         "tok_s_per_request": 1.0 / tpot,
         "throughput_tok_s": c.batch / tpot,
         "usd_per_mtok": float(rq.usd_per_mtok(c.n_gpus, gpu.usd_per_s, tpot, c.batch)),
         "bottleneck": _bottleneck(parts),
         "fits_in_memory": fits,
-        "meets_limits": fits and (limit is None or tpot <= limit * (1 + LIMIT_RTOL)),
     }
+    if fm.tpot_percentile is not None:
+        limited = float(tq.decode_percentile_tpot_s(fm.tpot_percentile, *args, q.whole_requests, q.arrival_scv))
+        out["tpot_at_percentile_s"] = limited
+    out["meets_limits"] = fits and (limit is None or limited <= limit * (1 + LIMIT_RTOL))
+    return out
 
 
 def _prefill_figures(fleet: Fleet, c: Candidate) -> dict:
@@ -231,6 +236,13 @@ CANDIDATE_ONLY = ("model", "time_per_token_s", "usd_per_hour", "role", "decode_g
 """Candidate fields that are not row columns (the roles go in only for fleets with pools, ``_with_roles``)."""
 
 
+def _tpot_ms(figures: dict) -> float | None:
+    """A row's TPOT: at the model's percentile where its limit holds there (decode instances of a pool), else the
+    steady-state time per token (None for a prefill instance)."""
+    tpot = figures.get("tpot_at_percentile_s", figures.get("time_per_token_s"))
+    return None if tpot is None else tpot * 1e3
+
+
 def _row(fleet: Fleet, i: int, t: int, c: Candidate, n: int, f: dict, util: float, gpu_price: float) -> dict:
     fm = fleet.models[i]
     capacity = n * f["throughput_tok_s"]
@@ -243,7 +255,7 @@ def _row(fleet: Fleet, i: int, t: int, c: Candidate, n: int, f: dict, util: floa
         n_gpus=c.n_gpus,
         total_gpus=n * c.n_gpus,
         tok_s_per_request=f.get("tok_s_per_request"),
-        tpot_ms=f["time_per_token_s"] * 1e3 if "time_per_token_s" in f else None,
+        tpot_ms=_tpot_ms(f),
         ttft_ms=f["ttft_s"] * 1e3 if "ttft_s" in f else None,
         throughput_tok_s_per_instance=f["throughput_tok_s"],
         capacity_tok_s=capacity,
@@ -299,6 +311,7 @@ POOL_FIELDS = (
     "ttft_ms",
     "ttft_limit_ms",
     "ttft_percentile",
+    "tpot_percentile",
 )
 
 
@@ -311,6 +324,7 @@ def _pool_fields(fm, pool: dict) -> dict:
         out.update(pool)
         out["ttft_limit_ms"] = None if q.max_ttft_s is None else q.max_ttft_s * 1e3
         out["ttft_percentile"] = fm.percentile
+        out["tpot_percentile"] = fm.tpot_percentile
     return out
 
 
