@@ -271,10 +271,11 @@ def _pooled(
     weights = served if sum(served) > 0 else [float(d["replicas"]) for d in decode]
     total = sum(weights)
     predicted = {"throughput_tok_s": sum(float(d["capacity_tok_s"]) for d in decode)}
-    for key, field_ in (("tpot_ms", "time_per_token_s"), ("tok_s_per_request", "tok_s_per_request")):
-        if all(d.get(key) is not None for d in decode):
-            scale = 1e-3 if key == "tpot_ms" else 1.0
-            predicted[field_] = sum(float(d[key]) * w for d, w in zip(decode, weights, strict=True)) * scale / total
+    if all(d.get("tok_s_per_request") is not None for d in decode):
+        # the steady state: a row's tpot_ms is its percentile where its limit holds at one
+        speeds = [float(d["tok_s_per_request"]) for d in decode]
+        predicted["time_per_token_s"] = sum(w / v for v, w in zip(speeds, weights, strict=True)) / total
+        predicted["tok_s_per_request"] = sum(v * w for v, w in zip(speeds, weights, strict=True)) / total
     return Deployment(
         name=name,
         model=str(p["model_spec"]),
