@@ -178,3 +178,20 @@ def test_decode_instance_tpot_percentiles_within_ten_percent_of_the_simulator():
     workload, layout = rq.Workload.single(2000, 200), _layout(2100.0)
     model = tq.tpot_at_rate_s(MODEL, H100, DEFAULT, 16, layout, workload, 0, qm.Arrivals(20.0), False, (90.0, 99.0))
     np.testing.assert_allclose(model, _simulated(2000, 200, 0, 20.0, aggregated=False), rtol=0.10)
+
+
+@pytest.mark.parametrize("aggregated", [True, False])
+def test_the_cdf_test_at_the_limit_agrees_with_the_percentile(aggregated):
+    """The tables test a limit by the windows' CDF at it, answers report the percentile found by bisection: both
+    say the same at every batch and limit of a grid (including batches where the chunk budget's bound decides)."""
+    workload, layout = rq.Workload.single(2000, 200), _layout(2100.0)
+    batch = np.arange(1.0, 205.0)
+    args = (MODEL, H100, DEFAULT, 16, layout, batch, workload)
+    for limit in (0.010, 0.020, 0.040, 0.070):
+        if aggregated:
+            tpot = tq.aggregated_percentile_tpot_s(90.0, *args, 2048)
+            within = tq.aggregated_tpot_within(90.0, limit, *args, 2048)
+        else:
+            tpot = tq.decode_percentile_tpot_s(90.0, *args)
+            within = tq.decode_tpot_within(90.0, limit, *args)
+        np.testing.assert_array_equal(within, tpot <= limit)

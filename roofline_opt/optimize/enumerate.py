@@ -32,8 +32,8 @@ from roofline_opt.optimize.tables import (
     aggregated_ttft_s,
     group_layout,
     instance_memory,
-    percentile_tpot_s,
     target_step,
+    within_tpot_limit,
 )
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
@@ -151,9 +151,7 @@ def _request_limits(question: Question, gpu_index: int, bits: int, lay: Layouts,
         ok &= ttft <= question.max_ttft_s * (1 + 1e-12)
     ok |= lay.disagg[col]
     if question.queued_tpot:
-        assert question.max_tpot_s is not None
-        tpot = percentile_tpot_s(question, gpu, bits, layout, batches[None, :], lay.chunk[col], lay.disagg[col])
-        ok &= tpot <= question.max_tpot_s * (1 + 1e-12)
+        ok &= within_tpot_limit(question, gpu, bits, layout, batches[None, :], lay.chunk[col], lay.disagg[col])
     return ok
 
 

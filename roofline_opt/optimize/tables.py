@@ -332,10 +332,27 @@ def percentile_tpot_s(question: Question, gpu, bits: int, layout: ev.Layout, bat
     assert question.queued_tpot and question.slo_percentile is not None
     args = (question.slo_percentile, question.model, gpu, question.preset_on(gpu), bits, layout, batch)
     w, scv = question.whole_requests, question.arrival_scv
+    if np.all(disagg):
+        return tq.decode_percentile_tpot_s(*args, w, scv)
     agg = tq.aggregated_percentile_tpot_s(*args, w, chunk_tokens, scv)
     if not np.any(disagg):
         return agg
     return np.where(disagg, tq.decode_percentile_tpot_s(*args, w, scv), agg)
+
+
+def within_tpot_limit(question: Question, gpu, bits: int, layout: ev.Layout, batch, chunk_tokens, disagg) -> np.ndarray:
+    """Whether ``percentile_tpot_s`` is within the question's TPOT limit, elementwise (the windows' CDF at the limit:
+    the one test the tables, the enumeration oracle and fleets apply)."""
+    assert question.queued_tpot and question.slo_percentile is not None and question.max_tpot_s is not None
+    limit = question.max_tpot_s * (1 + 1e-12)
+    args = (question.slo_percentile, limit, question.model, gpu, question.preset_on(gpu), bits, layout, batch)
+    w, scv = question.whole_requests, question.arrival_scv
+    if np.all(disagg):
+        return tq.decode_tpot_within(*args, w, scv)
+    agg = tq.aggregated_tpot_within(*args, w, chunk_tokens, scv)
+    if not np.any(disagg):
+        return agg
+    return np.where(disagg, tq.decode_tpot_within(*args, w, scv), agg)
 
 
 def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, batch_lo, batch_hi, why) -> None:
@@ -358,13 +375,10 @@ def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, bat
         why[idx[(hi >= lo) & (first_slow <= lo)]] = "ttft"
         hi = np.minimum(hi, first_slow - 1.0)
     if question.queued_tpot:
-        assert question.max_tpot_s is not None
-        gpu, tpot_limit = question.gpus[gi], question.max_tpot_s * (1 + 1e-12)
-        layout = group_layout(lay, idx, question)
-        disagg = lay.disagg[idx]
+        gpu, layout, disagg = question.gpus[gi], group_layout(lay, idx, question), lay.disagg[idx]
 
         def tpot_too_slow(batch):
-            return percentile_tpot_s(question, gpu, bits, layout, batch, lay.chunk[idx], disagg) > tpot_limit
+            return ~within_tpot_limit(question, gpu, bits, layout, batch, lay.chunk[idx], disagg)
 
         first_slow = _first_batch(lo, hi, tpot_too_slow)
         why[idx[(hi >= lo) & (first_slow <= lo)]] = "tpot"

@@ -28,6 +28,7 @@ Pure numpy/math; every step time comes from ``requests``.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -89,6 +90,43 @@ def inverse_gaussian_cdf(t, mean, shape) -> np.ndarray:
     return np.where(t > 0.0, np.minimum(first + second, 1.0), 0.0)
 
 
+class _Windows(NamedTuple):
+    """Per-class decode windows of a batch of setups: shares w (k,), output tokens O (k,), inverse Gaussian mean and
+    shape of each window (..., k), and where a steady state exists (...)."""
+
+    w: np.ndarray
+    o: np.ndarray
+    mean_s: np.ndarray
+    shape_s: np.ndarray
+    stable: np.ndarray
+
+    def share_within(self, tpot_s) -> np.ndarray:
+        """Share of requests whose TPOT is at most ``tpot_s`` (...), elementwise."""
+        t = np.asarray(tpot_s, dtype=float)[..., None] * self.o
+        return inverse_gaussian_cdf(t, self.mean_s, self.shape_s) @ self.w
+
+
+def _windows(weights, osl, intercept_s, work_s, rate_per_s, scv_arrival: float) -> _Windows:
+    """The windows of ``window_percentile_tpot_s``'s arguments (module docstring)."""
+    w = np.asarray(weights, dtype=float)
+    w = w / w.sum()
+    o = np.asarray(osl, dtype=float)
+    a = np.asarray(intercept_s, dtype=float)
+    work = np.asarray(work_s, dtype=float)
+    rate = np.asarray(rate_per_s, dtype=float)
+    shape = np.broadcast_shapes(a.shape, work.shape[:-1], rate.shape)
+    a, rate = np.broadcast_to(a, shape), np.broadcast_to(rate, shape)
+    work = np.broadcast_to(work, (*shape, len(w)))
+    mean_work = work @ w
+    rho = rate * mean_work
+    variance_rate = rate * ((work**2) @ w + (scv_arrival - 1.0) * mean_work**2)
+    stable = (rho < 1.0) & (a > 0.0)
+    drain = np.where(stable, 1.0 - rho, 1.0)
+    start = np.where(stable, a, 1.0)[..., None] * o
+    spread = np.maximum(variance_rate, 1e-300)[..., None]
+    return _Windows(w, o, start / drain[..., None], start**2 / spread, stable)
+
+
 def window_percentile_tpot_s(
     percentile: float, weights, osl, intercept_s, work_s, rate_per_s, scv_arrival: float = 1.0
 ) -> np.ndarray:
@@ -109,43 +147,22 @@ def window_percentile_tpot_s(
     -------
     (...) seconds per output token; inf where the work's load rho >= 1 or a <= 0 (no steady state).
     """
-    w = np.asarray(weights, dtype=float)
-    w = w / w.sum()
-    o = np.asarray(osl, dtype=float)
-    a = np.asarray(intercept_s, dtype=float)
-    work = np.asarray(work_s, dtype=float)
-    rate = np.asarray(rate_per_s, dtype=float)
-    shape = np.broadcast_shapes(a.shape, work.shape[:-1], rate.shape)
-    a, rate = np.broadcast_to(a, shape), np.broadcast_to(rate, shape)
-    work = np.broadcast_to(work, (*shape, len(w)))
-    mean_work = work @ w
-    rho = rate * mean_work
-    variance_rate = rate * ((work**2) @ w + (scv_arrival - 1.0) * mean_work**2)
-    stable = (rho < 1.0) & (a > 0.0)
-    drain = np.where(stable, 1.0 - rho, 1.0)
-    start = np.where(stable, a, 1.0)[..., None] * o
-    window_mean = start / drain[..., None]
-    spread = np.maximum(variance_rate, 1e-300)[..., None]
-    window_shape = start**2 / spread
+    windows = _windows(weights, osl, intercept_s, work_s, rate_per_s, scv_arrival)
     tail = percentile / 100.0
-
-    def reached(tpot):
-        return inverse_gaussian_cdf(tpot[..., None] * o, window_mean, window_shape) @ w >= tail
-
-    per_token_mean = window_mean / o
-    per_token_sd = np.sqrt(window_mean**3 / window_shape) / o
+    per_token_mean = windows.mean_s / windows.o
+    per_token_sd = np.sqrt(windows.mean_s**3 / windows.shape_s) / windows.o
     hi = np.max(per_token_mean + 10.0 * per_token_sd, axis=-1)
     for _ in range(200):
-        short = ~reached(hi)
+        short = windows.share_within(hi) < tail
         if not short.any():
             break
         hi = np.where(short, 2.0 * hi, hi)
     lo = np.zeros_like(hi)
     for _ in range(BISECTION_ROUNDS):
         mid = (lo + hi) / 2.0
-        up = reached(mid)
+        up = windows.share_within(mid) >= tail
         lo, hi = np.where(up, lo, mid), np.where(up, mid, hi)
-    return np.where(stable, hi, np.inf)
+    return np.where(windows.stable, hi, np.inf)
 
 
 def linearised_step(step, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -156,6 +173,21 @@ def linearised_step(step, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     value = np.asarray(step(batch), dtype=float)
     slope = (np.asarray(step(batch + h), dtype=float) - np.asarray(step(batch - h), dtype=float)) / (2.0 * h)
     return value, slope, value - slope * batch
+
+
+def _aggregated_windows(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens, scv):
+    """The decode windows of an aggregated instance at mean batch ``batch`` (``aggregated_percentile_tpot_s``)."""
+    args = (model, gpu, preset, weight_bits, layout)
+    mean, slope, intercept = linearised_step(
+        lambda b: rq.tpot_step(*args, b, workload, chunk_tokens, 1.0).step_time_s, batch
+    )
+    kv_slope = linearised_step(lambda b: rq.tpot_step(*args, b, workload, chunk_tokens, 0.0).step_time_s, batch)[1]
+    o = np.asarray(workload.osl, dtype=float)
+    new = np.asarray([i - p for i, p in workload.classes], dtype=float)
+    per_token = (slope - kv_slope)[..., None] * workload.mean_osl / max(workload.mean_computed_isl, 1e-300)
+    work = kv_slope[..., None] * o + per_token * new
+    rate = np.asarray(batch, dtype=float) / (workload.mean_osl * mean)
+    return (workload._w(), o, intercept, work, rate, scv)
 
 
 def aggregated_percentile_tpot_s(
@@ -172,19 +204,32 @@ def aggregated_percentile_tpot_s(
 ) -> np.ndarray:
     """TPOT at a percentile of an aggregated instance loaded to a mean of ``batch`` sequences decoding, elementwise
     over layouts, batches and chunks: requests arrive at B / (O TPOT(B)) (Little's law), each bringing its decode
-    tokens' KV reads and its prompt's share of the prefill cycle (module docstring)."""
-    args = (model, gpu, preset, weight_bits, layout)
-    mean, slope, intercept = linearised_step(
-        lambda b: rq.tpot_step(*args, b, workload, chunk_tokens, 1.0).step_time_s, batch
-    )
-    kv_slope = linearised_step(lambda b: rq.tpot_step(*args, b, workload, chunk_tokens, 0.0).step_time_s, batch)[1]
-    o = np.asarray(workload.osl, dtype=float)
-    new = np.asarray([i - p for i, p in workload.classes], dtype=float)
-    per_token = (slope - kv_slope)[..., None] * workload.mean_osl / max(workload.mean_computed_isl, 1e-300)
-    work = kv_slope[..., None] * o + per_token * new
-    rate = np.asarray(batch, dtype=float) / (workload.mean_osl * mean)
-    tpot = window_percentile_tpot_s(percentile, workload._w(), o, intercept, work, rate, scv_arrival)
-    return np.minimum(tpot, _chunk_bound_s(*args, batch, workload, chunk_tokens))
+    tokens' KV reads and its prompt's share of the prefill cycle, no window slower than the chunk budget allows
+    (module docstring)."""
+    setup = (model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens)
+    tpot = window_percentile_tpot_s(percentile, *_aggregated_windows(*setup, scv_arrival))
+    return np.minimum(tpot, _chunk_bound_s(*setup))
+
+
+def aggregated_tpot_within(
+    percentile: float,
+    limit_s: float,
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: ev.Layout,
+    batch,
+    workload: rq.Workload,
+    chunk_tokens,
+    scv_arrival: float = 1.0,
+) -> np.ndarray:
+    """Whether ``aggregated_percentile_tpot_s`` is within ``limit_s``, elementwise, from the windows' CDF at the
+    limit (no search for the percentile)."""
+    setup = (model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens)
+    windows = _windows(*_aggregated_windows(*setup, scv_arrival))
+    reached = windows.stable & (windows.share_within(limit_s) >= percentile / 100.0)
+    return reached | (_chunk_bound_s(*setup) <= limit_s)
 
 
 def _chunk_bound_s(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens) -> np.ndarray:
@@ -197,6 +242,15 @@ def _chunk_bound_s(model, gpu, preset, weight_bits, layout, batch, workload: rq.
     busy = np.maximum(np.asarray(batch, dtype=float), workload.mean_osl * chunk / max(workload.mean_computed_isl, 1.0))
     step = qm.mixed_step(model, gpu, preset, weight_bits, layout, busy, chunk, chunk * (chunk - 1.0) / 2.0, chunk)
     return np.asarray(step.step_time_s, dtype=float)
+
+
+def _decode_windows(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, scv):
+    """The decode windows of a decode instance at mean batch ``batch`` (``decode_percentile_tpot_s``)."""
+    args = (model, gpu, preset, weight_bits, layout)
+    mean, slope, intercept = linearised_step(lambda b: rq.tpot_step(*args, b, workload, 0.0, 0.0).step_time_s, batch)
+    o = np.asarray(workload.osl, dtype=float)
+    rate = np.asarray(batch, dtype=float) / (workload.mean_osl * mean)
+    return (workload._w(), o, intercept, slope[..., None] * o, rate, scv)
 
 
 def decode_percentile_tpot_s(
@@ -212,11 +266,27 @@ def decode_percentile_tpot_s(
 ) -> np.ndarray:
     """TPOT at a percentile of a disaggregated decode instance loaded to a mean of ``batch`` sequences, elementwise:
     its steps decode only, each request bringing its decode tokens' KV reads (module docstring)."""
-    args = (model, gpu, preset, weight_bits, layout)
-    mean, slope, intercept = linearised_step(lambda b: rq.tpot_step(*args, b, workload, 0.0, 0.0).step_time_s, batch)
-    o = np.asarray(workload.osl, dtype=float)
-    rate = np.asarray(batch, dtype=float) / (workload.mean_osl * mean)
-    return window_percentile_tpot_s(percentile, workload._w(), o, intercept, slope[..., None] * o, rate, scv_arrival)
+    setup = (model, gpu, preset, weight_bits, layout, batch, workload)
+    return window_percentile_tpot_s(percentile, *_decode_windows(*setup, scv_arrival))
+
+
+def decode_tpot_within(
+    percentile: float,
+    limit_s: float,
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: ev.Layout,
+    batch,
+    workload: rq.Workload,
+    scv_arrival: float = 1.0,
+) -> np.ndarray:
+    """Whether ``decode_percentile_tpot_s`` is within ``limit_s``, elementwise, from the windows' CDF at the
+    limit."""
+    setup = (model, gpu, preset, weight_bits, layout, batch, workload)
+    windows = _windows(*_decode_windows(*setup, scv_arrival))
+    return windows.stable & (windows.share_within(limit_s) >= percentile / 100.0)
 
 
 def tpot_at_rate_s(

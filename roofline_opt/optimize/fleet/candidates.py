@@ -37,7 +37,7 @@ from roofline_opt.optimize.fleet import kv
 from roofline_opt.optimize.fleet.problem import COST, Fleet, FleetModel, Pool
 from roofline_opt.optimize.layout_record import LayoutChoice
 from roofline_opt.optimize.space import Layouts, Question, layouts, prefill_layouts
-from roofline_opt.optimize.tables import percentile_tpot_s
+from roofline_opt.optimize.tables import within_tpot_limit
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics.specs import GpuSpec
@@ -141,9 +141,7 @@ def time_and_fit(question: Question, gi: int, bits: int, lay: Layouts, idx: np.n
             ttft = rq.ttft_aggregated_s(*args, w, chunk)
             other = other & (decode_only | (ttft <= question.max_ttft_s * (1 + LIMIT_RTOL)))
         if question.queued_tpot:
-            assert question.max_tpot_s is not None
-            tpot = percentile_tpot_s(question, gpu, bits, layout, batch, chunk, decode_only)
-            other = other & (tpot <= question.max_tpot_s * (1 + LIMIT_RTOL))
+            other = other & within_tpot_limit(question, gpu, bits, layout, batch, chunk, decode_only)
         return tuple(np.broadcast_to(a, shape) for a in (tau, fits, other))
     gamma = lay.gamma[idx].astype(float)
     tau = ev.time_per_token_with_gamma(
