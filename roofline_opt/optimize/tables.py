@@ -46,6 +46,7 @@ dollars.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -326,18 +327,25 @@ def aggregated_ttft_s(
     return rq.ttft_aggregated_s(question.model, gpu, preset, bits, layout, batch, w, chunk_tokens, spec)
 
 
+def _per_serving_mode(disagg, aggregated: Callable[[], np.ndarray], decode: Callable[[], np.ndarray]) -> np.ndarray:
+    """``aggregated()`` where ``disagg`` is False and ``decode()`` where it is True, each computed only if needed."""
+    if np.all(disagg):
+        return decode()
+    agg = aggregated()
+    return agg if not np.any(disagg) else np.where(disagg, decode(), agg)
+
+
 def percentile_tpot_s(question: Question, gpu, bits: int, layout: ev.Layout, batch, chunk_tokens, disagg) -> np.ndarray:
     """TPOT at the question's percentile under arrivals at the load whose mean decode batch is ``batch`` (rising in
     it), elementwise: an aggregated instance with its prefill cycle, or (``disagg``) a decode instance."""
     assert question.queued_tpot and question.slo_percentile is not None
     args = (question.slo_percentile, question.model, gpu, question.preset_on(gpu), bits, layout, batch)
     w, scv = question.whole_requests, question.arrival_scv
-    if np.all(disagg):
-        return tq.decode_percentile_tpot_s(*args, w, scv)
-    agg = tq.aggregated_percentile_tpot_s(*args, w, chunk_tokens, scv)
-    if not np.any(disagg):
-        return agg
-    return np.where(disagg, tq.decode_percentile_tpot_s(*args, w, scv), agg)
+    return _per_serving_mode(
+        disagg,
+        lambda: tq.aggregated_percentile_tpot_s(*args, w, chunk_tokens, scv),
+        lambda: tq.decode_percentile_tpot_s(*args, w, scv),
+    )
 
 
 def within_tpot_limit(question: Question, gpu, bits: int, layout: ev.Layout, batch, chunk_tokens, disagg) -> np.ndarray:
@@ -347,12 +355,11 @@ def within_tpot_limit(question: Question, gpu, bits: int, layout: ev.Layout, bat
     limit = question.max_tpot_s * (1 + 1e-12)
     args = (question.slo_percentile, limit, question.model, gpu, question.preset_on(gpu), bits, layout, batch)
     w, scv = question.whole_requests, question.arrival_scv
-    if np.all(disagg):
-        return tq.decode_tpot_within(*args, w, scv)
-    agg = tq.aggregated_tpot_within(*args, w, chunk_tokens, scv)
-    if not np.any(disagg):
-        return agg
-    return np.where(disagg, tq.decode_tpot_within(*args, w, scv), agg)
+    return _per_serving_mode(
+        disagg,
+        lambda: tq.aggregated_tpot_within(*args, w, chunk_tokens, scv),
+        lambda: tq.decode_tpot_within(*args, w, scv),
+    )
 
 
 def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, batch_lo, batch_hi, why) -> None:
