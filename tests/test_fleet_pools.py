@@ -314,12 +314,13 @@ def test_a_prefill_instance_without_a_path_to_its_decode_instances_is_named() ->
 
 
 BAD = [
-    ({"percentile": 90, "serving": "agg"}, "models[0].percentile"),
     ({"prefill_gpu": "h100-sxm", "serving": "agg"}, "models[0].prefill_gpu"),
+    ({"decode_gpu": "h100-sxm", "serving": "agg", "percentile": 90}, "models[0].decode_gpu"),
     ({"percentile": 95}, "models[0].percentile"),
+    ({"percentile": 95, "serving": "agg"}, "models[0].percentile"),
     ({"serving": "both"}, "models[0].serving"),
     ({"burstiness": 2}, "models[0].burstiness"),
-    ({"burstiness": 2, "percentile": 90, "serving": "agg"}, "models[0].percentile"),
+    ({"burstiness": 2, "serving": "agg"}, "models[0].burstiness"),
 ]
 
 

@@ -68,7 +68,7 @@ the fleet file (YAML; instances/fleets/*.yaml ship with the package and open fro
                                   the query flags, with underscores
       serving: disagg             prefill and decode pools (xPyD; prefill_gpu/decode_gpu as the query flags)
       percentile: 90              ttft_ms and tpot_ms hold at this percentile (50, 90, 99) under Poisson
-                                  arrivals, or burstiness: c_a^2 of the gaps (a pooled model)
+                                  arrivals, or burstiness: c_a^2 of the gaps (aggregated or pooled models)
 examples:
   roofline-opt plan instances/fleets/chat-and-code.yaml
   roofline-opt plan instances/fleets/day-profile.yaml --json
@@ -89,7 +89,7 @@ OPTIONAL = (
     "ttft_percentile",
     "tpot_percentile",
 )
-"""Columns shown only when some row has a value (whole requests; disaggregated pools)."""
+"""Columns shown only when some row has a value (whole requests; disaggregated pools; limits at a percentile)."""
 PLACEMENT_LINES = 40
 """Placement lines printed in the text answer (all are in --json)."""
 

@@ -13,7 +13,10 @@ bisection on the evaluator. Then:
 With whole requests (isl/osl; aggregated serving with chunked prefill, physics.md 10.3) the time per token is the
 TPOT of a step carrying the prompts' prefill load, memory holds the prompts in flight, and two more limits hold up to
 some batch and fail beyond it: TTFT within its limit and the prefill load within the chunk budget. Throughput
-(B / TPOT) still rises with B, so the largest batch meeting every limit is still the best one.
+(B / TPOT) still rises with B, so the largest batch meeting every limit is still the best one. With a percentile the
+TTFT and TPOT limits hold at it under arrivals at the load whose mean decode batch is B (``tables.aggregated_ttft_s``
+and ``tables.within_tpot_limit``, as single-model answers; both rise with B): each instance is priced fully loaded,
+so one that the plan loads less meets its limits with room.
 
 A disaggregated model (physics.md 10.4) has *decode* candidates (its layouts decoding only, TPOT without prefill load,
 the same bisection) and *prefill* candidates: a prefill layout sending to one decode accelerator (its KV link,
@@ -29,7 +32,7 @@ instances only lower it, Erlang C falls with the servers).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,7 +40,7 @@ from roofline_opt.optimize.fleet import kv
 from roofline_opt.optimize.fleet.problem import COST, Fleet, FleetModel, Pool
 from roofline_opt.optimize.layout_record import LayoutChoice
 from roofline_opt.optimize.space import Layouts, Question, layouts, prefill_layouts
-from roofline_opt.optimize.tables import within_tpot_limit
+from roofline_opt.optimize.tables import aggregated_ttft_s, percentile_tpot_s, within_tpot_limit
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics.specs import GpuSpec
@@ -115,6 +118,9 @@ class ModelCandidates:
     memory_excluded: dict[str, int]
     speed_excluded: dict[str, int]
     fastest_time_per_token_s: dict[str, float]
+    refused_by: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Per accelerator whose fitting layouts a TTFT limit or a TPOT percentile refuses even at their smallest batch:
+    (``"ttft"`` or ``"tpot"``, the lowest such figure there, s), for the infeasibility message."""
 
 
 def _eval_layout(question: Question, gi: int, bits: int, lay: Layouts, idx: np.ndarray) -> ev.Layout:
@@ -138,7 +144,7 @@ def time_and_fit(question: Question, gi: int, bits: int, lay: Layouts, idx: np.n
         fits = rq.aggregated_memory(*args, w, aggregated).fits
         other = decode_only | (batch <= rq.stable_batch_limit(w, chunk))
         if question.max_ttft_s is not None and not decode_only.all():
-            ttft = rq.ttft_aggregated_s(*args, w, chunk)
+            ttft = aggregated_ttft_s(question, gpu, bits, layout, batch, chunk)
             other = other & (decode_only | (ttft <= question.max_ttft_s * (1 + LIMIT_RTOL)))
         if question.queued_tpot:
             other = other & within_tpot_limit(question, gpu, bits, layout, batch, chunk, decode_only)
@@ -198,6 +204,7 @@ def model_candidates(index: int, fm: FleetModel, pool: Pool, prune: bool = True)
     memory_excluded = {n: int(np.sum(~fits_lo & (names == n))) for n in dict.fromkeys(names)}
     speed_excluded = {n: int(np.sum(fits_lo & ~usable & (names == n))) for n in dict.fromkeys(names)}
     fastest = {n: float(np.min(tau_lo[fits_lo & (names == n)], initial=np.inf)) for n in dict.fromkeys(names)}
+    refused_by = _refusal_floors(question, lay, fits_lo & ~np.isfinite(tau_lo), fastest)
     found = []
     rows = np.flatnonzero(usable)
     tau_at = np.full(len(lay), np.inf)
@@ -210,7 +217,38 @@ def model_candidates(index: int, fm: FleetModel, pool: Pool, prune: bool = True)
     kept = best_per_shape(found)
     if prune:
         kept = undominated(kept)
-    return ModelCandidates(tuple(kept), memory_excluded, speed_excluded, fastest)
+    return ModelCandidates(tuple(kept), memory_excluded, speed_excluded, fastest, refused_by)
+
+
+def _refusal_floors(question: Question, lay: Layouts, refused: np.ndarray, fastest: dict):
+    """``ModelCandidates.refused_by`` of the accelerators whose every fitting layout is refused at its smallest batch
+    (``fastest`` infinite there) by a limit other than the mean TPOT: the TTFT limit alone, else a TPOT percentile
+    alone (neither: not recorded)."""
+    if question.workload is None:
+        return {}
+    floors: dict[str, dict[str, float]] = {}
+    rows = np.flatnonzero(refused)
+    for gi, bits, pos in lay.groups(rows):
+        idx, gpu = rows[pos], question.gpus[gi]
+        if fastest[gpu.name] != np.inf:
+            continue
+        layout = _eval_layout(question, gi, bits, lay, idx)
+        batch, chunk, disagg = lay.pp[idx].astype(float), lay.chunk[idx].astype(float), lay.disagg[idx]
+        mine = floors.setdefault(gpu.name, {"ttft": np.inf, "tpot": np.inf})
+        if question.max_ttft_s is not None and not disagg.all():
+            ttft = np.where(disagg, np.inf, aggregated_ttft_s(question, gpu, bits, layout, batch, chunk))
+            mine["ttft"] = min(mine["ttft"], float(np.min(ttft)))
+        if question.queued_tpot:
+            tpot = percentile_tpot_s(question, gpu, bits, layout, batch, chunk, disagg)
+            mine["tpot"] = min(mine["tpot"], float(np.min(tpot)))
+    limits = {"ttft": question.max_ttft_s, "tpot": question.max_tpot_s if question.queued_tpot else None}
+    out = {}
+    for name, mine in floors.items():
+        for kind, limit in limits.items():
+            refuses = limit is not None and np.isfinite(mine[kind]) and mine[kind] > limit * (1 + LIMIT_RTOL)
+            if refuses and name not in out:
+                out[name] = (kind, mine[kind])
+    return out
 
 
 def decode_candidate(model: int, gpu: GpuSpec, lay: Layouts, j, batch, time_per_token_s) -> Candidate:

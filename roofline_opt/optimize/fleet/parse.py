@@ -61,7 +61,10 @@ their TTFT and TPOT percentile under arrivals of c_a^2 ``burstiness``, a cached 
 10.1-10.4, physics/queueing.md)."""
 MAX_NAME_CHARS = 64
 """Longest model name a fleet file may give (it labels every instance in tables and placements)."""
-POOL_KEYS = ("prefill_gpu", "decode_gpu", "percentile", "burstiness")
+POOL_KEYS = ("prefill_gpu", "decode_gpu")
+"""Keys of disaggregated pools only: the accelerators offered to each side."""
+LOAD_KEYS = ("percentile", "burstiness")
+"""Latency limits at a percentile under arrivals of c_a^2 ``burstiness``, for aggregated and pooled models alike."""
 SERVING = ("agg", "disagg")
 MODEL_KEYS = (
     "name",
@@ -125,7 +128,7 @@ def parse_fleet(data: Any, make_question: QuestionFactory, base: Path | None = N
         models.append(_model(f"models[{i}].", _mapping(f"models[{i}]", raw), pool, make_question))
     objective = checks.choice("objective", data.get("objective", "cost"), OBJECTIVES)
     for i, m in enumerate(models):
-        if m.percentile is not None and objective != COST:
+        if m.disaggregated and m.percentile is not None and objective != COST:
             msg = "needs objective cost: the queue's load is the model's whole demand (served objective: drop it)"
             raise InvalidInput(f"models[{i}].percentile", msg)
     names = [m.name for m in models]
@@ -295,9 +298,9 @@ def _model(where, raw, pool: Pool, make_question: QuestionFactory) -> FleetModel
         raise InvalidInput(f"{where}percentile", msg)
     if isl is not None:
         space.update(isl=isl, osl=osl)
-    passed: tuple[str, ...] = ("ttft_ms", "kv_bits", "chunk_tokens", "prefix_tokens", "prefix_hit_rate", *POOL_KEYS)
+    passed = ("ttft_ms", "kv_bits", "chunk_tokens", "prefix_tokens", "prefix_hit_rate", *POOL_KEYS, *LOAD_KEYS)
     if "percentile" in raw and "tpot_ms" in raw:
-        passed += ("tpot_ms",)  # the pool's decode instances are then sized for the TPOT at that percentile
+        passed += ("tpot_ms",)  # instances are then sized for the TPOT at that percentile (the question's batch cap)
     space.update({k: raw[k] for k in passed if k in raw})
     space["serving"] = serving
     question = _question(where, make_question, raw["model"], pool, space)

@@ -83,7 +83,16 @@ def _no_candidate(fleet: Fleet, i: int, mc: ModelCandidates) -> Infeasible:
     fm = fleet.models[i]
     parts = []
     for gpu, fastest in mc.fastest_time_per_token_s.items():
-        if fastest == float("inf"):
+        if gpu in mc.refused_by:
+            kind, floor_s = mc.refused_by[gpu]
+            q = fm.question
+            limit_s, at = (q.max_ttft_s, fm.percentile) if kind == "ttft" else (q.max_tpot_s, fm.tpot_percentile)
+            assert limit_s is not None  # a floor is recorded only for a limit the question sets
+            where = "" if at is None else f" at p{at:g}"
+            limit, best = checks.figure(limit_s * 1e3), checks.figure(floor_s * 1e3)
+            quickest = f"the quickest layout takes {best} ms at its smallest batch"
+            parts.append(f"cannot meet {kind} {limit} ms{where} on {gpu}: {quickest}")
+        elif fastest == float("inf"):
             room = fleet.pool.largest_domain(gpu)
             where = "" if room is None else f" with TP groups inside one scale-up domain of at most {room} GPUs"
             parts.append(f"does not fit in memory on {gpu}{where} (offer more pp degrees or fewer weight bits)")

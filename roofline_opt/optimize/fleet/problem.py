@@ -24,9 +24,10 @@ class FleetModel:
     demand_tok_s has one value per period (one period without a profile). demand_unit is what the user gave
     ("req_s" or "tok_s"); tok_per_request converts (osl) when requests were given. max_time_per_token_s is the TPOT
     limit from tpot_ms or min_tok_s (None: no limit). weight values one served unit of demand (objective served).
-    A model whose question offers disaggregated serving only is planned as a prefill pool and a decode pool; its
-    question's ``slo_percentile`` (50, 90 or 99) makes its TTFT limit one on that percentile under arrivals at its
-    demand (physics.queueing, c_a^2 ``arrival_scv``), None the TTFT of an idle pool (as single-model answers).
+    A model whose question offers disaggregated serving only is planned as a prefill pool and a decode pool. The
+    question's ``slo_percentile`` (50, 90 or 99) puts its TTFT and TPOT limits on that percentile (c_a^2
+    ``arrival_scv``): a prefill pool's at the model's demand (physics.queueing), an aggregated or decode instance's at
+    the load of its batch (fully loaded, as single-model answers); None: TTFT at no load, the mean TPOT.
     """
 
     name: str
@@ -39,12 +40,12 @@ class FleetModel:
 
     @property
     def percentile(self) -> float | None:
-        """The percentile the TTFT limit holds at (disaggregated pools only), or None."""
+        """The percentile the TTFT limit holds at, or None."""
         return self.question.slo_percentile if self.question.queued_ttft else None
 
     @property
     def tpot_percentile(self) -> float | None:
-        """The percentile the TPOT limit holds at (disaggregated pools only: their decode instances), or None."""
+        """The percentile the TPOT limit holds at (aggregated and decode instances), or None."""
         return self.question.slo_percentile if self.question.queued_tpot else None
 
     @property
