@@ -298,7 +298,8 @@ def _model(where, raw, pool: Pool, make_question: QuestionFactory) -> FleetModel
         raise InvalidInput(f"{where}percentile", msg)
     if isl is not None:
         space.update(isl=isl, osl=osl)
-    passed = ("ttft_ms", "kv_bits", "chunk_tokens", "prefix_tokens", "prefix_hit_rate", *POOL_KEYS, *LOAD_KEYS)
+    passed: tuple[str, ...] = ("ttft_ms", "kv_bits", "chunk_tokens", "prefix_tokens", "prefix_hit_rate")
+    passed += (*POOL_KEYS, *LOAD_KEYS)
     if "percentile" in raw and "tpot_ms" in raw:
         passed += ("tpot_ms",)  # instances are then sized for the TPOT at that percentile (the question's batch cap)
     space.update({k: raw[k] for k in passed if k in raw})
