@@ -136,31 +136,41 @@ def _aggregated_rate(layout, workload, chunk, utilisation) -> float:
     return lo
 
 
+def _known_miss(reason: str):
+    return pytest.mark.xfail(strict=True, reason=f"{reason} (docs/physics/queueing.md)")
+
+
 AGG_CASES = [
-    *(pytest.param(3000, 1024, u, id=f"3000-over-chunk-1024-u{u}") for u in (0.3, 0.5, 0.7, 0.8)),
-    *(pytest.param(1500, 2048, u, id=f"1500-in-chunk-2048-u{u}") for u in (0.5, 0.7, 0.8)),
+    *(pytest.param(3000, 50, 1024, u, id=f"3000-over-chunk-1024-u{u}") for u in (0.3, 0.5, 0.7, 0.8)),
+    *(pytest.param(1500, 50, 2048, u, id=f"1500-in-chunk-2048-u{u}") for u in (0.5, 0.7, 0.8)),
     pytest.param(
         1500,
+        50,
         2048,
         0.3,
         id="1500-in-chunk-2048-u0.3",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="p90 26% high: it sits where the wait's atom at 0 meets the tail (docs/physics/queueing.md)",
-        ),
+        marks=_known_miss("p90 14% low: the exponential tail puts the wait near 0, one prompt's residual is flatter"),
+    ),
+    pytest.param(
+        2000,
+        200,
+        2048,
+        0.8,
+        id="2000-200-in-chunk-2048-u0.8",
+        marks=_known_miss("p90/p99 40-60% low: long congested spells at the busy period's batch, not modelled"),
     ),
 ]
-"""Measured with 4 seeds x 20,000 requests (the grid of benchmarks/queueing.py, docs/physics/queueing.md): with
-2 x 5,000 the rho 0.7 cases came out within 10% by luck of the sample (p99 of 50 requests per run). Utilisation 0.9
-is left out: there the model is 14% (3000 / 1024, p99) and 14 / 34% (1500 / 2048) high, and the simulated
-percentiles move by 15-30% between samples."""
+"""Measured with 4 seeds x 20,000 requests (the grid of benchmarks/queueing.py, docs/physics/queueing.md, measured
+there with 8 x 100,000): with 2 x 5,000 the rho 0.7 cases came out within 10% by luck of the sample (p99 of 50
+requests per run). Utilisation 0.9 is left out: the simulated percentiles of 4 x 20,000 requests move by 15-30%
+between samples there."""
 
 
-@pytest.mark.parametrize(("isl", "chunk", "utilisation"), AGG_CASES)
-def test_aggregated_queueing_model_is_within_10_percent_of_the_simulator_p90_p99(isl, chunk, utilisation):
-    """One aggregated instance (256 slots), chunked prefill, Poisson arrivals, 50 output tokens: 4 seeds x 20,000."""
-    workload = rq.Workload.single(isl, 50)
-    layout = _layout(isl + 25.0)
+@pytest.mark.parametrize(("isl", "osl", "chunk", "utilisation"), AGG_CASES)
+def test_aggregated_queueing_model_is_within_10_percent_of_the_simulator_p90_p99(isl, osl, chunk, utilisation):
+    """One aggregated instance (256 slots), chunked prefill, Poisson arrivals: 4 seeds x 20,000."""
+    workload = rq.Workload.single(isl, osl)
+    layout = _layout(isl + osl / 2)
     process = qm.Arrivals(_aggregated_rate(layout, workload, chunk, utilisation))
     model = qm.aggregated_ttft(LLAMA8, H100, DEFAULT, 16, layout, workload, chunk, process)
     runs = [

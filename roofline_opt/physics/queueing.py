@@ -327,19 +327,28 @@ def _queue(w: np.ndarray, s: np.ndarray, rate: np.ndarray, c: np.ndarray, scv_ar
     return stable, p_wait, np.where(waits, decay, np.inf), np.where(waits, wait, 0.0), shift
 
 
-def _percentile(percentile: float, w: np.ndarray, t0: np.ndarray, p_wait, decay, shift) -> np.ndarray:
-    """Percentile of wait + t0 elementwise: the wait is 0 with probability 1 - p_wait, else ``shift`` plus an
-    exponential of rate ``decay``; t0 (..., k) for a share w of requests (bisection)."""
+def _percentile(
+    percentile: float, w: np.ndarray, t0: np.ndarray, p_wait, decay, shift, lag=0.0, unshifted=0.0
+) -> np.ndarray:
+    """Percentile of t0 + W + ``shift`` x [W > ``unshifted``] elementwise, t0 (..., k) for a share w of requests: the
+    wait W is 0 with probability 1 - p_wait, else ``lag`` plus an exponential of rate ``decay`` (bisection).
+
+    P(t0 + W + shift [W > u] > t) = P(W > g), g = max(min(t - t0, u), t - t0 - shift): up to u the wait is itself,
+    beyond it the shift is added (u = 0: every positive wait carries the shift)."""
     tail = 1.0 - percentile / 100.0
     eta = np.where(p_wait > 0.0, decay, 1.0)
+    shift, lag, unshifted = (
+        np.broadcast_to(np.asarray(v, dtype=float), np.shape(p_wait)) for v in (shift, lag, unshifted)
+    )
 
     def exceeded(t):
         gap = t[..., None] - t0
-        queued = p_wait[..., None] * np.exp(-np.maximum(gap - shift[..., None], 0.0) * eta[..., None])
+        g = np.maximum(np.minimum(gap, unshifted[..., None]), gap - shift[..., None])
+        queued = p_wait[..., None] * np.exp(-np.maximum(g - lag[..., None], 0.0) * eta[..., None])
         return np.where(gap < 0, 1.0, queued) @ w <= tail
 
     lo = t0.min(axis=-1)
-    hi = t0.max(axis=-1) + np.where(p_wait > 0.0, shift + 50.0 / eta, 0.0)
+    hi = t0.max(axis=-1) + np.where(p_wait > 0.0, shift + lag + 50.0 / eta, 0.0)
     return _bisect(lo, hi, exceeded, 100)[1]
 
 
@@ -363,6 +372,8 @@ def percentile_ttft_s(
     servers=1,
     scv_arrival: float = 1.0,
     shift_s=0.0,
+    overlap_s=0.0,
+    unshifted_s=0.0,
 ) -> np.ndarray:
     """TTFT at a percentile of requests arriving at ``rate_per_s`` to a G/G/c prefill queue, elementwise.
 
@@ -382,6 +393,11 @@ def percentile_ttft_s(
     servers : (...) c, whole numbers >= 1.
     scv_arrival : c_a^2 of the gaps between arrivals (1 Poisson, > 1 bursty).
     shift_s : (...) seconds every positive wait starts with (the aggregated schedule's half step).
+    overlap_s : (...) seconds of the work found ahead that end with the step under way (aggregated: that step's
+        residual, already in ``ttft0_s``): the wait that counts is the work beyond it, P(W > t + overlap_s)
+        (``_beyond``).
+    unshifted_s : (...) waits (work found ahead, s) up to which ``shift_s`` does not apply (aggregated: the work of
+        one prompt, the one in service: a prompt that finds only it ahead goes whole into the next step).
 
     Returns
     -------
@@ -396,7 +412,20 @@ def percentile_ttft_s(
     c = np.broadcast_to(np.asarray(servers, dtype=float), shape)
     shift = np.broadcast_to(np.asarray(shift_s, dtype=float), shape)
     stable, p_wait, decay, _, lag = _queue(w, s, rate, c, scv_arrival)
-    return np.where(stable, _percentile(percentile, w, t0, p_wait, decay, shift + lag), np.inf)
+    overlap = np.broadcast_to(np.asarray(overlap_s, dtype=float), shape)
+    p_wait, lag = _beyond(p_wait, decay, lag, overlap)
+    unshifted = np.maximum(np.asarray(unshifted_s, dtype=float) - overlap, 0.0)
+    return np.where(stable, _percentile(percentile, w, t0, p_wait, decay, shift, lag, unshifted), np.inf)
+
+
+def _beyond(p_wait, decay, lag, overlap):
+    """(probability, lag) of the wait beyond ``overlap`` seconds, max(0, W - overlap), elementwise, for a wait W that
+    is 0 with probability 1 - p_wait, else ``lag`` plus an exponential of rate ``decay``: the lag absorbs the overlap
+    first, the rest thins the tail by exp(-decay x rest)."""
+    rest = np.maximum(overlap - lag, 0.0)
+    with np.errstate(invalid="ignore"):
+        thinned = np.where(rest > 0.0, p_wait * np.exp(-decay * rest), p_wait)
+    return thinned, np.maximum(lag - overlap, 0.0)
 
 
 def max_rate_per_s(
@@ -625,12 +654,13 @@ def _busy_period_percentile_s(
     chunk = np.where(chunk > 0, chunk, float(max(workload.max_isl, 1)))
     busy = workload.mean_osl * chunk / max(workload.mean_computed_isl, 1.0)
     utilisation = np.asarray(rate, dtype=float) * (work @ w)
-    ttft = percentile_ttft_s(percentile, w, work, head, rate, 1, scv_arrival, shift)
+    residual = mean_step / 2.0  # the step under way at an arrival ends the work it holds (``_beyond``)
+    ttft = percentile_ttft_s(percentile, w, work, head, rate, 1, scv_arrival, shift, residual, work @ w)
     for _ in range(BUSY_PERIOD_ROUNDS):
         steps = np.maximum(ttft - head @ w, 0.0) / (2.0 * shift)
         served_at = _busy_period_batch(batch, busy, utilisation, workload.mean_osl, steps)
         work_b, head_b, shift_b, _ = _served_parts(*setup, served_at, workload, chunk_tokens, mean_step)
-        ttft = percentile_ttft_s(percentile, w, work_b, head_b, rate, 1, scv_arrival, shift_b)
+        ttft = percentile_ttft_s(percentile, w, work_b, head_b, rate, 1, scv_arrival, shift_b, residual, work_b @ w)
     return ttft
 
 
