@@ -302,3 +302,15 @@ def test_bad_fleet_input_names_the_field(change, field) -> None:
     with pytest.raises(InvalidInput) as info:
         _spec(data)
     assert info.value.field == field
+
+
+def test_a_model_the_plan_does_not_serve_reports_nothing_served() -> None:
+    """Objective served within a budget that buys only one model: the other has no instances and serves 0."""
+    chat = {**_model("chat", "llama-3-70b", None, 15, weight_bits=[8]), "demand_req_s": 4, "isl": 2000, "osl": 400}
+    code = {**_model("code", "llama-3-8b", 5000, 20), "weight": 0.2}
+    spec = _spec(_fleet([chat, code], objective="served", max_usd_per_hour=12))
+    plan = plan_fleet(spec, "mip", OPTIONS)
+    served = {m["model"]: m for m in plan.models}
+    assert not any(r["model"] == "chat" for r in plan.rows)
+    assert (served["chat"]["served_tok_s"], served["chat"]["served_share"]) == (0.0, 0.0)
+    assert served["code"]["served_tok_s"] == pytest.approx(5000.0, rel=1e-12)

@@ -39,6 +39,7 @@ import numpy as np
 from roofline_opt.optimize.fleet import kv
 from roofline_opt.optimize.fleet.problem import COST, Fleet, FleetModel, Pool
 from roofline_opt.optimize.layout_record import LayoutChoice
+from roofline_opt.optimize.pieces import speculation
 from roofline_opt.optimize.space import Layouts, Question, layouts, prefill_layouts
 from roofline_opt.optimize.tables import aggregated_ttft_s, percentile_tpot_s, within_tpot_limit
 from roofline_opt.physics import evaluator as ev
@@ -139,12 +140,13 @@ def time_and_fit(question: Question, gi: int, bits: int, lay: Layouts, idx: np.n
         w, chunk = question.workload, lay.chunk[idx].astype(float)
         decode_only = lay.disagg[idx]
         aggregated = (~decode_only).astype(float)
+        spec = speculation(question, lay, idx)  # parse refuses drafts with pools: only aggregated layouts draft
         args = (question.model, gpu, question.preset_on(gpu), bits, layout, batch)
-        tau = rq.tpot_step(*args, w, chunk, aggregated).step_time_s
-        fits = rq.aggregated_memory(*args, w, aggregated).fits
-        other = decode_only | (batch <= rq.stable_batch_limit(w, chunk))
+        tau = rq.tpot_step(*args, w, chunk, aggregated, spec).step_time_s
+        fits = rq.aggregated_memory(*args, w, aggregated, spec).fits
+        other = decode_only | (batch <= rq.stable_batch_limit(w, chunk, spec))
         if question.max_ttft_s is not None and not decode_only.all():
-            ttft = aggregated_ttft_s(question, gpu, bits, layout, batch, chunk)
+            ttft = aggregated_ttft_s(question, gpu, bits, layout, batch, chunk, spec)
             other = other & (decode_only | (ttft <= question.max_ttft_s * (1 + LIMIT_RTOL)))
         if question.queued_tpot:
             other = other & within_tpot_limit(question, gpu, bits, layout, batch, chunk, decode_only)
@@ -236,7 +238,8 @@ def _refusal_floors(question: Question, lay: Layouts, refused: np.ndarray, faste
         batch, chunk, disagg = lay.pp[idx].astype(float), lay.chunk[idx].astype(float), lay.disagg[idx]
         mine = floors.setdefault(gpu.name, {"ttft": np.inf, "tpot": np.inf})
         if question.max_ttft_s is not None and not disagg.all():
-            ttft = np.where(disagg, np.inf, aggregated_ttft_s(question, gpu, bits, layout, batch, chunk))
+            spec = speculation(question, lay, idx)
+            ttft = np.where(disagg, np.inf, aggregated_ttft_s(question, gpu, bits, layout, batch, chunk, spec))
             mine["ttft"] = min(mine["ttft"], float(np.min(ttft)))
         if question.queued_tpot:
             tpot = percentile_tpot_s(question, gpu, bits, layout, batch, chunk, disagg)

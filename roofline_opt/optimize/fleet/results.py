@@ -211,7 +211,7 @@ def build_plan(
                 role: sum(n * figures[k]["throughput_tok_s"] for k, n in mine.items() if cands[k].role == role)
                 for role in dict.fromkeys(cands[k].role for k in mine)
             }
-            served = min([fm.demand_tok_s[t], *(u * cap for cap in capacity.values())])
+            served = min([fm.demand_tok_s[t], *(u * cap for cap in capacity.values())]) if capacity else 0.0
             if t == 0:
                 pools.append(_pool_summary(fleet, cands, mine, figures, served) if fm.disaggregated else {})
             for k, n in sorted(mine.items(), key=lambda item: (cands[item[0]].role != PREFILL, item[0])):

@@ -1,0 +1,104 @@
+"""Speculative decoding (a draft model) with whole requests in fleets: aggregated models choose gamma per layout, the
+MIP equals brute force, every row is priced as the single-model evaluator prices it, and pooled models refuse a
+draft in one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from roofline_opt import api
+from roofline_opt.errors import InvalidInput
+from roofline_opt.optimize.fleet import parse_fleet, plan_fleet
+from roofline_opt.optimize.queries import SolverOptions
+from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import requests as rq
+
+SMALL = {"tp_degrees": [1, 2, 4, 8], "pp_degrees": [1], "tp_modes": ["1d"], "max_batch": 256}
+OPTIONS = SolverOptions(mip_gap=1e-9)
+
+
+def _chat(tpot_ms: float, gamma_max: int = 4, **extra) -> dict:
+    """llama-3-70b at 8 bits, 2,000 / 400 tokens per request, 4 requests/s, drafted by llama-3-8b."""
+    entry = {"name": "chat", "model": "llama-3-70b", "weight_bits": [8], "demand_req_s": 4, "isl": 2000, "osl": 400}
+    draft = {"draft": "llama-3-8b", "gamma_max": gamma_max}
+    return {**entry, "tpot_ms": tpot_ms, "ttft_ms": 1000, **SMALL, **draft, **extra}
+
+
+CODE = {"name": "code", "model": "llama-3-8b", "demand_tok_s": 5000, "tpot_ms": 20, **SMALL}
+FLEETS = {
+    "tight TPOT": {"gpus": {"h100-sxm": 16}, "models": [_chat(15)]},
+    "beside a model without a draft": {"gpus": {"h100-sxm": 16}, "models": [_chat(12), CODE]},
+    "served within a budget": {
+        "gpus": {"h100-sxm": 16},
+        "objective": "served",
+        "max_usd_per_hour": 12,
+        "models": [_chat(15), {**CODE, "weight": 0.2}],
+    },
+}
+
+
+def _spec(data: dict):
+    return parse_fleet(data, api.question)
+
+
+@pytest.fixture(scope="module")
+def plans() -> dict:
+    out = {}
+    for key, data in FLEETS.items():
+        spec = _spec(data)
+        out[key] = (spec, plan_fleet(spec, "mip", OPTIONS), plan_fleet(spec, "enumerate"))
+    return out
+
+
+def _objective(spec, plan) -> tuple[float, float]:
+    value = sum(m.value_per_tok_s() * s["served_tok_s"] for m, s in zip(spec.models, plan.models, strict=True))
+    return value, plan.usd_per_hour
+
+
+@pytest.mark.parametrize("key", list(FLEETS))
+def test_the_mip_equals_brute_force_with_a_drafted_model(plans, key) -> None:
+    spec, mip, brute = plans[key]
+    value, cost = _objective(spec, mip)
+    brute_value, brute_cost = _objective(spec, brute)
+    assert value == pytest.approx(brute_value, rel=1e-7)
+    assert cost == pytest.approx(brute_cost, rel=1e-7)
+
+
+def test_a_draft_serves_a_tight_tpot_for_half_the_cost(plans) -> None:
+    spec, mip, _ = plans["tight TPOT"]
+    plain = plan_fleet(_spec({**FLEETS["tight TPOT"], "models": [_chat(15, gamma_max=0)]}), "mip", OPTIONS)
+    assert all(r["gamma"] > 0 for r in mip.rows)
+    assert mip.usd_per_hour == pytest.approx(plain.usd_per_hour / 2, rel=1e-9)
+
+
+@pytest.mark.parametrize("key", list(FLEETS))
+def test_every_drafted_row_is_priced_as_the_evaluator_prices_its_rounds(plans, key) -> None:
+    spec, mip, _ = plans[key]
+    by_name = {m.name: m for m in spec.models}
+    for row in mip.rows:
+        fm = by_name[row["model"]]
+        q = fm.question
+        assert row["meets_limits"]
+        if q.draft is None or row["gamma"] == 0:
+            continue
+        gpu = spec.pool.gpu(row["gpu"])
+        layout = ev.Layout.of(row["tp"], row["tp_2d"], row["pp"], q.context, 1, row["ep"], row["kv_bits"])
+        draft = rq.Speculation(q.draft, float(row["gamma"]), q.acceptance)
+        args = (q.model, gpu, q.preset_on(gpu), row["weight_bits"], layout, float(row["batch"]))
+        w, chunk = q.whole_requests, float(row["chunk_tokens"])
+        tpot = float(np.asarray(rq.tpot_step(*args, w, chunk, 1.0, draft).step_time_s))
+        ttft = float(np.asarray(rq.ttft_aggregated_s(*args, w, chunk, draft)))
+        assert row["tpot_ms"] == pytest.approx(tpot * 1e3, rel=1e-9)
+        assert row["ttft_ms"] == pytest.approx(ttft * 1e3, rel=1e-9)
+        assert tpot <= fm.max_time_per_token_s * (1 + 1e-9) and ttft <= q.max_ttft_s * (1 + 1e-9)
+        assert bool(np.asarray(rq.aggregated_memory(*args, w, 1.0, draft).fits))
+        assert row["batch"] <= rq.stable_batch_limit(w, chunk, draft)
+
+
+def test_a_pooled_model_with_a_draft_is_refused_naming_the_field() -> None:
+    entry = {**_chat(15), "serving": "disagg"}
+    with pytest.raises(InvalidInput) as err:
+        _spec({"gpus": {"h100-sxm": 16}, "models": [entry]})
+    assert err.value.field == "models[0].draft"
+    assert "serving: agg" in err.value.message
