@@ -240,11 +240,12 @@ def test_a_percentile_with_a_draft_is_refused_in_one_line():
         api.question("llama-3-70b", "h100-sxm", draft="llama-3-8b", isl=2000, osl=500, ttft_ms=1000, percentile=90)
 
 
-def test_a_fleet_model_with_a_draft_and_whole_requests_is_refused_in_one_line(tmp_path):
+def test_a_pooled_fleet_model_with_a_draft_and_whole_requests_is_refused_in_one_line(tmp_path):
+    """Aggregated fleet models take a draft (tests/test_fleet_speculative.py); prefill and decode pools do not yet."""
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(
         "models:\n  - name: chat\n    model: llama-3-70b\n    draft: llama-3-8b\n    isl: 2000\n    osl: 500\n"
-        "    demand_req_s: 1\ngpus:\n  h100-sxm: 16\n"
+        "    serving: disagg\n    demand_req_s: 1\ngpus:\n  h100-sxm: 16\n"
     )
     with pytest.raises(InvalidInput, match="draft") as err:
         api.plan(fleet)
