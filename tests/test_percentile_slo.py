@@ -200,6 +200,7 @@ def test_an_aggregated_answers_ttft_is_the_queueing_models_at_its_own_request_ra
     )
     assert model["decode_batch"] == pytest.approx(s.batch, rel=1e-6)
     assert float(model["ttft_s"][0]) == pytest.approx(answer.figures["ttft_s"], rel=1e-6)
+    assert answer.figures["prefill_utilisation"] == pytest.approx(model["utilisation"], rel=1e-6)
 
 
 def test_a_disaggregated_answers_prefill_queue_is_within_the_limit_at_its_rate():
@@ -224,6 +225,7 @@ def test_a_disaggregated_answers_prefill_queue_is_within_the_limit_at_its_rate()
     )
     assert float(model["ttft_s"][0]) == pytest.approx(answer.figures["ttft_s"], rel=1e-6)
     assert float(model["ttft_s"][0]) <= q.max_ttft_s * (1 + 1e-9)
+    assert answer.figures["prefill_utilisation"] == pytest.approx(model["utilisation"], rel=1e-9)
 
 
 def test_a_percentile_limit_lowers_the_load_an_aggregated_instance_may_carry():
@@ -314,3 +316,17 @@ def test_cli_bad_percentile_is_one_line_exit_2(capsys):
     assert main([*args, "--ttft-ms", "300", "--percentile", "95"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--percentile" in err[0]
+
+
+QUEUEING_WARNING = "queueing: the chunk budget is up to"
+
+
+@pytest.mark.parametrize(("osl", "warned"), [(200, True), (50, False)])
+def test_an_aggregated_percentile_answer_says_where_its_ttft_is_optimistic(osl, warned, capsys):
+    """docs/physics/queueing.md: with 100+ output tokens and the chunk budget 70%+ busy the model is low."""
+    flags = ["--model", "llama-3-8b", "--gpu", "h100-sxm", "--isl", "2000", "--osl", str(osl), "--ttft-ms", "300"]
+    assert main(["cheapest", *flags, "--percentile", "90", "--tp-degrees", "1", "--pp-degrees", "1"]) == 0
+    text = capsys.readouterr().out
+    assert (QUEUEING_WARNING in text) is warned
+    if warned:
+        assert f"with {osl} output tokens" in text

@@ -224,15 +224,17 @@ def _emit(
     launch_cmd.emit_answer(args, question, records)
 
 
-def _answers_text(headline: str, records: Sequence[Mapping[str, Any]]) -> str:
+def _answers_text(headline: str, records: Sequence[Mapping[str, Any]], question: Question) -> str:
     from roofline_opt import report
     from roofline_opt.report.intervals import interval_line
+    from roofline_opt.report.validity import queueing_line
 
     rows = summary_rows(records)
     if len(records) > 1:
         rows = [{"rank": rank} | row for rank, row in enumerate(rows, start=1)]
-    lines = [headline, report.records_table(rows), interval_line(records), _solver_line(records)]
-    return "\n".join(line for line in lines if line is not None)
+    mean_osl = None if question.workload is None else question.workload.mean_osl
+    lines = [headline, report.records_table(rows), interval_line(records), queueing_line(records, mean_osl)]
+    return "\n".join(line for line in [*lines, _solver_line(records)] if line is not None)
 
 
 def _headline(kind: str, question: Question, limit: str, n: int) -> str:
@@ -280,7 +282,7 @@ def _run_query(args: argparse.Namespace, kind: str, target: Any, limit: str) -> 
 
         report.plot_answers(pd.DataFrame(records), path, title=f"{kind} setups: {title}", field=field)
 
-    text = _answers_text(_headline(kind, question, limit, len(records)), records)
+    text = _answers_text(_headline(kind, question, limit, len(records)), records, question)
     _emit(args, question, records, text, as_list=n > 1, plot=plot)
     return 0
 
@@ -389,8 +391,10 @@ def _plot_title(question: Question) -> str:
 def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> str:
     from roofline_opt import report
     from roofline_opt.report.intervals import interval_line
+    from roofline_opt.report.validity import queueing_line
 
     records = cast("list[dict[str, Any]]", frame.to_dict("records"))  # its columns are field names
+    mean_osl = None if question.workload is None else question.workload.mean_osl
     rows = [
         {"pref": "*" if r["preferred"] else ""} | row for r, row in zip(records, summary_rows(records), strict=True)
     ]
@@ -404,6 +408,7 @@ def _frontier_text(question: Question, frame: pd.DataFrame, exponent: Any) -> st
             f"max speed^{report.format_number(float(exponent))} / price over the whole frontier",
             report.records_table(rows),
             *([line] if (line := interval_line(records)) else []),
+            *([line] if (line := queueing_line(records, mean_osl)) else []),
             _solver_line(records),
         ]
     )

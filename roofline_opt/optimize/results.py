@@ -48,9 +48,10 @@ REQUEST_FIGURES = (
     "usd_per_mtok_blended",
 )
 """Figures of answers about whole requests (a workload), beside FIGURES."""
-QUEUED_FIGURES = ("ttft_no_load_s", "ttft_percentile", "arrival_scv")
+QUEUED_FIGURES = ("ttft_no_load_s", "ttft_percentile", "arrival_scv", "prefill_utilisation")
 """Figures of answers whose TTFT limit holds at a percentile under load: ``ttft_s`` is then that percentile at the
-answer's own load, ``ttft_no_load_s`` its service time alone (physics/queueing.py)."""
+answer's own load, ``ttft_no_load_s`` its service time alone, ``prefill_utilisation`` the busy share of the prefill
+path at that load (an aggregated instance's chunk budget, or the prefill instances; physics/queueing.py)."""
 QUEUED_TPOT_FIGURES = ("tpot_mean_s", "tpot_percentile", "arrival_scv")
 """Figures of answers whose TPOT limit holds at a percentile under load: ``tpot_s`` is then that percentile at the
 answer's own load, ``tpot_mean_s`` the steady-state TPOT at its mean batch (``time_per_token_s``, the inverse of
@@ -479,9 +480,9 @@ def _queued(question: Question, setup: Setup, gpu, layout: ev.Layout, out: dict)
     out["ttft_no_load_s"] = out["ttft_s"]
     out["ttft_percentile"], out["arrival_scv"] = p, scv
     if not setup.disaggregated:
-        out["ttft_s"] = qm.aggregated_percentile_ttft_s(
-            p, model, gpu, preset, bits, layout, float(setup.batch), w, setup.chunk_tokens, scv
-        )
+        args = (model, gpu, preset, bits, layout, float(setup.batch), w, setup.chunk_tokens)
+        out["ttft_s"] = qm.aggregated_percentile_ttft_s(p, *args, scv)
+        out["prefill_utilisation"] = qm.aggregated_utilisation(*args)
         return
     p_gpu, p_layout, link, hop = _prefill_side(question, setup, gpu, layout)
     x = setup.prefill_instances
@@ -495,6 +496,7 @@ def _queued(question: Question, setup: Setup, gpu, layout: ev.Layout, out: dict)
         out[name] = out[name] / scale
     out["prefill_requests_per_s"] = prefill_rate / x
     out["ttft_s"] = qm.percentile_ttft_s(p, w._w(), service, ttft0, served, x, scv)
+    out["prefill_utilisation"] = served * float(np.asarray(service) @ w._w()) / x
 
 
 def _bottleneck(out: dict) -> str:

@@ -664,6 +664,13 @@ def _busy_period_percentile_s(
     return ttft
 
 
+def aggregated_utilisation(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens):
+    """Share of an aggregated instance's chunk budget its prompts use when loaded to a mean of ``batch`` sequences
+    decoding: rho = rate x E[work], rate = B / (O TPOT(B)) (``aggregated_percentile_ttft_s``'s load), elementwise."""
+    work, _, _, mean_step = _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens)
+    return np.asarray(batch, dtype=float) / (workload.mean_osl * mean_step) * (work @ workload._w())
+
+
 def aggregated_percentile_ttft_s(
     percentile: float,
     model: ModelSpec,
