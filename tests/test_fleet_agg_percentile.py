@@ -160,3 +160,14 @@ def test_an_unreachable_no_load_ttft_names_the_ttft_limit_not_memory() -> None:
     with pytest.raises(Infeasible, match=r"cannot meet ttft 10 ms on h100-sxm") as err:
         plan_fleet(_spec({"gpus": {"h100-sxm": 8}, "models": [entry]}), "mip", OPTIONS)
     assert "memory" not in str(err.value)
+
+
+def test_a_plan_names_the_models_whose_ttft_percentile_runs_past_what_was_checked(capsys) -> None:
+    """instances/fleets/p90-slos.yaml: rag (300 output tokens) runs its chunk budget 64% busy, past the 50% checked
+    for 200+ tokens; chat (400 tokens) 44%."""
+    from roofline_opt.cli import main
+
+    assert main(["plan", "instances/fleets/p90-slos.yaml"]) == 0
+    text = capsys.readouterr().out
+    assert "rag: queueing: the chunk budget is up to 64% busy" in text
+    assert "chat: queueing:" not in text

@@ -161,10 +161,30 @@ def plan_text(plan: FleetPlan, source: str) -> str:
             lines.append(f"  {inst['instance']} (tp {inst['tp']} x pp {inst['pp']}): {stages}")
         if len(plan.placement[0]) > PLACEMENT_LINES:
             lines.append(f"  ... {len(plan.placement[0]) - PLACEMENT_LINES} more (see --json)")
+    lines += _queueing_lines(plan)
     lines.append(_solver_line(plan.solve))
     if plan.baseline is not None:
         lines.append(_baseline_line(plan))
     return "\n".join(lines)
+
+
+def _queueing_lines(plan: FleetPlan) -> list[str]:
+    """``report.validity.queueing_line`` per aggregated model whose TTFT limit holds at a percentile, named."""
+    from roofline_opt.report.validity import queueing_line
+
+    out = []
+    for m in plan.models:
+        if m.get("ttft_percentile") is None:
+            continue
+        rows = [
+            {"serving": "agg", "ttft_percentile": m["ttft_percentile"], "prefill_utilisation": r["prefill_utilisation"]}
+            for r in plan.rows
+            if r["model"] == m["model"] and r.get("prefill_utilisation") is not None and r.get("role", "agg") == "agg"
+        ]
+        line = queueing_line(rows, m.get("mean_osl_tokens"))
+        if line is not None:
+            out.append(f"{m['model']}: {line}")
+    return out
 
 
 def _with_period(plan: FleetPlan, frame: pd.DataFrame) -> pd.DataFrame:
