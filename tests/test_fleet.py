@@ -14,6 +14,7 @@ from roofline_opt.optimize.fleet.candidates import model_candidates
 from roofline_opt.optimize.fleet.enumerate import grid_candidates
 from roofline_opt.optimize.fleet.placement import PlacedInstance, greedy_place, placement_problems
 from roofline_opt.optimize.queries import SolverOptions
+from roofline_opt.optimize.testing import assert_same_fleet_optimum
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 
@@ -117,19 +118,11 @@ def plans() -> dict:
     return out
 
 
-def _objective(spec, plan) -> tuple[float, float]:
-    value = sum(m.value_per_tok_s() * s["served_tok_s"] for m, s in zip(spec.models, plan.models, strict=True))
-    return value, plan.usd_per_hour
-
-
 @pytest.mark.parametrize("key", list(FLEETS))
 def test_the_mip_equals_brute_force(plans, key) -> None:
     spec, mip, exact, brute = plans[key]
     for plan in (mip, exact):
-        value, cost = _objective(spec, plan)
-        brute_value, brute_cost = _objective(spec, brute)
-        assert value == pytest.approx(brute_value, rel=1e-7)
-        assert cost == pytest.approx(brute_cost, rel=1e-7)
+        assert_same_fleet_optimum(spec, plan, brute)
 
 
 @pytest.mark.parametrize("key", list(FLEETS))

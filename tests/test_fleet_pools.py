@@ -20,6 +20,7 @@ from roofline_opt.optimize.fleet import plan as plan_mod
 from roofline_opt.optimize.fleet.placement import PlacedInstance, kv_path_problems
 from roofline_opt.optimize.fleet.results import exact_figures
 from roofline_opt.optimize.queries import SolverOptions
+from roofline_opt.optimize.testing import assert_same_fleet_optimum
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import queueing
 from roofline_opt.physics import requests as rq
@@ -97,11 +98,6 @@ def _spec(data: dict):
     return parse_fleet(data, api.question)
 
 
-def _objective(spec, plan) -> tuple[float, float]:
-    value = sum(m.value_per_tok_s() * s["served_tok_s"] for m, s in zip(spec.models, plan.models, strict=True))
-    return value, plan.usd_per_hour
-
-
 def _three(spec):
     return (
         plan_fleet(spec, "mip", OPTIONS),
@@ -116,11 +112,8 @@ def plans() -> dict:
 
 
 def _assert_equal(spec, mip, exact, brute) -> None:
-    brute_value, brute_cost = _objective(spec, brute)
     for plan in (mip, exact):
-        value, cost = _objective(spec, plan)
-        assert value == pytest.approx(brute_value, rel=1e-7)
-        assert cost == pytest.approx(brute_cost, rel=1e-7)
+        assert_same_fleet_optimum(spec, plan, brute)
 
 
 @pytest.mark.parametrize("key", list(FLEETS))

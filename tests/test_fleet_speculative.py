@@ -11,6 +11,7 @@ from roofline_opt import api
 from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.fleet import parse_fleet, plan_fleet
 from roofline_opt.optimize.queries import SolverOptions
+from roofline_opt.optimize.testing import assert_same_fleet_optimum
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 
@@ -51,18 +52,9 @@ def plans() -> dict:
     return out
 
 
-def _objective(spec, plan) -> tuple[float, float]:
-    value = sum(m.value_per_tok_s() * s["served_tok_s"] for m, s in zip(spec.models, plan.models, strict=True))
-    return value, plan.usd_per_hour
-
-
 @pytest.mark.parametrize("key", list(FLEETS))
 def test_the_mip_equals_brute_force_with_a_drafted_model(plans, key) -> None:
-    spec, mip, brute = plans[key]
-    value, cost = _objective(spec, mip)
-    brute_value, brute_cost = _objective(spec, brute)
-    assert value == pytest.approx(brute_value, rel=1e-7)
-    assert cost == pytest.approx(brute_cost, rel=1e-7)
+    assert_same_fleet_optimum(*plans[key])
 
 
 def test_a_draft_serves_a_tight_tpot_for_half_the_cost(plans) -> None:
