@@ -13,7 +13,8 @@ min(P(wait), C exp(-eta t)), C the Cramer-Lundberg constant. TTFT = wait + servi
 - aggregated with chunked prefill: one instance whose steps carry up to ``chunk`` prompt tokens beside the decoding
   sequences; a prompt's work is its share I / chunk of a step carrying a full chunk, its own time once it is at the
   head of the queue its chunk schedule (``ttft_aggregated_s``), both at the mean decode batch found by Little's law;
-  an arrival waits for the step under way (M/G/1 with vacations: half a mean step) and a prompt that queued ends
+  an arrival waits for the step under way (M/G/1 with vacations: half a mean step), which ends the work it holds
+  (the wait is the work beyond it, ``_beyond``), and a prompt that queued behind more than the one in service ends
   with the step holding its last piece (half a full step more). A percentile's wait, its work and schedule are
   priced at the decode batch of the busy period that percentile waits in, which climbs from that mean towards
   O chunk / I sequences (``_busy_period_batch``), a fixed point per percentile.
@@ -392,7 +393,7 @@ def percentile_ttft_s(
     rate_per_s : (...) requests/s arriving to the c servers together.
     servers : (...) c, whole numbers >= 1.
     scv_arrival : c_a^2 of the gaps between arrivals (1 Poisson, > 1 bursty).
-    shift_s : (...) seconds every positive wait starts with (the aggregated schedule's half step).
+    shift_s : (...) seconds every wait beyond ``unshifted_s`` starts with (the aggregated schedule's half step).
     overlap_s : (...) seconds of the work found ahead that end with the step under way (aggregated: that step's
         residual, already in ``ttft0_s``): the wait that counts is the work beyond it, P(W > t + overlap_s)
         (``_beyond``).
