@@ -5,22 +5,21 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 import pytest
+from fleet_cases import OPTIONS, fleet_of, solved
 
-from roofline_opt import api, topology
+from roofline_opt import topology
 from roofline_opt.errors import Infeasible, InvalidInput
-from roofline_opt.optimize.fleet import parse_fleet, plan_fleet
+from roofline_opt.optimize.fleet import plan_fleet
 from roofline_opt.optimize.fleet.baseline import per_model_baseline
 from roofline_opt.optimize.fleet.candidates import model_candidates
 from roofline_opt.optimize.fleet.enumerate import grid_candidates
 from roofline_opt.optimize.fleet.placement import PlacedInstance, greedy_place, placement_problems
-from roofline_opt.optimize.queries import SolverOptions
 from roofline_opt.optimize.testing import assert_same_fleet_optimum
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 
 POD4 = "instances/clusters/pod-4x-hgx-h100.yaml"
 SMALL = {"tp_degrees": [1, 2, 4, 8], "pp_degrees": [1, 2], "tp_modes": ["1d"], "max_batch": 512}
-OPTIONS = SolverOptions(mip_gap=1e-9)
 
 
 def _model(name: str, model: str, demand: float | None, tpot: float, **extra) -> dict:
@@ -100,22 +99,9 @@ FLEETS = {
 }
 
 
-def _spec(data: dict):
-    return parse_fleet(data, api.question)
-
-
 @pytest.fixture(scope="module")
 def plans() -> dict:
-    out = {}
-    for key, data in FLEETS.items():
-        spec = _spec(data)
-        out[key] = (
-            spec,
-            plan_fleet(spec, "mip", OPTIONS),
-            plan_fleet(spec, "mip", OPTIONS, exact_placement=True),
-            plan_fleet(spec, "enumerate"),
-        )
-    return out
+    return solved(FLEETS, exact_placement=True)
 
 
 @pytest.mark.parametrize("key", list(FLEETS))
@@ -196,7 +182,7 @@ def test_the_placement_check_names_what_is_wrong() -> None:
 
 
 def test_the_largest_batch_meeting_the_limit_is_the_best_batch_on_the_full_grid() -> None:
-    spec = _spec(FLEETS["three models on 4 servers"])
+    spec = fleet_of(FLEETS["three models on 4 servers"])
     for i, fm in enumerate(spec.models):
         bisected = model_candidates(i, fm, spec.pool, prune=False).candidates
         grid = grid_candidates(spec, i)
@@ -213,9 +199,9 @@ def test_the_plan_is_never_dearer_than_planning_each_model_alone(plans) -> None:
 
 def test_mixing_layouts_is_strictly_cheaper_than_repeating_one() -> None:
     """Demand a little above one large instance: per-model planning buys a second large one, the plan a small one."""
-    spec = _spec(_fleet([_model("chat", "llama-3-70b", 1, 40, weight_bits=[8])]))
+    spec = fleet_of(_fleet([_model("chat", "llama-3-70b", 1, 40, weight_bits=[8])]))
     big = max(model_candidates(0, spec.models[0], spec.pool).candidates, key=lambda c: c.throughput_tok_s)
-    spec = _spec(_fleet([_model("chat", "llama-3-70b", big.throughput_tok_s * 1.05, 40, weight_bits=[8])]))
+    spec = fleet_of(_fleet([_model("chat", "llama-3-70b", big.throughput_tok_s * 1.05, 40, weight_bits=[8])]))
     plan = plan_fleet(spec, "mip", OPTIONS)
     base = per_model_baseline(spec, OPTIONS)
     assert len(plan.rows) >= 2
@@ -225,7 +211,7 @@ def test_mixing_layouts_is_strictly_cheaper_than_repeating_one() -> None:
 def test_sharing_a_server_between_models_fits_where_per_model_plans_do_not() -> None:
     """One HGX server: per-model planning picks a 16-GPU layout for chat and 4 GPUs for code (20 GPUs, does not
     fit); the plan puts both models on the same server, for less."""
-    spec = _spec(FLEETS["two models on one server"])
+    spec = fleet_of(FLEETS["two models on one server"])
     plan = plan_fleet(spec, "mip", OPTIONS)
     base = per_model_baseline(spec, OPTIONS)
     assert not base["packs_onto_pool"]
@@ -241,13 +227,13 @@ def test_the_exact_placement_model_decides_where_best_fit_cannot_place() -> None
         {**_model("a", "llama-3-70b", 1, 40, weight_bits=[8]), "tp_degrees": [8], "pp_degrees": [1]},
         {**_model("b", "llama-3-8b", 1, 30), "tp_degrees": [4], "pp_degrees": [2]},
     ]
-    spec = _spec({"cluster": {"nodes": 3, "node_type": "hgx-h100"}, "models": models})
+    spec = fleet_of({"cluster": {"nodes": 3, "node_type": "hgx-h100"}, "models": models})
     a = model_candidates(0, spec.models[0], spec.pool).candidates[0]
     b = model_candidates(1, spec.models[1], spec.pool).candidates[0]
     assert greedy_place(spec.pool, [a, b], ["a", "b"], {0: 2, 1: 1}) is None
     assert greedy_place(spec.pool, [a, b], ["a", "b"], {0: 1, 1: 1}) is not None
     models[0]["demand_tok_s"] = a.throughput_tok_s * 1.5
-    spec = _spec({"cluster": {"nodes": 3, "node_type": "hgx-h100"}, "models": models})
+    spec = fleet_of({"cluster": {"nodes": 3, "node_type": "hgx-h100"}, "models": models})
     with pytest.raises(Infeasible, match="cannot be packed into the scale-up domains"):
         plan_fleet(spec, "mip", OPTIONS)
     with pytest.raises(Infeasible):
@@ -255,20 +241,20 @@ def test_the_exact_placement_model_decides_where_best_fit_cannot_place() -> None
 
 
 def test_a_limit_no_layout_meets_names_the_model_and_the_accelerator() -> None:
-    spec = _spec(_fleet([_model("fast", "llama-3-70b", 1000, 5)]))
+    spec = fleet_of(_fleet([_model("fast", "llama-3-70b", 1000, 5)]))
     with pytest.raises(Infeasible, match=r"model fast \(llama-3-70b\) cannot meet tpot 5 ms on h100-sxm: the fastest"):
         plan_fleet(spec, "mip", OPTIONS)
 
 
 def test_a_gpu_shortage_says_how_many_more_gpus_of_which_type() -> None:
-    spec = _spec(_fleet([_model("code", "llama-3-8b", 400_000, 20)], gpus={"h100-sxm": 16}))
+    spec = fleet_of(_fleet([_model("code", "llama-3-8b", 400_000, 20)], gpus={"h100-sxm": 16}))
     with pytest.raises(Infeasible, match=r"it would take at least \d+ more h100-sxm GPUs") as info:
         plan_fleet(spec, "mip", OPTIONS)
     assert info.value.reason == "gpu_shortage"
 
 
 def test_a_budget_below_the_cheapest_plan_gives_its_cost() -> None:
-    spec = _spec(_fleet([_model("code", "llama-3-8b", 20000, 20)], max_usd_per_hour=5))
+    spec = fleet_of(_fleet([_model("code", "llama-3-8b", 20000, 20)], max_usd_per_hour=5))
     with pytest.raises(Infeasible, match=r"within \$5/hour; the cheapest plan costs \$\d"):
         plan_fleet(spec, "mip", OPTIONS)
 
@@ -293,7 +279,7 @@ def test_a_budget_below_the_cheapest_plan_gives_its_cost() -> None:
 def test_bad_fleet_input_names_the_field(change, field) -> None:
     data = {"gpus": {"h100-sxm": 8}, "models": [_model("code", "llama-3-8b", 1000, 20)], **change}
     with pytest.raises(InvalidInput) as info:
-        _spec(data)
+        fleet_of(data)
     assert info.value.field == field
 
 
@@ -301,7 +287,7 @@ def test_a_model_the_plan_does_not_serve_reports_nothing_served() -> None:
     """Objective served within a budget that buys only one model: the other has no instances and serves 0."""
     chat = {**_model("chat", "llama-3-70b", None, 15, weight_bits=[8]), "demand_req_s": 4, "isl": 2000, "osl": 400}
     code = {**_model("code", "llama-3-8b", 5000, 20), "weight": 0.2}
-    spec = _spec(_fleet([chat, code], objective="served", max_usd_per_hour=12))
+    spec = fleet_of(_fleet([chat, code], objective="served", max_usd_per_hour=12))
     plan = plan_fleet(spec, "mip", OPTIONS)
     served = {m["model"]: m for m in plan.models}
     assert not any(r["model"] == "chat" for r in plan.rows)

@@ -5,11 +5,10 @@ infeasibility message naming the limit that refuses."""
 from __future__ import annotations
 
 import pytest
+from fleet_cases import OPTIONS, fleet_of, solved
 
-from roofline_opt import api
 from roofline_opt.errors import Infeasible
-from roofline_opt.optimize.fleet import parse_fleet, plan_fleet
-from roofline_opt.optimize.queries import SolverOptions
+from roofline_opt.optimize.fleet import plan_fleet
 from roofline_opt.optimize.testing import assert_same_fleet_optimum
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import queueing
@@ -17,7 +16,6 @@ from roofline_opt.physics import requests as rq
 from roofline_opt.physics import tpot_percentiles as tq
 
 SMALL = {"tp_degrees": [1, 2, 4], "pp_degrees": [1, 2], "tp_modes": ["1d"], "max_batch": 512}
-OPTIONS = SolverOptions(mip_gap=1e-9)
 
 
 def _agg(name: str, req_s: float, tpot_ms: float, ttft_ms: float | None = None, **extra) -> dict:
@@ -51,17 +49,9 @@ FLEETS = {
 }
 
 
-def _spec(data: dict):
-    return parse_fleet(data, api.question)
-
-
 @pytest.fixture(scope="module")
 def plans() -> dict:
-    out = {}
-    for key, data in FLEETS.items():
-        spec = _spec(data)
-        out[key] = (spec, plan_fleet(spec, "mip", OPTIONS), plan_fleet(spec, "enumerate"))
-    return out
+    return solved(FLEETS)
 
 
 @pytest.mark.parametrize("key", list(FLEETS))
@@ -115,7 +105,7 @@ def test_a_percentile_plans_smaller_batches_than_the_same_limits_on_the_mean_and
     spec, mip, _ = plans["p99 TTFT beside a model on the mean"]
     data = FLEETS["p99 TTFT beside a model on the mean"]
     steady = plan_fleet(
-        _spec({**data, "models": [{k: v for k, v in m.items() if k != "percentile"} for m in data["models"]]}),
+        fleet_of({**data, "models": [{k: v for k, v in m.items() if k != "percentile"} for m in data["models"]]}),
         "mip",
         OPTIONS,
     )
@@ -138,19 +128,19 @@ def test_the_model_summary_names_the_percentiles(plans) -> None:
 def test_an_unreachable_ttft_percentile_names_the_limit_and_the_quickest_layout() -> None:
     entry = {**_agg("chat", 5, 40, 30, percentile=99), "tp_degrees": [1, 2], "pp_degrees": [1], "max_batch": 256}
     with pytest.raises(Infeasible, match=r"model chat .*cannot meet ttft 30 ms at p99 on h100-sxm: the quickest"):
-        plan_fleet(_spec({"gpus": {"h100-sxm": 8}, "models": [entry]}), "mip", OPTIONS)
+        plan_fleet(fleet_of({"gpus": {"h100-sxm": 8}, "models": [entry]}), "mip", OPTIONS)
 
 
 def test_an_unreachable_tpot_percentile_names_the_tpot_limit() -> None:
     entry = {**_agg("chat", 5, 3, percentile=90), "tp_degrees": [1, 2], "pp_degrees": [1], "max_batch": 256}
     with pytest.raises(Infeasible, match=r"cannot meet tpot 3 ms at p90 on h100-sxm: the quickest layout takes"):
-        plan_fleet(_spec({"gpus": {"h100-sxm": 8}, "models": [entry]}), "mip", OPTIONS)
+        plan_fleet(fleet_of({"gpus": {"h100-sxm": 8}, "models": [entry]}), "mip", OPTIONS)
 
 
 def test_an_unreachable_no_load_ttft_names_the_ttft_limit_not_memory() -> None:
     entry = {**_agg("chat", 5, 40, 10), "tp_degrees": [1, 2], "pp_degrees": [1], "max_batch": 256}
     with pytest.raises(Infeasible, match=r"cannot meet ttft 10 ms on h100-sxm") as err:
-        plan_fleet(_spec({"gpus": {"h100-sxm": 8}, "models": [entry]}), "mip", OPTIONS)
+        plan_fleet(fleet_of({"gpus": {"h100-sxm": 8}, "models": [entry]}), "mip", OPTIONS)
     assert "memory" not in str(err.value)
 
 

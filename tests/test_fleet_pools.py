@@ -10,16 +10,16 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
+from fleet_cases import OPTIONS, fleet_of, solved
 
-from roofline_opt import api, topology
+from roofline_opt import topology
 from roofline_opt.cli import main
 from roofline_opt.errors import Infeasible, InvalidInput
 from roofline_opt.optimize.fleet import kv as fleet_kv
-from roofline_opt.optimize.fleet import parse_fleet, plan_fleet
 from roofline_opt.optimize.fleet import plan as plan_mod
+from roofline_opt.optimize.fleet import plan_fleet
 from roofline_opt.optimize.fleet.placement import PlacedInstance, kv_path_problems
 from roofline_opt.optimize.fleet.results import exact_figures
-from roofline_opt.optimize.queries import SolverOptions
 from roofline_opt.optimize.testing import assert_same_fleet_optimum
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import queueing
@@ -29,7 +29,6 @@ from roofline_opt.physics import tpot_percentiles as tq
 POD4 = "instances/clusters/pod-4x-hgx-h100.yaml"
 MIXED = "instances/clusters/mixed-h100-a100.yaml"
 SMALL = {"tp_degrees": [1, 2, 4, 8], "pp_degrees": [1, 2], "tp_modes": ["1d"], "max_batch": 512}
-OPTIONS = SolverOptions(mip_gap=1e-9)
 
 
 def _pooled(name: str, model: str, req_s: float, tpot: float, ttft: float, **extra) -> dict:
@@ -94,21 +93,9 @@ FLEETS = {
 }
 
 
-def _spec(data: dict):
-    return parse_fleet(data, api.question)
-
-
-def _three(spec):
-    return (
-        plan_fleet(spec, "mip", OPTIONS),
-        plan_fleet(spec, "mip", OPTIONS, exact_placement=True),
-        plan_fleet(spec, "enumerate"),
-    )
-
-
 @pytest.fixture(scope="module")
 def plans() -> dict:
-    return {key: (spec := _spec(data), *_three(spec)) for key, data in FLEETS.items()}
+    return solved(FLEETS, exact_placement=True)
 
 
 def _assert_equal(spec, mip, exact, brute) -> None:
@@ -145,8 +132,7 @@ def _random_fleet(seed: int) -> dict:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_mip_equals_brute_force_on_random_small_fleets_with_pools(seed) -> None:
-    spec = _spec(_random_fleet(seed))
-    _assert_equal(spec, *_three(spec))
+    _assert_equal(*solved({"random": _random_fleet(seed)}, exact_placement=True)["random"])
 
 
 def _prefill_check(spec, fm, row, instances: int) -> tuple[float, float]:
@@ -212,7 +198,7 @@ def test_a_tpot_percentile_sizes_a_pools_decode_instances_below_the_mean_limits_
         **data,
         "models": [{k: v for k, v in data["models"][0].items() if k != "percentile"}, data["models"][1]],
     }
-    mean_plan = plan_fleet(_spec(mean_only), "mip", OPTIONS)
+    mean_plan = plan_fleet(fleet_of(mean_only), "mip", OPTIONS)
 
     def decode_batches(plan):
         return [r["batch"] for r in plan.rows if r["model"] == "chat" and r["role"] == "decode"]
@@ -260,7 +246,7 @@ def test_a_percentile_limit_needs_at_least_the_prefill_instances_of_an_idle_limi
     base = _pooled("chat", "llama-3-8b", 40, 30, 250, tp_degrees=[1], pp_degrees=[1])
     counts = []
     for extra in ({}, {"percentile": 50}, {"percentile": 90}, {"percentile": 99}):
-        spec = _spec({"gpus": {"h100-sxm": 64}, "models": [{**base, **extra}]})
+        spec = fleet_of({"gpus": {"h100-sxm": 64}, "models": [{**base, **extra}]})
         plan = plan_fleet(spec, "mip", OPTIONS)
         counts.append(plan.models[0]["prefill_instances"])
     assert counts[1] <= counts[2] <= counts[3]
@@ -271,7 +257,7 @@ def test_bursty_arrivals_need_at_least_the_prefill_instances_of_poisson_ones() -
     base = _pooled("chat", "llama-3-8b", 40, 30, 120, tp_degrees=[1], pp_degrees=[1], percentile=90)
     counts = []
     for burstiness in (0, 1, 4):
-        spec = _spec({"gpus": {"h100-sxm": 64}, "models": [{**base, "burstiness": burstiness}]})
+        spec = fleet_of({"gpus": {"h100-sxm": 64}, "models": [{**base, "burstiness": burstiness}]})
         assert spec.models[0].question.arrival_scv == burstiness
         counts.append(plan_fleet(spec, "mip", OPTIONS).models[0]["prefill_instances"])
     assert counts[0] <= counts[1] < counts[2]
@@ -279,7 +265,7 @@ def test_bursty_arrivals_need_at_least_the_prefill_instances_of_poisson_ones() -
 
 def test_the_kv_link_comes_from_the_graph() -> None:
     cluster = topology.load_cluster(MIXED)
-    spec = _spec({"cluster": MIXED, "models": [FLEETS["prefill and decode types on a mixed cluster"]["models"][0]]})
+    spec = fleet_of({"cluster": MIXED, "models": [FLEETS["prefill and decode types on a mixed cluster"]["models"][0]]})
     a100, h100 = spec.pool.gpu("a100-80gb"), spec.pool.gpu("h100-sxm")
     partner = fleet_kv.kv_partner(a100, h100, cluster)
     ids = topology.gpu_ids(cluster, "a100-80gb") + topology.gpu_ids(cluster, "h100-sxm")
@@ -321,7 +307,7 @@ BAD = [
 def test_bad_pool_input_names_the_field(change, field) -> None:
     entry = {**_pooled("chat", "llama-3-8b", 5, 30, 300), **change}
     with pytest.raises(InvalidInput) as err:
-        _spec({"gpus": {"h100-sxm": 8}, "models": [entry]})
+        fleet_of({"gpus": {"h100-sxm": 8}, "models": [entry]})
     assert err.value.field == field
 
 
@@ -329,21 +315,21 @@ def test_a_percentile_needs_a_ttft_or_tpot_limit_and_a_ttft_percentile_objective
     limits = ("ttft_ms", "tpot_ms")
     entry = {k: v for k, v in _pooled("chat", "llama-3-8b", 5, 30, 300, percentile=90).items() if k not in limits}
     with pytest.raises(InvalidInput, match="give ttft_ms or tpot_ms"):
-        _spec({"gpus": {"h100-sxm": 8}, "models": [entry]})
+        fleet_of({"gpus": {"h100-sxm": 8}, "models": [entry]})
     served = {
         "gpus": {"h100-sxm": 8},
         "objective": "served",
         "models": [_pooled("c", "llama-3-8b", 5, 30, 300, percentile=90)],
     }
     with pytest.raises(InvalidInput, match="objective cost"):
-        _spec(served)
+        fleet_of(served)
 
 
 def test_every_candidate_is_priced_as_it_is_re_evaluated_data_parallel_attention_included() -> None:
     space = {"weight_bits": [8], "tp_degrees": [8], "pp_degrees": [1], "max_batch": 1024, "isl": 1000, "osl": 500}
     moe = {**_pooled("moe", "mixtral-8x22b", 20, 50, 1500), **space}
     agg = {**_agg("moe-agg", "mixtral-8x22b", 20000, 50), **space}
-    spec = _spec({"gpus": {"h100-sxm": 64}, "models": [moe, agg]})
+    spec = fleet_of({"gpus": {"h100-sxm": 64}, "models": [moe, agg]})
     cands, _ = plan_mod.fleet_candidates(spec)
     assert {c.role for c in cands if c.dp_attention} == {"decode", "agg"}
     for c in cands:
@@ -373,13 +359,13 @@ def test_plan_names_the_pools_alike_in_json_csv_and_the_table(tmp_path, capsys) 
 def test_an_unreachable_percentile_names_the_model_and_the_idle_ttft() -> None:
     entry = _pooled("chat", "llama-3-70b", 4, 40, 30, weight_bits=[8], percentile=99)
     with pytest.raises(Infeasible, match="model chat .*ttft 30 ms at p99"):
-        plan_fleet(_spec({"gpus": {"h100-sxm": 16}, "models": [entry]}), "mip", OPTIONS)
+        plan_fleet(fleet_of({"gpus": {"h100-sxm": 16}, "models": [entry]}), "mip", OPTIONS)
 
 
 def test_pools_over_a_demand_profile_are_sized_per_period() -> None:
     entry = {k: v for k, v in _pooled("chat", "llama-3-8b", 1, 30, 300, percentile=90).items() if k != "demand_req_s"}
     profile = [5, 20, 40, 0, 10]
-    spec = _spec({"gpus": {"h100-sxm": 32}, "models": [{**entry, "demand_profile": {"req_s": profile}}]})
+    spec = fleet_of({"gpus": {"h100-sxm": 32}, "models": [{**entry, "demand_profile": {"req_s": profile}}]})
     plan = plan_fleet(spec, "mip", OPTIONS)
     assert all(r["meets_limits"] for r in plan.rows)
     for t, demand in enumerate(profile):

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fleet_cases import OPTIONS, fleet_of, solved
 
-from roofline_opt import api
 from roofline_opt.errors import InvalidInput
-from roofline_opt.optimize.fleet import parse_fleet, plan_fleet
-from roofline_opt.optimize.queries import SolverOptions
+from roofline_opt.optimize.fleet import plan_fleet
 from roofline_opt.optimize.testing import assert_same_fleet_optimum
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import requests as rq
 
 SMALL = {"tp_degrees": [1, 2, 4, 8], "pp_degrees": [1], "tp_modes": ["1d"], "max_batch": 256}
-OPTIONS = SolverOptions(mip_gap=1e-9)
 
 
 def _chat(tpot_ms: float, gamma_max: int = 4, **extra) -> dict:
@@ -39,17 +37,9 @@ FLEETS = {
 }
 
 
-def _spec(data: dict):
-    return parse_fleet(data, api.question)
-
-
 @pytest.fixture(scope="module")
 def plans() -> dict:
-    out = {}
-    for key, data in FLEETS.items():
-        spec = _spec(data)
-        out[key] = (spec, plan_fleet(spec, "mip", OPTIONS), plan_fleet(spec, "enumerate"))
-    return out
+    return solved(FLEETS)
 
 
 @pytest.mark.parametrize("key", list(FLEETS))
@@ -59,7 +49,7 @@ def test_the_mip_equals_brute_force_with_a_drafted_model(plans, key) -> None:
 
 def test_a_draft_serves_a_tight_tpot_for_half_the_cost(plans) -> None:
     spec, mip, _ = plans["tight TPOT"]
-    plain = plan_fleet(_spec({**FLEETS["tight TPOT"], "models": [_chat(15, gamma_max=0)]}), "mip", OPTIONS)
+    plain = plan_fleet(fleet_of({**FLEETS["tight TPOT"], "models": [_chat(15, gamma_max=0)]}), "mip", OPTIONS)
     assert all(r["gamma"] > 0 for r in mip.rows)
     assert mip.usd_per_hour == pytest.approx(plain.usd_per_hour / 2, rel=1e-9)
 
@@ -91,6 +81,6 @@ def test_every_drafted_row_is_priced_as_the_evaluator_prices_its_rounds(plans, k
 def test_a_pooled_model_with_a_draft_is_refused_naming_the_field() -> None:
     entry = {**_chat(15), "serving": "disagg"}
     with pytest.raises(InvalidInput) as err:
-        _spec({"gpus": {"h100-sxm": 16}, "models": [entry]})
+        fleet_of({"gpus": {"h100-sxm": 16}, "models": [entry]})
     assert err.value.field == "models[0].draft"
     assert "serving: agg" in err.value.message
