@@ -363,11 +363,6 @@ def question(
     gpus, roles = _roles(gpus, prefill_gpu, decode_gpu, cluster is not None)
     load = prefixed_workload(_workload(isl, osl, workload), prefix_tokens, prefix_hit_rate)
     modes = _serving(serving, load)
-    if load is not None and draft_spec is not None and gamma_max > 0:
-        if percentile is not None:
-            raise InvalidInput(
-                "draft", "with whole requests cannot be combined with `percentile` yet. Drop one of them."
-            )
     if load is None and ttft_ms is not None:
         raise InvalidInput("ttft_ms", "needs whole requests: give `isl` and `osl` or `workload`")
     if demand_req_s is not None and demand_tok_s is not None:

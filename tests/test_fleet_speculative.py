@@ -1,6 +1,6 @@
 """Speculative decoding (a draft model) with whole requests in fleets: aggregated models choose gamma per layout, the
-MIP equals brute force, every row is priced as the single-model evaluator prices it, and pooled models refuse a
-draft in one line."""
+MIP equals brute force (with limits at a percentile too), every row is priced as the single-model evaluator prices
+it, and pooled models refuse a draft in one line."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.fleet import plan_fleet
 from roofline_opt.optimize.testing import assert_same_fleet_optimum
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import queueing
 from roofline_opt.physics import requests as rq
+from roofline_opt.physics import tpot_percentiles as tq
 
 SMALL = {"tp_degrees": [1, 2, 4, 8], "pp_degrees": [1], "tp_modes": ["1d"], "max_batch": 256}
 
@@ -84,3 +86,39 @@ def test_a_pooled_model_with_a_draft_is_refused_naming_the_field() -> None:
         fleet_of({"gpus": {"h100-sxm": 16}, "models": [entry]})
     assert err.value.field == "models[0].draft"
     assert "serving: agg" in err.value.message
+
+
+PERCENTILE_FLEETS = {
+    "p90 limits with a draft": {"gpus": {"h100-sxm": 16}, "models": [_chat(20, percentile=90), CODE]},
+    "bursty p99 with a draft": {"gpus": {"h100-sxm": 16}, "models": [_chat(25, percentile=99, burstiness=2.0)]},
+}
+
+
+@pytest.fixture(scope="module")
+def percentile_plans() -> dict:
+    return solved(PERCENTILE_FLEETS)
+
+
+@pytest.mark.parametrize("key", list(PERCENTILE_FLEETS))
+def test_the_mip_equals_brute_force_with_a_drafted_model_at_a_percentile(percentile_plans, key) -> None:
+    assert_same_fleet_optimum(*percentile_plans[key])
+
+
+@pytest.mark.parametrize("key", list(PERCENTILE_FLEETS))
+def test_a_drafted_row_at_a_percentile_reports_the_queueing_models_figures_of_its_rounds(percentile_plans, key):
+    spec, mip, _ = percentile_plans[key]
+    fm = next(m for m in spec.models if m.name == "chat")
+    q = fm.question
+    rows = [r for r in mip.rows if r["model"] == "chat"]
+    assert rows and all(r["gamma"] > 0 for r in rows)
+    for row in rows:
+        gpu = spec.pool.gpu(row["gpu"])
+        layout = ev.Layout.of(row["tp"], row["tp_2d"], row["pp"], q.context, 1, row["ep"], row["kv_bits"])
+        draft = rq.Speculation(q.draft, float(row["gamma"]), q.acceptance)
+        args = (q.slo_percentile, q.model, gpu, q.preset_on(gpu), row["weight_bits"], layout, float(row["batch"]))
+        w, chunk = q.whole_requests, float(row["chunk_tokens"])
+        ttft = float(queueing.aggregated_percentile_ttft_s(*args, w, chunk, q.arrival_scv, draft))
+        tpot = float(tq.aggregated_percentile_tpot_s(*args, w, chunk, q.arrival_scv, draft))
+        assert row["ttft_ms"] == pytest.approx(ttft * 1e3, rel=1e-9)
+        assert row["tpot_ms"] == pytest.approx(tpot * 1e3, rel=1e-9)
+        assert ttft <= q.max_ttft_s * (1 + 1e-9) and tpot <= fm.max_time_per_token_s * (1 + 1e-9)

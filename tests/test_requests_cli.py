@@ -120,10 +120,6 @@ BAD = {
     "serving": (["--serving", "split"], "--serving"),
     "utilisation above one": (["--max-utilisation", "1.5"], "--max-utilisation"),
     "disagg without a prompt": (["--isl", "0", "--serving", "disagg"], "--serving"),
-    "draft with a percentile": (
-        ["--draft", "llama-3-8b", "--gamma-max", "2", "--ttft-ms", "500", "--percentile", "90"],
-        "--draft",
-    ),
     "demand in two units": (["--demand-req-s", "5", "--demand-tok-s", "100"], "--demand-req-s"),
     "chunk tokens": (["--chunk-tokens", "0"], "--chunk-tokens"),
     "unknown prefill gpu": (["--serving", "disagg", "--prefill-gpu", "h1000"], "--prefill-gpu"),

@@ -16,7 +16,9 @@ from roofline_opt.optimize.enumerate import best_point, enumerate_best, feasible
 from roofline_opt.optimize.queries import cheapest, fastest
 from roofline_opt.optimize.testing import assert_same_optimum
 from roofline_opt.physics import evaluator as ev
+from roofline_opt.physics import queueing as qm
 from roofline_opt.physics import requests as rq
+from roofline_opt.physics import tpot_percentiles as tq
 from roofline_opt.physics.specs import PRESETS
 
 SMALL = dict(tp_degrees=(1, 2, 4, 8), pp_degrees=(1, 2), tp_modes=("1d",), max_batch=256)
@@ -75,6 +77,33 @@ QUESTIONS = {
         gamma_max=2,
         acceptance=0.6,
         max_instances=2,
+    ),
+    "llama70b-draft8b-p90-agg-disagg": dict(
+        model="llama-3-70b",
+        gpu="h100-sxm",
+        draft="llama-3-8b",
+        isl=2000,
+        osl=500,
+        ttft_ms=2000,
+        tpot_ms=40,
+        percentile=90,
+        gamma_max=3,
+        serving=("agg", "disagg"),
+        max_instances=2,
+    ),
+    "llama70b-draft8b-p99-bursty-agg": dict(
+        model="llama-3-70b",
+        gpu="h100-sxm",
+        draft="llama-3-8b",
+        isl=1000,
+        osl=200,
+        ttft_ms=1500,
+        tpot_ms=30,
+        percentile=99,
+        burstiness=2.0,
+        gamma_max=2,
+        tp_degrees=(4, 8),
+        pp_degrees=(1,),
     ),
 }
 FACTORS = (None, 1.0, 2.0)
@@ -235,9 +264,26 @@ def test_the_fastest_disaggregated_answer_drafts_and_pairs_a_drafting_prefill():
         assert answer.figures[field] == pytest.approx(float(fig[field]), rel=1e-12), field
 
 
-def test_a_percentile_with_a_draft_is_refused_in_one_line():
-    with pytest.raises(InvalidInput, match="percentile"):
-        api.question("llama-3-70b", "h100-sxm", draft="llama-3-8b", isl=2000, osl=500, ttft_ms=1000, percentile=90)
+@pytest.mark.parametrize("name", ["llama70b-draft8b-p90-agg-disagg", "llama70b-draft8b-p99-bursty-agg"])
+def test_a_drafted_answer_at_a_percentile_reports_the_queueing_models_figures_of_its_rounds(name):
+    """The answer's TTFT and TPOT are those percentiles at its load, from the queueing model priced with its rounds
+    (the draft at the answer's gamma), and they meet the limits."""
+    q, *_ = _setting(name)
+    answer = cheapest(q, None)
+    s = answer.setup
+    assert s.gamma > 0
+    spec = rq.Speculation(q.draft, s.gamma, q.acceptance)
+    layout = ev.Layout.of(s.tp, s.tp_2d, s.pp, q.context, s.ep, 1, s.kv_bits)
+    args = (q.slo_percentile, q.model, q.gpus[0], q.preset, s.weight_bits, layout, float(s.batch), q.whole_requests)
+    if s.disaggregated:
+        tpot = tq.decode_percentile_tpot_s(*args, q.arrival_scv, spec)
+    else:
+        tpot = tq.aggregated_percentile_tpot_s(*args, s.chunk_tokens, q.arrival_scv, spec)
+        ttft = qm.aggregated_percentile_ttft_s(*args, s.chunk_tokens, q.arrival_scv, spec)
+        assert answer.figures["ttft_s"] == pytest.approx(float(ttft), rel=1e-12)
+    assert answer.figures["tpot_s"] == pytest.approx(float(tpot), rel=1e-12)
+    assert answer.figures["tpot_s"] <= q.max_tpot_s * (1 + 1e-9)
+    assert answer.figures["ttft_s"] <= q.max_ttft_s * (1 + 1e-9)
 
 
 def test_a_pooled_fleet_model_with_a_draft_and_whole_requests_is_refused_in_one_line(tmp_path):

@@ -221,7 +221,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--gamma-max",
         dest="gamma_max",
-        help=f"longest draft tried; the best of 0..gamma-max is reported (default {d['gamma_max']})",
+        help="longest draft tried; the best of 0..gamma-max is reported (with --isl/--osl the draft proposes "
+        f"exactly gamma-max tokens per round) (default {d['gamma_max']})",
     )
     p.add_argument("--preset", help=f"{helpfmt.PRESET_HELP} (default {d['preset']})")
     p.add_argument(

@@ -23,6 +23,9 @@ SETUP_FLAGS = (
     "two_batch_overlap",
     "batch",
     "context",
+    "draft",
+    "acceptance",
+    "gamma_max",
     "preset",
     "usd_per_gpu_hour",
     "kv_bits",
@@ -149,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInput("--prefill-gpu", msg + " (give both sides one accelerator family)")
     layout = setups.request_layout(setup)
     physics = engine.Physics(model, preset, setup.weight_bits)
+    spec = setups.request_speculation(setup, specs, "--draft")
+    seed = checks.positive_int("--seed", args.seed, minimum=0)
     out: dict[str, Any] = {} if specs.profile is None else {"profile": specs.profile.name}
     out |= {
         "serving": setup.serving,
@@ -159,7 +164,8 @@ def run(args: argparse.Namespace) -> int:
         p_gpu = specs.gpu(setup.prefill_gpu, "--prefill-gpu")
         p_layout = setups.prefill_layout(setup)
         prefill = (p_gpu, p_layout, setup.prefill_batch, setup.prefill_instances)
-        served = engine.disaggregated(physics, prefill, (gpu, layout, setup.batch, setup.decode_instances), reqs)
+        decode = (gpu, layout, setup.batch, setup.decode_instances)
+        served = engine.disaggregated(physics, prefill, decode, reqs, spec, seed)
         static = rq.disaggregated_figures(
             model,
             preset,
@@ -167,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
             workload,
             (p_gpu, p_layout, float(setup.prefill_batch), setup.prefill_instances),
             (gpu, layout, float(setup.batch), setup.decode_instances),
+            spec=spec,
         )
         model_ttft = None
         if setup.prefill_batch == 1:
@@ -178,14 +185,16 @@ def run(args: argparse.Namespace) -> int:
                 (p_gpu, p_layout, setup.prefill_instances),
                 (gpu, layout),
                 process,
+                draft=None if spec is None else spec.draft,
+                draft_weight_bits=setup.draft_weight_bits,
             )
     else:
-        served = engine.aggregated(physics, gpu, layout, setup.batch, setup.chunk_tokens, reqs)
+        served = engine.aggregated(physics, gpu, layout, setup.batch, setup.chunk_tokens, reqs, spec, seed)
         static = rq.aggregated_figures(
-            model, gpu, preset, setup.weight_bits, layout, float(setup.batch), workload, setup.chunk_tokens
+            model, gpu, preset, setup.weight_bits, layout, float(setup.batch), workload, setup.chunk_tokens, 1.0, spec
         )
         model_ttft = queueing.aggregated_ttft(
-            model, gpu, preset, setup.weight_bits, layout, workload, setup.chunk_tokens, process
+            model, gpu, preset, setup.weight_bits, layout, workload, setup.chunk_tokens, process, spec=spec
         )
     out.update(summary.figures(served))
     for p, v in zip(queueing.PERCENTILES, model_ttft["ttft_s"] if model_ttft else [None] * 3, strict=True):
@@ -193,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     agg = setup.serving != rq.DISAGG
     decode_arrivals = queueing.Arrivals(process.rate_per_s / (1 if agg else setup.decode_instances), process.scv)
     tpots = tq.tpot_at_rate_s(
-        model, gpu, preset, setup.weight_bits, layout, workload, setup.chunk_tokens, decode_arrivals, agg
+        model, gpu, preset, setup.weight_bits, layout, workload, setup.chunk_tokens, decode_arrivals, agg, spec=spec
     )
     for p, v in zip(queueing.PERCENTILES, tpots, strict=True):
         out[f"queueing_tpot_p{p:g}_s"] = float(v)
@@ -238,6 +247,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--prefix-tokens", dest="prefix_tokens", help=PREFIX_TOKENS_HELP)
     p.add_argument("--prefix-hit-rate", dest="prefix_hit_rate", help=PREFIX_HIT_RATE_HELP)
     p.add_argument("--requests", help=f"requests drawn (default {DEFAULT_REQUESTS})")
-    p.add_argument("--seed", default=0, help="seed of the drawn arrivals and lengths (default 0)")
+    p.add_argument(
+        "--seed",
+        default=0,
+        help="seed of the drawn arrivals and lengths, and of the tokens a draft gets accepted (default 0)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.set_defaults(func=run, parser=p)

@@ -151,7 +151,7 @@ def _request_limits(question: Question, gpu_index: int, bits: int, lay: Layouts,
         ok &= ttft <= question.max_ttft_s * (1 + 1e-12)
     ok |= lay.disagg[col]
     if question.queued_tpot:
-        ok &= within_tpot_limit(question, gpu, bits, layout, batches[None, :], lay.chunk[col], lay.disagg[col])
+        ok &= within_tpot_limit(question, gpu, bits, layout, batches[None, :], lay.chunk[col], lay.disagg[col], spec)
     return ok
 
 

@@ -51,8 +51,9 @@ def best_tpot_s(question: Question) -> float:
     lay = layouts(question)
     for gi, bits, idx in lay.groups():
         layout = group_layout(lay, idx, question)
+        batch, spec = lay.pp[idx].astype(float), speculation(question, lay, idx)
         tpot = percentile_tpot_s(
-            question, question.gpus[gi], bits, layout, lay.pp[idx].astype(float), lay.chunk[idx], lay.disagg[idx]
+            question, question.gpus[gi], bits, layout, batch, lay.chunk[idx], lay.disagg[idx], spec
         )
         best = min(best, float(np.min(tpot)))
     return best

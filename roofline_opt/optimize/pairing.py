@@ -84,20 +84,14 @@ def slo_requests_per_s(question: Question, lay: Layouts, idx, gpu: int, bits: in
     percentile must stay within the limit (``queueing.prefill_slo_rate_per_s`` over the pair's KV link)."""
     assert question.slo_percentile is not None and question.max_ttft_s is not None
     link, hop = link_of(question, gpu, decode_gpu, same)
-    rate = qm.prefill_slo_rate_per_s(
-        question.slo_percentile,
-        question.max_ttft_s,
-        question.model,
-        question.gpus[gpu],
-        question.preset_on(question.gpus[gpu]),
-        bits,
-        prefill_layout(lay, idx),
-        question.whole_requests,
-        x,
-        link,
-        hop,
-        question.arrival_scv,
-    )
+    p_gpu = question.gpus[gpu]
+    args = (question.slo_percentile, question.max_ttft_s, question.model, p_gpu, question.preset_on(p_gpu), bits)
+    rest = (prefill_layout(lay, idx), question.whole_requests, x, link, hop, question.arrival_scv)
+    rate = qm.prefill_slo_rate_per_s(*args, *rest)
+    drafts = lay.gamma[idx] > 0
+    if question.draft is not None and np.any(drafts):
+        both = qm.prefill_slo_rate_per_s(*args, *rest, question.draft)
+        rate = np.where(drafts, both, rate)  # layouts with gamma 1 prefill the draft too
     return rate / x
 
 

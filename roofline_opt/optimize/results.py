@@ -422,10 +422,11 @@ def _queued_tpot(question: Question, setup: Setup, gpu, layout: ev.Layout, out: 
     args = (p, question.model, gpu, question.preset_on(gpu), setup.weight_bits, layout, float(setup.batch))
     out["tpot_mean_s"] = out["tpot_s"]
     out["tpot_percentile"], out["arrival_scv"] = p, scv
+    spec = _speculation(question, setup)
     if setup.disaggregated:
-        out["tpot_s"] = tq.decode_percentile_tpot_s(*args, w, scv)
+        out["tpot_s"] = tq.decode_percentile_tpot_s(*args, w, scv, spec)
     else:
-        out["tpot_s"] = tq.aggregated_percentile_tpot_s(*args, w, setup.chunk_tokens, scv)
+        out["tpot_s"] = tq.aggregated_percentile_tpot_s(*args, w, setup.chunk_tokens, scv, spec)
 
 
 def _speculation(question: Question, setup: Setup) -> rq.Speculation | None:
@@ -479,14 +480,16 @@ def _queued(question: Question, setup: Setup, gpu, layout: ev.Layout, out: dict)
     model, preset, bits = question.model, question.preset_on(gpu), setup.weight_bits
     out["ttft_no_load_s"] = out["ttft_s"]
     out["ttft_percentile"], out["arrival_scv"] = p, scv
+    spec = _speculation(question, setup)
     if not setup.disaggregated:
         args = (model, gpu, preset, bits, layout, float(setup.batch), w, setup.chunk_tokens)
-        out["ttft_s"] = qm.aggregated_percentile_ttft_s(p, *args, scv)
-        out["prefill_utilisation"] = qm.aggregated_utilisation(*args)
+        out["ttft_s"] = qm.aggregated_percentile_ttft_s(p, *args, scv, spec)
+        out["prefill_utilisation"] = qm.aggregated_utilisation(*args, spec)
         return
     p_gpu, p_layout, link, hop = _prefill_side(question, setup, gpu, layout)
-    x = setup.prefill_instances
-    service, ttft0 = qm.prefill_classes(model, p_gpu, question.preset_on(p_gpu), bits, p_layout, w, link, hop)
+    x, draft = setup.prefill_instances, question.draft if setup.gamma > 0 else None
+    p_preset = question.preset_on(p_gpu)
+    service, ttft0 = qm.prefill_classes(model, p_gpu, p_preset, bits, p_layout, w, link, hop, draft)
     prefill_rate = qm.max_rate_per_s(p, question.max_ttft_s, w._w(), service, ttft0, x, scv)
     served = min(float(prefill_rate), setup.decode_instances * float(out["decode_requests_per_s"]))
     scale = served / float(out["requests_per_s"])

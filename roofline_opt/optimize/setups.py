@@ -424,6 +424,14 @@ def prefill_layout(setup: SetupRow) -> evaluator.Layout:
     return evaluator.Layout.of(setup.prefill_tp, setup.prefill_tp_2d, setup.prefill_pp, 0, 1, 1, setup.kv_bits)
 
 
+def request_speculation(setup: SetupRow, specs: Specs, field: str = "draft") -> rq.Speculation | None:
+    """The draft of a setup of whole requests, proposing exactly ``gamma_max`` tokens per round (None without one)."""
+    if not setup.draft or setup.gamma_max == 0:
+        return None
+    draft = specs.model(setup.draft, field)[0]
+    return rq.Speculation(draft, float(setup.gamma_max), setup.acceptance, setup.draft_weight_bits)
+
+
 def _evaluate_request(setup: SetupRow, specs: Specs) -> dict[str, np.ndarray]:
     """A setup priced as whole requests: the aggregated instance or the disaggregated unit (physics/requests.py)."""
     import numpy as np
@@ -435,10 +443,7 @@ def _evaluate_request(setup: SetupRow, specs: Specs) -> dict[str, np.ndarray]:
     workload = rq.Workload.single(setup.isl, setup.osl)
     layout = request_layout(setup)
     batch = np.array([float(setup.batch)])
-    spec = None
-    if setup.draft and setup.gamma_max > 0:
-        draft = specs.model(setup.draft, "draft")[0]
-        spec = rq.Speculation(draft, float(setup.gamma_max), setup.acceptance, setup.draft_weight_bits)
+    spec = request_speculation(setup, specs)
     if setup.serving == rq.DISAGG:
         p_gpu = specs.gpu(setup.prefill_gpu, "prefill_gpu")
         p_layout = prefill_layout(setup)

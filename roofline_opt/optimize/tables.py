@@ -306,10 +306,10 @@ def aggregated_ttft_s(
     question: Question, gpu, bits: int, layout: ev.Layout, batch, chunk_tokens, spec: rq.Speculation | None = None
 ) -> np.ndarray:
     """The TTFT an aggregated layout's limit applies to at ``batch``: its chunk schedule at no load or, with a
-    percentile, that percentile under arrivals at the load whose mean decode batch is ``batch`` (rising in it)."""
+    percentile, that percentile under arrivals at the load whose mean decode batch is ``batch`` (rising in it);
+    ``spec``: the layouts' speculative rounds."""
     w = question.whole_requests
     if question.queued_ttft:
-        assert spec is None  # api.question refuses a percentile with a draft
         assert question.slo_percentile is not None
         return qm.aggregated_percentile_ttft_s(
             question.slo_percentile,
@@ -322,6 +322,7 @@ def aggregated_ttft_s(
             w,
             chunk_tokens,
             question.arrival_scv,
+            spec,
         )
     preset = question.preset_on(gpu)
     return rq.ttft_aggregated_s(question.model, gpu, preset, bits, layout, batch, w, chunk_tokens, spec)
@@ -335,20 +336,25 @@ def _per_serving_mode(disagg, aggregated: Callable[[], np.ndarray], decode: Call
     return agg if not np.any(disagg) else np.where(disagg, decode(), agg)
 
 
-def percentile_tpot_s(question: Question, gpu, bits: int, layout: ev.Layout, batch, chunk_tokens, disagg) -> np.ndarray:
+def percentile_tpot_s(
+    question: Question, gpu, bits: int, layout: ev.Layout, batch, chunk_tokens, disagg, spec=None
+) -> np.ndarray:
     """TPOT at the question's percentile under arrivals at the load whose mean decode batch is ``batch`` (rising in
-    it), elementwise: an aggregated instance with its prefill cycle, or (``disagg``) a decode instance."""
+    it), elementwise: an aggregated instance with its prefill cycle, or (``disagg``) a decode instance; ``spec``: the
+    layouts' speculative rounds."""
     assert question.queued_tpot and question.slo_percentile is not None
     args = (question.slo_percentile, question.model, gpu, question.preset_on(gpu), bits, layout, batch)
     w, scv = question.whole_requests, question.arrival_scv
     return _per_serving_mode(
         disagg,
-        lambda: tq.aggregated_percentile_tpot_s(*args, w, chunk_tokens, scv),
-        lambda: tq.decode_percentile_tpot_s(*args, w, scv),
+        lambda: tq.aggregated_percentile_tpot_s(*args, w, chunk_tokens, scv, spec),
+        lambda: tq.decode_percentile_tpot_s(*args, w, scv, spec),
     )
 
 
-def within_tpot_limit(question: Question, gpu, bits: int, layout: ev.Layout, batch, chunk_tokens, disagg) -> np.ndarray:
+def within_tpot_limit(
+    question: Question, gpu, bits: int, layout: ev.Layout, batch, chunk_tokens, disagg, spec=None
+) -> np.ndarray:
     """Whether ``percentile_tpot_s`` is within the question's TPOT limit, elementwise (the windows' CDF at the limit:
     the one test the tables, the enumeration oracle and fleets apply)."""
     assert question.queued_tpot and question.slo_percentile is not None and question.max_tpot_s is not None
@@ -357,8 +363,8 @@ def within_tpot_limit(question: Question, gpu, bits: int, layout: ev.Layout, bat
     w, scv = question.whole_requests, question.arrival_scv
     return _per_serving_mode(
         disagg,
-        lambda: tq.aggregated_tpot_within(*args, w, chunk_tokens, scv),
-        lambda: tq.decode_tpot_within(*args, w, scv),
+        lambda: tq.aggregated_tpot_within(*args, w, chunk_tokens, scv, spec),
+        lambda: tq.decode_tpot_within(*args, w, scv, spec),
     )
 
 
@@ -385,7 +391,7 @@ def _request_caps(question: Question, gi: int, bits: int, lay: Layouts, idx, bat
         gpu, layout, disagg = question.gpus[gi], group_layout(lay, idx, question), lay.disagg[idx]
 
         def tpot_too_slow(batch):
-            return ~within_tpot_limit(question, gpu, bits, layout, batch, lay.chunk[idx], disagg)
+            return ~within_tpot_limit(question, gpu, bits, layout, batch, lay.chunk[idx], disagg, spec)
 
         first_slow = _first_batch(lo, hi, tpot_too_slow)
         why[idx[(hi >= lo) & (first_slow <= lo)]] = "tpot"

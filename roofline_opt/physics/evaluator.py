@@ -622,6 +622,17 @@ def expected_tokens_per_round(acceptance: float, gamma) -> np.ndarray:
     return (1.0 - acceptance ** (gamma + 1.0)) / (1.0 - acceptance)
 
 
+def tokens_per_round_variance(acceptance: float, gamma) -> np.ndarray:
+    """Variance of the tokens one round yields, X = 1 + the drafted tokens accepted before the first rejection (at most
+    gamma): P(X >= k + 1) = alpha^k for k <= gamma, so E[X^2] = sum over k <= gamma of (2k + 1) alpha^k."""
+    gamma = np.asarray(gamma, dtype=float)
+    top = int(np.max(gamma, initial=0.0))
+    second = np.zeros_like(gamma)
+    for k in range(top + 1):
+        second = second + np.where(k <= gamma, (2.0 * k + 1.0) * acceptance**k, 0.0)
+    return second - expected_tokens_per_round(acceptance, gamma) ** 2
+
+
 def speculative_round_host_s(preset: Preset, gamma) -> np.ndarray:
     """Host seconds a round of ``gamma`` drafted tokens adds to its GPU steps (``Preset.speculative_round_host_s``;
     0 where gamma is 0: no round, no speculative loop)."""

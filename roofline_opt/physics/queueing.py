@@ -481,14 +481,22 @@ def prefill_classes(
     workload: rq.Workload,
     link_bytes_per_s,
     hop_latency_s: float = 0.0,
+    draft: ModelSpec | None = None,
+    draft_weight_bits: int = ev.DRAFT_WEIGHT_BITS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(service (..., k), TTFT once served (..., k)) of a prefill instance at batch 1 per request class, elementwise
-    over layouts: ``requests.prefill_step`` of one prompt, then its KV transfer."""
+    over layouts: ``requests.prefill_step`` of one prompt, then its KV transfer; with a ``draft`` the instance
+    prefills it too and sends its KV cache with the target's (as ``requests.prefill_figures``)."""
     service, ttft0 = [], []
     for i, p in workload.classes:
         step = rq.prefill_step(model, gpu, preset, weight_bits, layout, 1.0, i, p).step_time_s
+        transfer = rq.kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s)
+        if draft is not None:
+            d_layout = layout.for_draft(draft)
+            step = step + rq.prefill_step(draft, gpu, preset, draft_weight_bits, d_layout, 1.0, i, p).step_time_s
+            transfer = transfer + rq.kv_transfer_s(draft, layout, i - p, link_bytes_per_s)
         service.append(np.asarray(step, dtype=float))
-        ttft0.append(service[-1] + rq.kv_transfer_s(model, layout, i - p, link_bytes_per_s, hop_latency_s))
+        ttft0.append(service[-1] + transfer)
     both = np.broadcast_arrays(*service, *ttft0)
     return np.stack(both[: len(service)], axis=-1), np.stack(both[len(service) :], axis=-1)
 
@@ -506,10 +514,13 @@ def prefill_slo_rate_per_s(
     link_bytes_per_s,
     hop_latency_s: float = 0.0,
     scv_arrival: float = 1.0,
+    draft: ModelSpec | None = None,
 ) -> np.ndarray:
     """Requests/s that ``servers`` prefill instances of ``layout`` (batch 1) take with the TTFT ``percentile`` within
-    ``limit_s``, elementwise over layouts and instance counts (``prefill_classes``, ``max_rate_per_s``)."""
-    service, ttft0 = prefill_classes(model, gpu, preset, weight_bits, layout, workload, link_bytes_per_s, hop_latency_s)
+    ``limit_s``, elementwise over layouts and instance counts (``prefill_classes``, ``max_rate_per_s``; ``draft``:
+    the instances prefill it too)."""
+    args = (model, gpu, preset, weight_bits, layout, workload, link_bytes_per_s, hop_latency_s, draft)
+    service, ttft0 = prefill_classes(*args)
     return max_rate_per_s(percentile, limit_s, workload._w(), service, ttft0, servers, scv_arrival)
 
 
@@ -522,18 +533,21 @@ def disaggregated_ttft(
     decode: tuple[GpuSpec, ev.Layout],
     arrivals: Arrivals,
     percentiles=PERCENTILES,
+    draft: ModelSpec | None = None,
+    draft_weight_bits: int = ev.DRAFT_WEIGHT_BITS,
 ) -> QueueingTtft:
     """TTFT percentiles of x prefill instances (prefill = (gpu, layout, x), prefill batch 1) as a G/G/x queue.
 
     Service time and TTFT at no load of each class from ``prefill_classes`` over the link ``requests`` picks for the
-    pair; the KV transfer adds to TTFT after the queue. Returns ttft_s (one per percentile), utilisation, p_wait, mean
-    wait_s."""
+    pair (``draft``: the instances prefill it too); the KV transfer adds to TTFT after the queue. Returns ttft_s (one
+    per percentile), utilisation, p_wait, mean wait_s."""
     p_gpu, p_layout, x = prefill
     d_gpu, d_layout = decode
     same = bool(rq.shares_domain(p_gpu, d_gpu, p_layout.n_gpus, d_layout.n_gpus))
     hop = p_gpu.intra_hop_latency_s if same else max(p_gpu.inter_hop_latency_s, d_gpu.inter_hop_latency_s)
     link = rq.kv_link_bytes_per_s(p_gpu, d_gpu, same)
-    service, ttft0 = prefill_classes(model, p_gpu, preset, weight_bits, p_layout, workload, link, hop)
+    args = (model, p_gpu, preset, weight_bits, p_layout, workload, link, hop, draft, draft_weight_bits)
+    service, ttft0 = prefill_classes(*args)
     w = workload._w()
     p_wait, decay, wait, shift = _wait_tail(x, w, service, arrivals)
     return {
@@ -554,13 +568,14 @@ def mean_decode_batch(
     chunk_tokens: int,
     rate_per_s: float,
     aggregated: float = 1.0,
+    spec: rq.Speculation | None = None,
 ) -> float:
     """Sequences decoding at once in an aggregated instance (``aggregated`` 0: a decode instance, its steps decode
     only) at ``rate_per_s``: the fixed point of Little's law B = rate * O * TPOT(B), TPOT the steady-state step
-    (``requests.tpot_step``); inf when it has none."""
+    (``requests.tpot_step``, its speculative rounds with ``spec``); inf when it has none."""
     b = 1.0
     for _ in range(200):
-        step = rq.tpot_step(model, gpu, preset, weight_bits, layout, b, workload, chunk_tokens, aggregated)
+        step = rq.tpot_step(model, gpu, preset, weight_bits, layout, b, workload, chunk_tokens, aggregated, spec)
         tpot = float(step.step_time_s)
         nxt = max(rate_per_s * workload.mean_osl * tpot, 1.0)
         if abs(nxt - b) < 1e-9 * b:
@@ -571,28 +586,37 @@ def mean_decode_batch(
     return b
 
 
-def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens):
+def _tokens_per_round(spec: rq.Speculation | None):
+    """Tokens a sequence gains per step: 1, or speculating the expected tokens per round E (per layout)."""
+    return 1.0 if spec is None else spec.tokens_per_round
+
+
+def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens, spec=None):
     """(work (..., k), TTFT once at the head (..., k), shift (...), mean step (...)) of an aggregated instance's
     prompt queue at a mean decode batch, elementwise over layouts, batches and chunks (chunk 0: a whole prompt of the
-    longest class per step). A cached prefix is not work: a prompt's share is its I - P new tokens."""
+    longest class per step). A cached prefix is not work: a prompt's share is its I - P new tokens. Speculating
+    (``spec``), a step is a round: the mean step is the mean TPOT times E."""
     given = np.asarray(chunk_tokens, dtype=float)
-    mean_step = rq.tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, given, 1.0).step_time_s
-    return _served_parts(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens, mean_step)
+    mean_token = rq.tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, given, 1.0, spec).step_time_s
+    mean_step = mean_token * _tokens_per_round(spec)
+    return _served_parts(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens, mean_step, spec)
 
 
-def _served_parts(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens, mean_step):
+def _served_parts(
+    model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens, mean_step, spec=None
+):
     """``_aggregated_parts`` with the prompt's steps at decode batch ``batch`` and the step under way when it
     arrives a ``mean_step`` (the time-average step: Poisson arrivals see time averages)."""
     batch = np.asarray(batch, dtype=float)
     given = np.asarray(chunk_tokens, dtype=float)
     chunk = np.where(given > 0, given, float(max(workload.max_isl, 1)))
     # a step carrying a full chunk: the schedule of a prompt of exactly one chunk (``ttft_aggregated_s``, n = 1)
-    full_step = mixed_step(model, gpu, preset, weight_bits, layout, batch, chunk, chunk * (chunk - 1.0) / 2.0, chunk)
-    full = np.asarray(full_step.step_time_s, dtype=float)
+    prompt = (chunk, chunk * (chunk - 1.0) / 2.0, chunk)
+    full = np.asarray(rq.loaded_gap_s(model, gpu, preset, weight_bits, layout, batch, *prompt, spec), dtype=float)
     work, schedule = [], []
     for i, p in workload.classes:
         one = rq.Workload((i,), (1,), (1.0,), (p,))
-        t = rq.ttft_aggregated_s(model, gpu, preset, weight_bits, layout, batch, one, given)
+        t = rq.ttft_aggregated_s(model, gpu, preset, weight_bits, layout, batch, one, given, spec)
         # a prompt longer than a chunk fills whole chunks of its own attention context; shorter ones share a chunk
         new = i - p
         work.append(np.where(new >= chunk, t / np.ceil(new / chunk), full) * new / chunk)
@@ -615,7 +639,7 @@ BUSY_PERIOD_ROUNDS = 3
 fourth round moves no percentile by more than 0.3% (two rounds: 1.3%)."""
 
 
-def _busy_period_batch(batch, busy_batch, utilisation, osl: float, wait_steps) -> np.ndarray:
+def _busy_period_batch(batch, busy_batch, utilisation, osl, wait_steps) -> np.ndarray:
     """Decode batch the wait of a prompt that waits ``wait_steps`` chunk steps is served at, elementwise.
 
     The sequences decoding at a step are the prompts finished in the last O steps, and a step of a busy period (every
@@ -642,34 +666,46 @@ def _busy_period_percentile_s(
     parts,
     rate,
     scv_arrival: float,
+    spec: rq.Speculation | None = None,
 ) -> np.ndarray:
     """TTFT at a percentile of the aggregated prompt queue (``percentile_ttft_s``) with its work, chunk schedule and
     half steps priced at the decode batch of the busy period that percentile waits in (``_busy_period_batch``), a
     fixed point from ``batch`` (the time-average B of Little's law, which also fixes rho and the rate). The wait in
     steps is the percentile less the mean schedule at B, over a step carrying a full chunk at B; for a mix of classes
     B_busy = mean O x chunk / mean new prompt tokens; the step under way at its arrival stays the time-average one.
-    setup = (model, gpu, preset, weight_bits, layout); parts = ``_aggregated_parts`` at B."""
+    Speculating, a sequence decodes for O / E rounds. setup = (model, gpu, preset, weight_bits, layout); parts =
+    ``_aggregated_parts`` at B."""
     w = workload._w()
     work, head, shift, mean_step = parts
     chunk = np.asarray(chunk_tokens, dtype=float)
     chunk = np.where(chunk > 0, chunk, float(max(workload.max_isl, 1)))
-    busy = workload.mean_osl * chunk / max(workload.mean_computed_isl, 1.0)
+    rounds = workload.mean_osl / _tokens_per_round(spec)
+    busy = rounds * chunk / max(workload.mean_computed_isl, 1.0)
     utilisation = np.asarray(rate, dtype=float) * (work @ w)
     residual = mean_step / 2.0  # the step under way at an arrival ends the work it holds (``_beyond``)
     ttft = percentile_ttft_s(percentile, w, work, head, rate, 1, scv_arrival, shift, residual, work @ w)
     for _ in range(BUSY_PERIOD_ROUNDS):
         steps = np.maximum(ttft - head @ w, 0.0) / (2.0 * shift)
-        served_at = _busy_period_batch(batch, busy, utilisation, workload.mean_osl, steps)
-        work_b, head_b, shift_b, _ = _served_parts(*setup, served_at, workload, chunk_tokens, mean_step)
+        served_at = _busy_period_batch(batch, busy, utilisation, rounds, steps)
+        work_b, head_b, shift_b, _ = _served_parts(*setup, served_at, workload, chunk_tokens, mean_step, spec)
         ttft = percentile_ttft_s(percentile, w, work_b, head_b, rate, 1, scv_arrival, shift_b, residual, work_b @ w)
     return ttft
 
 
-def aggregated_utilisation(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens):
+def aggregated_utilisation(
+    model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens, spec=None
+) -> np.ndarray:
     """Share of an aggregated instance's chunk budget its prompts use when loaded to a mean of ``batch`` sequences
     decoding: rho = rate x E[work], rate = B / (O TPOT(B)) (``aggregated_percentile_ttft_s``'s load), elementwise."""
-    work, _, _, mean_step = _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens)
-    return np.asarray(batch, dtype=float) / (workload.mean_osl * mean_step) * (work @ workload._w())
+    setup = (model, gpu, preset, weight_bits, layout)
+    work, _, _, mean_step = _aggregated_parts(*setup, batch, workload, chunk_tokens, spec)
+    return _arrival_rate(batch, workload, mean_step, spec) * (work @ workload._w())
+
+
+def _arrival_rate(batch, workload: rq.Workload, mean_step, spec: rq.Speculation | None) -> np.ndarray:
+    """Requests/s that keep a mean of ``batch`` sequences decoding (Little's law: B / (O TPOT), TPOT = the mean step
+    over the tokens per step)."""
+    return np.asarray(batch, dtype=float) * _tokens_per_round(spec) / (workload.mean_osl * mean_step)
 
 
 def aggregated_percentile_ttft_s(
@@ -683,14 +719,16 @@ def aggregated_percentile_ttft_s(
     workload: rq.Workload,
     chunk_tokens,
     scv_arrival: float = 1.0,
+    spec: rq.Speculation | None = None,
 ) -> np.ndarray:
     """TTFT at a percentile of an aggregated instance loaded to a mean of ``batch`` sequences decoding, elementwise
     over layouts, batches and chunks: requests arrive at rate = B / (O TPOT(B)) (Little's law; the instance's
-    throughput B / TPOT), the chunk schedule's prompt queue as in ``aggregated_ttft``."""
+    throughput B / TPOT), the chunk schedule's prompt queue as in ``aggregated_ttft`` (its rounds with ``spec``)."""
     setup = (model, gpu, preset, weight_bits, layout)
-    parts = _aggregated_parts(*setup, batch, workload, chunk_tokens)
-    rate = np.asarray(batch, dtype=float) / (workload.mean_osl * parts[3])
-    return _busy_period_percentile_s(percentile, setup, batch, workload, chunk_tokens, parts, rate, scv_arrival)
+    parts = _aggregated_parts(*setup, batch, workload, chunk_tokens, spec)
+    rate = _arrival_rate(batch, workload, parts[3], spec)
+    args = (setup, batch, workload, chunk_tokens, parts, rate, scv_arrival, spec)
+    return _busy_period_percentile_s(percentile, *args)
 
 
 def aggregated_ttft(
@@ -703,21 +741,24 @@ def aggregated_ttft(
     chunk_tokens: int,
     arrivals: Arrivals,
     percentiles=PERCENTILES,
+    spec: rq.Speculation | None = None,
 ) -> QueueingTtft:
     """TTFT percentiles of one aggregated instance with chunked prefill (its prompt path an M/G/1-like queue).
 
     Each percentile's wait is priced at the decode batch of the busy period it waits in
     (``_busy_period_percentile_s``). Returns ttft_s (one per percentile), and at the mean decode batch: utilisation
-    (of the chunk budget), decode_batch (mean sequences decoding), p_wait and mean wait_s."""
-    batch = mean_decode_batch(model, gpu, preset, weight_bits, layout, workload, chunk_tokens, arrivals.rate_per_s)
+    (of the chunk budget), decode_batch (mean sequences decoding), p_wait and mean wait_s. ``spec``: the instance
+    speculates (one gamma), its steps are rounds."""
+    rate = arrivals.rate_per_s
+    batch = mean_decode_batch(model, gpu, preset, weight_bits, layout, workload, chunk_tokens, rate, 1.0, spec)
     if not math.isfinite(batch):
         inf = np.full(len(percentiles), math.inf)
         return {"ttft_s": inf, "utilisation": math.inf, "decode_batch": batch, "p_wait": 1.0, "wait_s": math.inf}
     setup = (model, gpu, preset, weight_bits, layout)
-    parts = _aggregated_parts(*setup, batch, workload, chunk_tokens)
+    parts = _aggregated_parts(*setup, batch, workload, chunk_tokens, spec)
     work, w = parts[0], workload._w()
     p_wait, _, wait, _ = _wait_tail(1, w, work, arrivals)
-    args = (setup, batch, workload, chunk_tokens, parts, arrivals.rate_per_s, arrivals.scv)
+    args = (setup, batch, workload, chunk_tokens, parts, arrivals.rate_per_s, arrivals.scv, spec)
     ttft = [float(_busy_period_percentile_s(q, *args)) for q in percentiles]
     return {
         "ttft_s": np.array(ttft),

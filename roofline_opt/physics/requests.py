@@ -206,6 +206,11 @@ class Speculation:
         return ev.expected_tokens_per_round(self.acceptance, self.gamma)
 
     @property
+    def tokens_per_round_variance(self) -> np.ndarray:
+        """Variance of the tokens a sequence gains in one round (0 where gamma is 0)."""
+        return ev.tokens_per_round_variance(self.acceptance, self.gamma)
+
+    @property
     def drafting(self) -> np.ndarray:
         """1 where the layout drafts (gamma > 0), else 0: the weight of the step in which the draft reads a chunk."""
         return np.minimum(np.asarray(self.gamma, dtype=float), 1.0)
@@ -338,6 +343,25 @@ class CycleFigures:
 def _gap_s(fig: ev.StepFigures | Round) -> np.ndarray:
     """Seconds between two outputs of a sequence: a step, or a whole speculative round."""
     return fig.round_time_s if isinstance(fig, Round) else fig.step_time_s
+
+
+def loaded_gap_s(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    preset: Preset,
+    weight_bits: int,
+    layout: ev.Layout,
+    batch,
+    prompt_tokens,
+    prompt_attention,
+    prompt_kv_tokens,
+    spec: Speculation | None = None,
+) -> np.ndarray:
+    """Seconds between two outputs of ``batch`` sequences decoding in a step carrying prompt pieces (their tokens,
+    attention context summed over them, KV tokens written or re-read): the step or, speculating, the whole round whose
+    verification step carries them and whose draft reads them."""
+    carry = _round(model, gpu, preset, weight_bits, layout, batch, spec)
+    return _gap_s(carry(prompt_tokens, prompt_attention, prompt_kv_tokens))
 
 
 def chunk_carried_tokens(workload: Workload, chunk_tokens, prompt_tokens_per_step) -> np.ndarray:

@@ -106,7 +106,7 @@ class _Windows(NamedTuple):
         return inverse_gaussian_cdf(t, self.mean_s, self.shape_s) @ self.w
 
 
-def _windows(weights, osl, intercept_s, work_s, rate_per_s, scv_arrival: float) -> _Windows:
+def _windows(weights, osl, intercept_s, work_s, rate_per_s, scv_arrival: float, rounds_var_s2=None) -> _Windows:
     """The windows of ``window_percentile_tpot_s``'s arguments (module docstring)."""
     w = np.asarray(weights, dtype=float)
     w = w / w.sum()
@@ -124,11 +124,15 @@ def _windows(weights, osl, intercept_s, work_s, rate_per_s, scv_arrival: float) 
     drain = np.where(stable, 1.0 - rho, 1.0)
     start = np.where(stable, a, 1.0)[..., None] * o
     spread = np.maximum(variance_rate, 1e-300)[..., None]
-    return _Windows(w, o, start / drain[..., None], start**2 / spread, stable)
+    mean, shape = start / drain[..., None], start**2 / spread
+    if rounds_var_s2 is not None:
+        # the same mean, the variance of the rounds a window takes added: shape = mean^3 / variance
+        shape = mean**3 / (mean**3 / shape + np.asarray(rounds_var_s2, dtype=float))
+    return _Windows(w, o, mean, shape, stable)
 
 
 def window_percentile_tpot_s(
-    percentile: float, weights, osl, intercept_s, work_s, rate_per_s, scv_arrival: float = 1.0
+    percentile: float, weights, osl, intercept_s, work_s, rate_per_s, scv_arrival: float = 1.0, rounds_var_s2=None
 ) -> np.ndarray:
     """TPOT at a percentile of requests whose decode windows are busy periods, elementwise (module docstring).
 
@@ -142,12 +146,14 @@ def window_percentile_tpot_s(
     work_s : (..., k) W_j, the seconds a request of class j adds to the steps of the windows it is served in.
     rate_per_s : (...) requests/s arriving.
     scv_arrival : c_a^2 of the gaps between arrivals.
+    rounds_var_s2 : (..., k) or None, speculating: the variance (s^2) a window's time gains from the number of rounds
+        its O_j tokens take (``_rounds_variance_s2``), added to the busy period's.
 
     Returns
     -------
     (...) seconds per output token; inf where the work's load rho >= 1 or a <= 0 (no steady state).
     """
-    windows = _windows(weights, osl, intercept_s, work_s, rate_per_s, scv_arrival)
+    windows = _windows(weights, osl, intercept_s, work_s, rate_per_s, scv_arrival, rounds_var_s2)
     tail = percentile / 100.0
     per_token_mean = windows.mean_s / windows.o
     per_token_sd = np.sqrt(windows.mean_s**3 / windows.shape_s) / windows.o
@@ -175,19 +181,34 @@ def linearised_step(step, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return value, slope, value - slope * batch
 
 
-def _aggregated_windows(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens, scv):
+def _rounds_variance_s2(spec: rq.Speculation | None, mean_token_s, osl: np.ndarray):
+    """Speculating, the variance (s^2, (..., k)) of a window's time from the rounds its O tokens take: a round yields
+    X tokens (mean E, variance V; ``Speculation``), so O tokens take about O / E rounds of variance O V / E^3 (renewal
+    theory), each a round of E x TPOT seconds: O V TPOT^2 / E. None without a draft."""
+    if spec is None:
+        return None
+    e = np.asarray(spec.tokens_per_round, dtype=float)
+    per_token = np.asarray(spec.tokens_per_round_variance, dtype=float) / e * np.asarray(mean_token_s) ** 2
+    return per_token[..., None] * osl
+
+
+def _aggregated_windows(
+    model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens, scv, spec=None
+):
     """The decode windows of an aggregated instance at mean batch ``batch`` (``aggregated_percentile_tpot_s``)."""
     args = (model, gpu, preset, weight_bits, layout)
     mean, slope, intercept = linearised_step(
-        lambda b: rq.tpot_step(*args, b, workload, chunk_tokens, 1.0).step_time_s, batch
+        lambda b: rq.tpot_step(*args, b, workload, chunk_tokens, 1.0, spec).step_time_s, batch
     )
-    kv_slope = linearised_step(lambda b: rq.tpot_step(*args, b, workload, chunk_tokens, 0.0).step_time_s, batch)[1]
+    kv_slope = linearised_step(lambda b: rq.tpot_step(*args, b, workload, chunk_tokens, 0.0, spec).step_time_s, batch)[
+        1
+    ]
     o = np.asarray(workload.osl, dtype=float)
     new = np.asarray([i - p for i, p in workload.classes], dtype=float)
     per_token = (slope - kv_slope)[..., None] * workload.mean_osl / max(workload.mean_computed_isl, 1e-300)
     work = kv_slope[..., None] * o + per_token * new
     rate = np.asarray(batch, dtype=float) / (workload.mean_osl * mean)
-    return (workload._w(), o, intercept, work, rate, scv)
+    return (workload._w(), o, intercept, work, rate, scv, _rounds_variance_s2(spec, mean, o))
 
 
 def aggregated_percentile_tpot_s(
@@ -201,14 +222,15 @@ def aggregated_percentile_tpot_s(
     workload: rq.Workload,
     chunk_tokens,
     scv_arrival: float = 1.0,
+    spec: rq.Speculation | None = None,
 ) -> np.ndarray:
     """TPOT at a percentile of an aggregated instance loaded to a mean of ``batch`` sequences decoding, elementwise
     over layouts, batches and chunks: requests arrive at B / (O TPOT(B)) (Little's law), each bringing its decode
     tokens' KV reads and its prompt's share of the prefill cycle, no window slower than the chunk budget allows
-    (module docstring)."""
+    (module docstring; ``spec``: its steps are speculative rounds)."""
     setup = (model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens)
-    tpot = window_percentile_tpot_s(percentile, *_aggregated_windows(*setup, scv_arrival))
-    return np.minimum(tpot, _chunk_bound_s(*setup))
+    tpot = window_percentile_tpot_s(percentile, *_aggregated_windows(*setup, scv_arrival, spec))
+    return np.minimum(tpot, _chunk_bound_s(*setup, spec))
 
 
 def aggregated_tpot_within(
@@ -223,34 +245,44 @@ def aggregated_tpot_within(
     workload: rq.Workload,
     chunk_tokens,
     scv_arrival: float = 1.0,
+    spec: rq.Speculation | None = None,
 ) -> np.ndarray:
     """Whether ``aggregated_percentile_tpot_s`` is within ``limit_s``, elementwise, from the windows' CDF at the
     limit (no search for the percentile)."""
     setup = (model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens)
-    windows = _windows(*_aggregated_windows(*setup, scv_arrival))
+    windows = _windows(*_aggregated_windows(*setup, scv_arrival, spec))
     reached = windows.stable & (windows.share_within(limit_s) >= percentile / 100.0)
-    return reached | (_chunk_bound_s(*setup) <= limit_s)
+    return reached | (_chunk_bound_s(*setup, spec) <= limit_s)
 
 
-def _chunk_bound_s(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens) -> np.ndarray:
+def _chunk_bound_s(
+    model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens, spec=None
+) -> np.ndarray:
     """The slowest an aggregated instance's steps get: every step carrying a full chunk beside the batch a long busy
     period of the prompt queue settles at, O chunk / I (each step finishes chunk / I prompts, each decoding O
-    steps), or the mean batch if higher. Prompts that arrive faster than that wait for prefill (TTFT) instead of
-    slowing the steps, so no window is slower per token."""
+    steps; speculating O / E rounds of E tokens, the round's time over E per token), or the mean batch if higher.
+    Prompts that arrive faster than that wait for prefill (TTFT) instead of slowing the steps, so no window is slower
+    per token."""
     given = np.asarray(chunk_tokens, dtype=float)
     chunk = np.where(given > 0, given, float(max(workload.max_isl, 1)))
-    busy = np.maximum(np.asarray(batch, dtype=float), workload.mean_osl * chunk / max(workload.mean_computed_isl, 1.0))
-    step = qm.mixed_step(model, gpu, preset, weight_bits, layout, busy, chunk, chunk * (chunk - 1.0) / 2.0, chunk)
-    return np.asarray(step.step_time_s, dtype=float)
+    tokens = 1.0 if spec is None else spec.tokens_per_round
+    rounds = workload.mean_osl / tokens
+    busy = np.maximum(np.asarray(batch, dtype=float), rounds * chunk / max(workload.mean_computed_isl, 1.0))
+    prompt = (chunk, chunk * (chunk - 1.0) / 2.0, chunk)
+    return (
+        np.asarray(rq.loaded_gap_s(model, gpu, preset, weight_bits, layout, busy, *prompt, spec), dtype=float) / tokens
+    )
 
 
-def _decode_windows(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, scv):
+def _decode_windows(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, scv, spec=None):
     """The decode windows of a decode instance at mean batch ``batch`` (``decode_percentile_tpot_s``)."""
     args = (model, gpu, preset, weight_bits, layout)
-    mean, slope, intercept = linearised_step(lambda b: rq.tpot_step(*args, b, workload, 0.0, 0.0).step_time_s, batch)
+    mean, slope, intercept = linearised_step(
+        lambda b: rq.tpot_step(*args, b, workload, 0.0, 0.0, spec).step_time_s, batch
+    )
     o = np.asarray(workload.osl, dtype=float)
     rate = np.asarray(batch, dtype=float) / (workload.mean_osl * mean)
-    return (workload._w(), o, intercept, slope[..., None] * o, rate, scv)
+    return (workload._w(), o, intercept, slope[..., None] * o, rate, scv, _rounds_variance_s2(spec, mean, o))
 
 
 def decode_percentile_tpot_s(
@@ -263,11 +295,13 @@ def decode_percentile_tpot_s(
     batch,
     workload: rq.Workload,
     scv_arrival: float = 1.0,
+    spec: rq.Speculation | None = None,
 ) -> np.ndarray:
     """TPOT at a percentile of a disaggregated decode instance loaded to a mean of ``batch`` sequences, elementwise:
-    its steps decode only, each request bringing its decode tokens' KV reads (module docstring)."""
+    its steps decode only, each request bringing its decode tokens' KV reads (module docstring; ``spec``: its steps
+    are speculative rounds)."""
     setup = (model, gpu, preset, weight_bits, layout, batch, workload)
-    return window_percentile_tpot_s(percentile, *_decode_windows(*setup, scv_arrival))
+    return window_percentile_tpot_s(percentile, *_decode_windows(*setup, scv_arrival, spec))
 
 
 def decode_tpot_within(
@@ -281,11 +315,12 @@ def decode_tpot_within(
     batch,
     workload: rq.Workload,
     scv_arrival: float = 1.0,
+    spec: rq.Speculation | None = None,
 ) -> np.ndarray:
     """Whether ``decode_percentile_tpot_s`` is within ``limit_s``, elementwise, from the windows' CDF at the
     limit."""
     setup = (model, gpu, preset, weight_bits, layout, batch, workload)
-    windows = _windows(*_decode_windows(*setup, scv_arrival))
+    windows = _windows(*_decode_windows(*setup, scv_arrival, spec))
     return windows.stable & (windows.share_within(limit_s) >= percentile / 100.0)
 
 
@@ -300,18 +335,21 @@ def tpot_at_rate_s(
     arrivals: qm.Arrivals,
     aggregated: bool,
     percentiles=qm.PERCENTILES,
+    spec: rq.Speculation | None = None,
 ) -> np.ndarray:
     """TPOT percentiles (one per percentile, s) of one instance that ``arrivals`` reach: an aggregated instance with
     its chunk budget, or a decode instance (``aggregated`` False), at the mean decode batch of Little's law
-    (``queueing.mean_decode_batch``); inf where it has no steady state."""
-    batch = qm.mean_decode_batch(
-        model, gpu, preset, weight_bits, layout, workload, chunk_tokens, arrivals.rate_per_s, float(aggregated)
-    )
+    (``queueing.mean_decode_batch``); inf where it has no steady state. ``spec``: its steps are speculative rounds."""
+    rate = arrivals.rate_per_s
+    args = (model, gpu, preset, weight_bits, layout)
+    batch = qm.mean_decode_batch(*args, workload, chunk_tokens, rate, float(aggregated), spec)
     if not math.isfinite(batch):
         return np.full(len(percentiles), math.inf)
-    args = (model, gpu, preset, weight_bits, layout, batch, workload)
     if aggregated:
-        tpots = [aggregated_percentile_tpot_s(q, *args, chunk_tokens, arrivals.scv) for q in percentiles]
+        tpots = [
+            aggregated_percentile_tpot_s(q, *args, batch, workload, chunk_tokens, arrivals.scv, spec)
+            for q in percentiles
+        ]
     else:
-        tpots = [decode_percentile_tpot_s(q, *args, arrivals.scv) for q in percentiles]
+        tpots = [decode_percentile_tpot_s(q, *args, batch, workload, arrivals.scv, spec) for q in percentiles]
     return np.array([float(t) for t in tpots])

@@ -8,6 +8,12 @@ last output token; arrivals during a step join the next one. Disaggregated: x pr
 moves to decode instance (request number mod y), which steps its decoding sequences like the aggregated instance
 without prompts. The first token comes with the end of prefill (plus the KV transfer), then O decode steps: the
 evaluator's accounting. Each request's TPOT = (last token - first token) / O.
+
+Speculative decoding (``requests.Speculation``, one gamma): every step is a round, the target's verification step
+(gamma + 1 tokens per sequence, carrying the prompt pieces), the draft's step reading them and its other gamma - 1
+steps, plus the round's host time (``requests.loaded_gap_s``); each decoding sequence gains its own random number of
+tokens per round, 1 + the drafted tokens accepted before the first rejection (each accepted with the acceptance
+probability, independently), at most what it has left.
 """
 
 from __future__ import annotations
@@ -105,11 +111,75 @@ def _field(step: ev.StepFigures, name: str) -> float:
     return float(np.asarray(getattr(step, name)))
 
 
+class _Acceptance:
+    """Tokens each decoding sequence gains in a speculative round: 1 + the drafted tokens accepted before the first
+    rejection (each with probability ``spec.acceptance``), at most gamma + 1; drawn from ``seed``."""
+
+    def __init__(self, spec: rq.Speculation, seed: int) -> None:
+        self._p_reject, self._gamma = 1.0 - spec.acceptance, int(np.asarray(spec.gamma))
+        self._rng = np.random.default_rng(seed)
+        self._accepted: list[int] = []
+
+    def gains(self, n: int) -> list[int]:
+        """Tokens each of ``n`` sequences gains in one round."""
+        if self._p_reject <= 0.0:
+            return [self._gamma + 1] * n
+        while len(self._accepted) < n:
+            draws = self._rng.geometric(self._p_reject, 4096) - 1
+            self._accepted.extend(np.minimum(draws, self._gamma).tolist())
+        out = [1 + a for a in self._accepted[:n]]
+        del self._accepted[:n]
+        return out
+
+
+class _Rounds:
+    """Round time of ``d`` decoding sequences plus prompt pieces and the tokens each sequence gains per round: the
+    plain step and one token (``spec`` None), or a speculative round (module docstring) priced as
+    ``requests.loaded_gap_s`` prices it, from ``_MixedSteps`` of the verifying target and of the draft."""
+
+    def __init__(
+        self, physics: Physics, gpu: GpuSpec, layout: ev.Layout, slots: int, spec: rq.Speculation | None, seed: int
+    ) -> None:
+        self._spec = spec
+        if spec is None:
+            self._target = _MixedSteps(physics, gpu, layout, slots)
+            return
+        gamma = float(np.asarray(spec.gamma))
+        self._gamma = gamma
+        self._target = _MixedSteps(physics, gpu, layout.verifying(gamma), slots)
+        draft_physics = Physics(spec.draft, physics.preset, spec.weight_bits)
+        self._draft = _MixedSteps(draft_physics, gpu, layout.for_draft(spec.draft), slots)
+        self._host_s = float(ev.speculative_round_host_s(physics.preset, gamma))
+        self._acceptance = _Acceptance(spec, seed)
+
+    def time_s(self, decode: int, tokens: int, attention: float, kv_tokens: float) -> float:
+        target = self._target.time_s(decode, tokens, attention, kv_tokens)
+        if self._spec is None:
+            return target
+        plain = self._draft.time_s(decode, 0, 0.0, 0.0)
+        if tokens == 0 or self._gamma == 0.0:
+            return target + self._gamma * plain + self._host_s
+        reading = self._draft.time_s(decode, tokens, attention, kv_tokens)
+        return target + reading + (self._gamma - 1.0) * plain + self._host_s
+
+    def gains(self, n: int) -> list[int] | None:
+        """Tokens each of ``n`` decoding sequences gains in a round (None: one each)."""
+        return None if self._spec is None else self._acceptance.gains(n)
+
+
 def aggregated(
-    physics: Physics, gpu: GpuSpec, layout: ev.Layout, batch: int, chunk_tokens: int, reqs: Requests
+    physics: Physics,
+    gpu: GpuSpec,
+    layout: ev.Layout,
+    batch: int,
+    chunk_tokens: int,
+    reqs: Requests,
+    spec: rq.Speculation | None = None,
+    seed: int = 0,
 ) -> Served:
-    """Serve ``reqs`` on one aggregated instance of ``batch`` slots with chunked prefill."""
-    steps = _MixedSteps(physics, gpu, layout, batch)
+    """Serve ``reqs`` on one aggregated instance of ``batch`` slots with chunked prefill (``spec``: speculative
+    rounds, their accepted tokens drawn from ``seed``)."""
+    steps = _Rounds(physics, gpu, layout, batch, spec, seed)
     n = len(reqs)
     # plain lists: the loop below runs once per step, numpy scalars would dominate it
     arrival, isl, left = reqs.arrival_s.tolist(), reqs.isl.tolist(), reqs.osl.tolist()
@@ -142,7 +212,7 @@ def aggregated(
         t += tau
         prompt_busy += tau * tokens / chunk_tokens
         batch_time += tau * len(decoding)
-        decoding = _one_token_each(decoding, left, finish, t)
+        decoding = _tokens_each(decoding, left, finish, t, steps.gains(len(decoding)))
         for r, q in pieces:
             done_tokens[r] += q
             if done_tokens[r] == isl[r]:
@@ -153,10 +223,16 @@ def aggregated(
 
 
 def prefill_pool(
-    physics: Physics, gpu: GpuSpec, layout: ev.Layout, instances: int, batch: int, reqs: Requests
+    physics: Physics,
+    gpu: GpuSpec,
+    layout: ev.Layout,
+    instances: int,
+    batch: int,
+    reqs: Requests,
+    spec: rq.Speculation | None = None,
 ) -> tuple[np.ndarray, float]:
     """End of each request's prefill on ``instances`` prefill instances (first come, first served) and their busy
-    seconds."""
+    seconds; with ``spec`` each step prefills its draft too (``requests.prefill_figures``)."""
     cache: dict[tuple[int, int, int], float] = {}
     new = reqs.isl - reqs.cached
 
@@ -164,6 +240,10 @@ def prefill_pool(
         if (k, isl, prefix) not in cache:
             s = rq.prefill_step(physics.model, gpu, physics.preset, physics.weight_bits, layout, float(k), isl, prefix)
             cache[k, isl, prefix] = float(s.step_time_s)
+            if spec is not None:
+                d_layout = layout.for_draft(spec.draft)
+                d = rq.prefill_step(spec.draft, gpu, physics.preset, spec.weight_bits, d_layout, float(k), isl, prefix)
+                cache[k, isl, prefix] += float(d.step_time_s)
         return cache[k, isl, prefix]
 
     n = len(reqs)
@@ -185,9 +265,12 @@ def prefill_pool(
     return end, busy
 
 
-def decode_instance(step_s: np.ndarray, ready_s: np.ndarray, osl: np.ndarray, slots: int) -> tuple[np.ndarray, float]:
-    """Finish times of requests joining one decode instance at ``ready_s`` (sorted), ``step_s[d - 1]`` the step of d
-    sequences; and the sum over steps of step time x sequences (for the mean batch)."""
+def decode_instance(
+    step_s: np.ndarray, ready_s: np.ndarray, osl: np.ndarray, slots: int, gains=None
+) -> tuple[np.ndarray, float]:
+    """Finish times of requests joining one decode instance at ``ready_s`` (sorted), ``step_s[d - 1]`` the step (or
+    round) of d sequences; and the sum over steps of step time x sequences (for the mean batch). ``gains(n)``: the
+    tokens each of n sequences gains in a round (``_Rounds.gains``; None: one token per step)."""
     n = len(ready_s)
     ready, left, steps, finish = ready_s.tolist(), osl.tolist(), np.asarray(step_s).tolist(), [0.0] * n
     waiting: deque[int] = deque()
@@ -204,7 +287,7 @@ def decode_instance(step_s: np.ndarray, ready_s: np.ndarray, osl: np.ndarray, sl
         tau = steps[len(active) - 1]
         t += tau
         batch_time += tau * len(active)
-        active = _one_token_each(active, left, finish, t)
+        active = _tokens_each(active, left, finish, t, None if gains is None else gains(len(active)))
     return np.array(finish), batch_time
 
 
@@ -213,12 +296,17 @@ def disaggregated(
     prefill: tuple[GpuSpec, ev.Layout, int, int],
     decode: tuple[GpuSpec, ev.Layout, int, int],
     reqs: Requests,
+    spec: rq.Speculation | None = None,
+    seed: int = 0,
 ) -> Served:
     """Serve ``reqs`` on x prefill instances (prefill = (gpu, layout, batch, x)) and y decode instances
-    (decode = (gpu, layout, batch, y)); the KV cache moves as ``requests.disaggregated_figures`` prices it."""
+    (decode = (gpu, layout, batch, y)); the KV cache moves as ``requests.disaggregated_figures`` prices it.
+    ``spec``: the decode instances speculate (rounds, their accepted tokens drawn from ``seed``) and the prefill
+    instances prefill the draft too."""
     p_gpu, p_layout, p_batch, x = prefill
     d_gpu, d_layout, d_batch, y = decode
-    prefilled, busy = prefill_pool(physics, p_gpu, p_layout, x, p_batch, reqs)
+    drafting = spec is not None and float(np.asarray(spec.gamma)) > 0
+    prefilled, busy = prefill_pool(physics, p_gpu, p_layout, x, p_batch, reqs, spec if drafting else None)
     transfer = {}
     classes = list(zip(reqs.isl.tolist(), reqs.cached.tolist(), strict=True))
     for i, p in set(classes):
@@ -229,28 +317,31 @@ def disaggregated(
             rq.Workload((i,), (1,), (1.0,), (p,)),
             (p_gpu, p_layout, 1.0, 1),
             (d_gpu, d_layout, 1.0, 1),
+            spec=spec,
         )
         transfer[i, p] = float(fig["ttft_s"] - fig["prefill_step_s"])  # the KV transfer as the evaluator prices it
     ready = prefilled + np.array([transfer[c] for c in classes])
     args = (physics.model, d_gpu, physics.preset, physics.weight_bits, d_layout)
-    step_s = rq.tpot_step(*args, np.arange(1.0, d_batch + 1.0), None, 0.0, 0.0).step_time_s
+    zero = np.zeros(d_batch)
+    step_s = rq.loaded_gap_s(*args, np.arange(1.0, d_batch + 1.0), zero, zero, zero, spec)
     finish = np.empty(len(reqs))
     batch_time = 0.0
     for j in range(y):
         mine = np.arange(j, len(reqs), y)
         order = mine[np.argsort(ready[mine], kind="stable")]
-        finish[order], bt = decode_instance(step_s, ready[order], reqs.osl[order], d_batch)
+        gains = None if spec is None else _Acceptance(spec, seed + j).gains
+        finish[order], bt = decode_instance(step_s, ready[order], reqs.osl[order], d_batch, gains)
         batch_time += bt
     return Served(reqs.arrival_s, ready, finish, reqs.osl, busy, x, batch_time, y * d_batch)
 
 
-def _one_token_each(running: list, left, finish, t: float) -> list:
-    """Give every running request its token of the step that ended at ``t``; return those still decoding (the
-    others finish at ``t``)."""
+def _tokens_each(running: list, left, finish, t: float, gains: list[int] | None) -> list:
+    """Give every running request its tokens of the step that ended at ``t`` (one each, or ``gains``, at most what it
+    has left); return those still decoding (the others finish at ``t``)."""
     still = []
-    for r in running:
-        left[r] -= 1
-        if left[r] == 0:
+    for k, r in enumerate(running):
+        left[r] -= 1 if gains is None else gains[k]
+        if left[r] <= 0:
             finish[r] = t
         else:
             still.append(r)

@@ -149,7 +149,7 @@ def time_and_fit(question: Question, gi: int, bits: int, lay: Layouts, idx: np.n
             ttft = aggregated_ttft_s(question, gpu, bits, layout, batch, chunk, spec)
             other = other & (decode_only | (ttft <= question.max_ttft_s * (1 + LIMIT_RTOL)))
         if question.queued_tpot:
-            other = other & within_tpot_limit(question, gpu, bits, layout, batch, chunk, decode_only)
+            other = other & within_tpot_limit(question, gpu, bits, layout, batch, chunk, decode_only, spec)
         return tuple(np.broadcast_to(a, shape) for a in (tau, fits, other))
     gamma = lay.gamma[idx].astype(float)
     tau = ev.time_per_token_with_gamma(
@@ -237,12 +237,12 @@ def _refusal_floors(question: Question, lay: Layouts, refused: np.ndarray, faste
         layout = _eval_layout(question, gi, bits, lay, idx)
         batch, chunk, disagg = lay.pp[idx].astype(float), lay.chunk[idx].astype(float), lay.disagg[idx]
         mine = floors.setdefault(gpu.name, {"ttft": np.inf, "tpot": np.inf})
+        spec = speculation(question, lay, idx)
         if question.max_ttft_s is not None and not disagg.all():
-            spec = speculation(question, lay, idx)
             ttft = np.where(disagg, np.inf, aggregated_ttft_s(question, gpu, bits, layout, batch, chunk, spec))
             mine["ttft"] = min(mine["ttft"], float(np.min(ttft)))
         if question.queued_tpot:
-            tpot = percentile_tpot_s(question, gpu, bits, layout, batch, chunk, disagg)
+            tpot = percentile_tpot_s(question, gpu, bits, layout, batch, chunk, disagg, spec)
             mine["tpot"] = min(mine["tpot"], float(np.min(tpot)))
     limits = {"ttft": question.max_ttft_s, "tpot": question.max_tpot_s if question.queued_tpot else None}
     out = {}
