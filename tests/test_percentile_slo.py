@@ -19,6 +19,7 @@ from roofline_opt.optimize.queries import cheapest, fastest
 from roofline_opt.optimize.testing import assert_same_optimum
 from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import queueing as qm
+from roofline_opt.physics import requests as rq
 from roofline_opt.physics import tpot_percentiles as tq
 
 
@@ -258,6 +259,22 @@ def test_an_answers_tpot_is_the_window_models_at_its_batch():
         else:
             expected = tq.decode_percentile_tpot_s(*args)
         assert answer.figures["tpot_s"] == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_an_aggregated_answer_limited_on_tpot_alone_reports_its_ttft_at_the_percentile_at_its_load():
+    """No TTFT limit, a TPOT percentile: the TTFT reported is that percentile at the answer's load (not the idle
+    chunk schedule), with the schedule beside it as ttft_no_load_s."""
+    q = dataclasses.replace(_setting("llama8b-agg-disagg-p90-tpot-only")[0], serving=("agg",))
+    answer = fastest(q, None)
+    s = answer.setup
+    layout = ev.Layout.of(s.tp, s.tp_2d, s.pp, q.context, 1, s.ep, s.kv_bits)
+    args = (q.model, q.gpus[0], q.preset, s.weight_bits, layout, float(s.batch), q.workload, s.chunk_tokens)
+    at_load = qm.aggregated_percentile_ttft_s(90.0, *args)
+    assert answer.figures["ttft_s"] == pytest.approx(float(at_load), rel=1e-12)
+    assert answer.figures["ttft_no_load_s"] == pytest.approx(float(rq.ttft_aggregated_s(*args)), rel=1e-12)
+    assert answer.figures["ttft_s"] > answer.figures["ttft_no_load_s"]
+    assert answer.figures["ttft_percentile"] == 90.0
+    assert answer.figures["prefill_utilisation"] == pytest.approx(float(qm.aggregated_utilisation(*args)), 1e-12)
 
 
 def test_cli_tpot_percentile_headline_and_json(capsys):

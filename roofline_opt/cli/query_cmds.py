@@ -355,6 +355,8 @@ def _request_text(question: Question) -> str:
         f"{name}{at} <= {report.format_number(value * 1e3)} ms" if value is not None else f"{name} not limited: {flag}"
         for name, value, flag in given
     ]
+    if question.queued_tpot and question.max_ttft_s is None:
+        limits[0] += f" (aggregated rows report its{at} at load)"
     serving = "/".join(question.serving)
     if question.slo_percentile is not None:
         scv = question.arrival_scv

@@ -49,9 +49,10 @@ REQUEST_FIGURES = (
 )
 """Figures of answers about whole requests (a workload), beside FIGURES."""
 QUEUED_FIGURES = ("ttft_no_load_s", "ttft_percentile", "arrival_scv", "prefill_utilisation")
-"""Figures of answers whose TTFT limit holds at a percentile under load: ``ttft_s`` is then that percentile at the
-answer's own load, ``ttft_no_load_s`` its service time alone, ``prefill_utilisation`` the busy share of the prefill
-path at that load (an aggregated instance's chunk budget, or the prefill instances; physics/queueing.py)."""
+"""Figures of answers whose TTFT limit holds at a percentile under load (and of aggregated answers whose TPOT limit
+alone does): ``ttft_s`` is then that percentile at the answer's own load, ``ttft_no_load_s`` its service time alone,
+``prefill_utilisation`` the busy share of the prefill path at that load (an aggregated instance's chunk budget, or
+the prefill instances; physics/queueing.py)."""
 QUEUED_TPOT_FIGURES = ("tpot_mean_s", "tpot_percentile", "arrival_scv")
 """Figures of answers whose TPOT limit holds at a percentile under load: ``tpot_s`` is then that percentile at the
 answer's own load, ``tpot_mean_s`` the steady-state TPOT at its mean batch (``time_per_token_s``, the inverse of
@@ -296,7 +297,7 @@ def reevaluate(question: Question, setup: Setup, method: str, report: SolveRepor
             setup = _least_prefill_batch(question, setup, gpu, layout)
         out = _request_figures(question, setup, gpu, layout)
         figures = {k: float(np.asarray(out[k])) for k in (*FIGURES, *REQUEST_FIGURES)}
-        if question.queued_ttft:
+        if "ttft_percentile" in out:
             figures.update({k: float(np.asarray(out[k])) for k in QUEUED_FIGURES})
         if question.queued_tpot:
             figures.update({k: float(np.asarray(out[k])) for k in QUEUED_TPOT_FIGURES})
@@ -403,6 +404,8 @@ def _request_figures(question: Question, setup: Setup, gpu, layout: ev.Layout) -
     out["best_gamma"] = setup.gamma
     if question.queued_ttft:
         _queued(question, setup, gpu, layout, out)
+    elif question.queued_tpot and not setup.disaggregated:
+        _aggregated_ttft_at_load(question, setup, gpu, layout, out)
     tpot = out["tpot_s"]
     out["time_per_token_s"] = tpot
     out["tok_s_per_request"] = 1.0 / tpot
@@ -471,21 +474,32 @@ def _least_prefill_batch(question: Question, setup: Setup, gpu, layout: ev.Layou
     return dataclasses.replace(setup, prefill_batch=hi)
 
 
+def _aggregated_ttft_at_load(question: Question, setup: Setup, gpu, layout: ev.Layout, out: dict) -> None:
+    """An aggregated answer's TTFT at the question's percentile at its load (the arrival rate whose mean decode batch
+    is the answer's batch; physics/queueing.py), whether or not a TTFT limit holds there: ``ttft_s`` that percentile,
+    ``ttft_no_load_s`` the chunk schedule's, ``prefill_utilisation`` the chunk budget's busy share."""
+    p, scv, w = question.slo_percentile, question.arrival_scv, question.whole_requests
+    assert p is not None
+    spec = _speculation(question, setup)
+    args = (question.model, gpu, question.preset_on(gpu), setup.weight_bits, layout, float(setup.batch), w)
+    out["ttft_no_load_s"] = out["ttft_s"]
+    out["ttft_percentile"], out["arrival_scv"] = p, scv
+    out["ttft_s"] = qm.aggregated_percentile_ttft_s(p, *args, setup.chunk_tokens, scv, spec)
+    out["prefill_utilisation"] = qm.aggregated_utilisation(*args, setup.chunk_tokens, spec)
+
+
 def _queued(question: Question, setup: Setup, gpu, layout: ev.Layout, out: dict) -> None:
     """Figures at load when the TTFT limit holds at a percentile: an aggregated instance at the arrival rate whose
     mean decode batch is the answer's batch; a disaggregated unit serving min(x prefill instances' rate at the limit,
     y decode instances' rate), its prefill queue at that rate (physics/queueing.py)."""
     p, scv, w = question.slo_percentile, question.arrival_scv, question.whole_requests
     assert p is not None and question.max_ttft_s is not None
-    model, preset, bits = question.model, question.preset_on(gpu), setup.weight_bits
+    model, bits = question.model, setup.weight_bits
+    if not setup.disaggregated:
+        _aggregated_ttft_at_load(question, setup, gpu, layout, out)
+        return
     out["ttft_no_load_s"] = out["ttft_s"]
     out["ttft_percentile"], out["arrival_scv"] = p, scv
-    spec = _speculation(question, setup)
-    if not setup.disaggregated:
-        args = (model, gpu, preset, bits, layout, float(setup.batch), w, setup.chunk_tokens)
-        out["ttft_s"] = qm.aggregated_percentile_ttft_s(p, *args, scv, spec)
-        out["prefill_utilisation"] = qm.aggregated_utilisation(*args, spec)
-        return
     p_gpu, p_layout, link, hop = _prefill_side(question, setup, gpu, layout)
     x, draft = setup.prefill_instances, question.draft if setup.gamma > 0 else None
     p_preset = question.preset_on(p_gpu)
