@@ -1,6 +1,6 @@
 """Speculative decoding (a draft model) with whole requests in fleets: aggregated models choose gamma per layout, the
-MIP equals brute force (with limits at a percentile too), every row is priced as the single-model evaluator prices
-it, and pooled models refuse a draft in one line."""
+MIP equals brute force (with limits at a percentile too, and with prefill and decode pools), every row is priced as
+the single-model evaluator prices it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from fleet_cases import OPTIONS, fleet_of, solved
 
-from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.fleet import plan_fleet
 from roofline_opt.optimize.testing import assert_same_fleet_optimum
 from roofline_opt.physics import evaluator as ev
@@ -80,12 +79,55 @@ def test_every_drafted_row_is_priced_as_the_evaluator_prices_its_rounds(plans, k
         assert row["batch"] <= rq.stable_batch_limit(w, chunk, draft)
 
 
-def test_a_pooled_model_with_a_draft_is_refused_naming_the_field() -> None:
-    entry = {**_chat(15), "serving": "disagg"}
-    with pytest.raises(InvalidInput) as err:
-        fleet_of({"gpus": {"h100-sxm": 16}, "models": [entry]})
-    assert err.value.field == "models[0].draft"
-    assert "serving: agg" in err.value.message
+POOLED_FLEETS = {
+    "pools with a draft": {"gpus": {"h100-sxm": 16}, "models": [_chat(15, gamma_max=3, serving="disagg")]},
+    "p90 pools with a draft beside a model without one": {
+        "gpus": {"h100-sxm": 16},
+        "models": [_chat(20, gamma_max=2, serving="disagg", percentile=90), CODE],
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def pooled_plans() -> dict:
+    return solved(POOLED_FLEETS)
+
+
+@pytest.mark.parametrize("key", list(POOLED_FLEETS))
+def test_the_mip_equals_brute_force_with_drafted_pools(pooled_plans, key) -> None:
+    assert_same_fleet_optimum(*pooled_plans[key])
+
+
+@pytest.mark.parametrize("key", list(POOLED_FLEETS))
+def test_drafted_pools_prefill_the_draft_and_decode_its_rounds(pooled_plans, key) -> None:
+    """Every prefill row prefills the draft too (gamma 1: ``requests.prefill_figures`` with it); a decode row that
+    drafts is priced with its rounds, at the percentile where the TPOT limit holds there."""
+    spec, mip, _ = pooled_plans[key]
+    fm = next(m for m in spec.models if m.name == "chat")
+    q = fm.question
+    rows = [r for r in mip.rows if r["model"] == "chat"]
+    assert {r["role"] for r in rows} == {"prefill", "decode"}
+    for row in rows:
+        gpu = spec.pool.gpu(row["gpu"])
+        if row["role"] == "prefill":
+            assert row["gamma"] == 1
+            continue
+        assert row["gamma"] > 0
+        layout = ev.Layout.of(row["tp"], row["tp_2d"], row["pp"], q.context, 1, row["ep"], row["kv_bits"])
+        draft = rq.Speculation(q.draft, float(row["gamma"]), q.acceptance)
+        args = (q.model, gpu, q.preset, row["weight_bits"], layout, float(row["batch"]))
+        if fm.tpot_percentile is None:
+            tpot = float(np.asarray(rq.tpot_step(*args, q.whole_requests, 0.0, 0.0, draft).step_time_s))
+        else:
+            tpot = float(tq.decode_percentile_tpot_s(fm.tpot_percentile, *args, q.whole_requests, 1.0, draft))
+        assert row["tpot_ms"] == pytest.approx(tpot * 1e3, rel=1e-9)
+        assert tpot <= fm.max_time_per_token_s * (1 + 1e-9)
+
+
+def test_a_drafted_pool_is_cheaper_than_the_same_pool_without_its_draft(pooled_plans) -> None:
+    _, mip, _ = pooled_plans["pools with a draft"]
+    plain = {**POOLED_FLEETS["pools with a draft"], "models": [_chat(15, gamma_max=0, serving="disagg")]}
+    assert mip.usd_per_hour < plan_fleet(fleet_of(plain), "mip", OPTIONS).usd_per_hour
 
 
 PERCENTILE_FLEETS = {

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from roofline_opt import api, catalog
-from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.enumerate import best_point, enumerate_best, feasible_points
 from roofline_opt.optimize.queries import cheapest, fastest
 from roofline_opt.optimize.testing import assert_same_optimum
@@ -286,16 +285,16 @@ def test_a_drafted_answer_at_a_percentile_reports_the_queueing_models_figures_of
     assert answer.figures["ttft_s"] <= q.max_ttft_s * (1 + 1e-9)
 
 
-def test_a_pooled_fleet_model_with_a_draft_and_whole_requests_is_refused_in_one_line(tmp_path):
-    """Aggregated fleet models take a draft (tests/test_fleet_speculative.py); prefill and decode pools do not yet."""
+def test_a_pooled_fleet_model_with_a_draft_plans_prefill_instances_that_prefill_it(tmp_path):
+    """Fleet pools with a draft (tests/test_fleet_speculative.py has the MIP against brute force): from a file."""
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(
         "models:\n  - name: chat\n    model: llama-3-70b\n    draft: llama-3-8b\n    isl: 2000\n    osl: 500\n"
-        "    serving: disagg\n    demand_req_s: 1\ngpus:\n  h100-sxm: 16\n"
+        "    serving: disagg\n    demand_req_s: 1\n    tpot_ms: 15\ngpus:\n  h100-sxm: 16\n"
     )
-    with pytest.raises(InvalidInput, match="draft") as err:
-        api.plan(fleet)
-    assert "\n" not in str(err.value)
+    rows = api.plan(fleet).rows
+    assert {r["role"] for r in rows} == {"prefill", "decode"}
+    assert all(r["gamma"] == 1 for r in rows if r["role"] == "prefill")
 
 
 def test_evaluate_prices_a_drafting_setup_as_the_evaluator():

@@ -140,7 +140,7 @@ def time_and_fit(question: Question, gi: int, bits: int, lay: Layouts, idx: np.n
         w, chunk = question.workload, lay.chunk[idx].astype(float)
         decode_only = lay.disagg[idx]
         aggregated = (~decode_only).astype(float)
-        spec = speculation(question, lay, idx)  # parse refuses drafts with pools: only aggregated layouts draft
+        spec = speculation(question, lay, idx)
         args = (question.model, gpu, question.preset_on(gpu), bits, layout, batch)
         tau = rq.tpot_step(*args, w, chunk, aggregated, spec).step_time_s
         fits = rq.aggregated_memory(*args, w, aggregated, spec).fits
@@ -354,7 +354,7 @@ def prefill_candidates_at(index: int, fm: FleetModel, gi: int, bits: int, lay: L
             tp_2d=bool(lay.tp_2d[j]),
             pp=int(lay.pp[j]),
             ep=1,
-            gamma=0,
+            gamma=int(lay.gamma[j]),
             kv_bits=int(lay.kv_bits[j]),
             chunk_tokens=0,
             batch=int(b),
@@ -370,10 +370,11 @@ def prefill_candidates_at(index: int, fm: FleetModel, gi: int, bits: int, lay: L
 
 def prefill_space(fm: FleetModel, pool: Pool):
     """(prefill layouts, then per (accelerator, precision) group and decode accelerator offered: gpu index, bits,
-    positions, KV partner) of a disaggregated model; with a percentile only pp = 1 (one prompt per step)."""
+    positions, KV partner) of a disaggregated model; with a percentile only pp = 1 (one prompt per step); with a
+    draft only the layouts that prefill it (``kv.prefill_draft``)."""
     q = fm.question
     lay = prefill_layouts(q)
-    keep = np.ones(len(lay), dtype=bool)
+    keep = (lay.gamma > 0) == (kv.prefill_draft(q) is not None)
     if pool.has_graph:
         keep &= np.array([lay.tp[j] <= (pool.largest_domain(q.gpus[g].name) or 0) for j, g in enumerate(lay.gpu_index)])
     if fm.percentile is not None:

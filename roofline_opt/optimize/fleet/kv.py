@@ -13,6 +13,10 @@ The decode accelerator is kept as a *partner* spec carrying that link (named ``<
 ``requests.shares_domain`` never prices it inside one domain, should it be handed to ``requests`` as a decode
 accelerator); the link is ``requests.kv_link_bytes_per_s(prefill, partner, False)`` (``link``), the same in the
 candidates, the oracle, the queue (``queueing.prefill_classes``) and the re-evaluation.
+
+A model with a draft (``gamma_max`` > 0) prefills it in every prefill instance (``prefill_draft``) and sends its KV
+cache with the target's, so that any of its decode instances can draft: an engine's disaggregated deployment runs
+one speculative configuration per model.
 """
 
 from __future__ import annotations
@@ -55,9 +59,15 @@ def link(prefill: GpuSpec, partner: GpuSpec) -> tuple[float, float]:
     return rq.kv_link_bytes_per_s(prefill, partner, False), hop
 
 
+def prefill_draft(question: Question):
+    """The draft a model's prefill instances prefill too (module docstring), None without one."""
+    return question.draft if question.draft is not None and question.gamma_max > 0 else None
+
+
 def prefill_points(question: Question, gi: int, bits: int, lay: Layouts, idx, batch, partner: GpuSpec) -> dict:
     """Exact figures of prefill layouts ``idx`` at ``batch`` sending to ``partner``: requests/s, TTFT of an idle
-    pool (service + KV transfer, the longest class), fits_in_memory (``requests.prefill_figures``)."""
+    pool (service + KV transfer, the longest class), fits_in_memory (``requests.prefill_figures``; the draft too
+    where ``prefill_draft``)."""
     gpu = question.gpus[gi]
     bandwidth, hop = link(gpu, partner)
     return rq.prefill_figures(
@@ -70,6 +80,7 @@ def prefill_points(question: Question, gi: int, bits: int, lay: Layouts, idx, ba
         question.whole_requests,
         bandwidth,
         hop,
+        prefill_draft(question),
     )
 
 
@@ -89,7 +100,7 @@ def percentile_ttft_s(
     w = question.whole_requests
     bandwidth, hop = link(gpu, partner)
     service, ttft0 = queueing.prefill_classes(
-        question.model, gpu, question.preset_on(gpu), bits, layout, w, bandwidth, hop
+        question.model, gpu, question.preset_on(gpu), bits, layout, w, bandwidth, hop, prefill_draft(question)
     )
     rate = max(rate_req_s, 1e-12)
     return queueing.percentile_ttft_s(

@@ -27,7 +27,6 @@ from roofline_opt.optimize.fleet.problem import (
     Pool,
 )
 from roofline_opt.optimize.space import MAX_DEMAND_TOK_S, Question
-from roofline_opt.physics import requests as rq
 
 FLEET_KEYS = ("cluster", "gpus", "objective", "max_usd_per_hour", "max_utilisation", "models", "prices", "period_hours")
 SPACE_KEYS = (
@@ -323,7 +322,4 @@ def _question(where: str, make_question: QuestionFactory, model: Any, pool: Pool
         q = make_question(model, list(pool.gpus), **space)
     except InvalidInput as exc:
         raise InvalidInput(f"{where}{exc.field}", exc.message) from exc
-    if q.workload is not None and q.draft is not None and q.gamma_max > 0 and rq.DISAGG in q.serving:
-        msg = "with disaggregated pools is not modelled in fleets yet: drop draft, or serve the model with serving: agg"
-        raise InvalidInput(f"{where}draft", msg)
     return q

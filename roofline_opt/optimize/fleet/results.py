@@ -106,8 +106,9 @@ def _decode_figures(fleet: Fleet, c: Candidate) -> dict:
     gpu = fleet.pool.gpu(c.gpu)
     layout = ev.Layout.of(c.tp, c.tp_2d, c.pp, q.context, 1, c.ep, c.kv_bits, dp_attention=c.dp_attention)
     args = (q.model, gpu, q.preset, c.weight_bits, layout, float(c.batch))
-    step = rq.tpot_step(*args, q.whole_requests, 0.0, 0.0)
-    fits = bool(np.asarray(rq.aggregated_memory(*args, q.whole_requests, 0.0).fits))
+    spec = None if q.draft is None or c.gamma == 0 else rq.Speculation(q.draft, float(c.gamma), q.acceptance)
+    step = rq.tpot_step(*args, q.whole_requests, 0.0, 0.0, spec)
+    fits = bool(np.asarray(rq.aggregated_memory(*args, q.whole_requests, 0.0, spec).fits))
     tpot = float(np.asarray(step.step_time_s))
     parts = {k: float(np.asarray(getattr(step, k))) for k in ("network_s", "memory_s", "compute_s")}
     limited, limit = tpot, fm.max_time_per_token_s
@@ -120,7 +121,8 @@ def _decode_figures(fleet: Fleet, c: Candidate) -> dict:
         "fits_in_memory": fits,
     }
     if fm.tpot_percentile is not None:
-        limited = float(tq.decode_percentile_tpot_s(fm.tpot_percentile, *args, q.whole_requests, q.arrival_scv))
+        percentile = fm.tpot_percentile
+        limited = float(tq.decode_percentile_tpot_s(percentile, *args, q.whole_requests, q.arrival_scv, spec))
         out["tpot_at_percentile_s"] = limited
     out["meets_limits"] = fits and (limit is None or limited <= limit * (1 + LIMIT_RTOL))
     return out
@@ -135,7 +137,7 @@ def _prefill_figures(fleet: Fleet, c: Candidate) -> dict:
     layout = kv.prefill_layout_of(c.tp, c.tp_2d, c.pp, c.kv_bits)
     bandwidth, hop = kv.link(gpu, partner)
     args = (q.model, gpu, q.preset, c.weight_bits, layout, float(c.batch))
-    fig = rq.prefill_figures(*args, q.whole_requests, bandwidth, hop)
+    fig = rq.prefill_figures(*args, q.whole_requests, bandwidth, hop, kv.prefill_draft(q))
     step = rq.prefill_step(*args, q.whole_requests.max_isl)
     parts = {k: float(np.asarray(getattr(step, k))) for k in ("network_s", "memory_s", "compute_s")}
     requests_per_s = float(np.asarray(fig["requests_per_s"]))
