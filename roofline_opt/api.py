@@ -143,6 +143,13 @@ def _model(model: str | ModelSpec, field: str = "model") -> tuple[ModelSpec, int
     return catalog.resolve_model(model, field)
 
 
+def _draft(target: ModelSpec, draft: str | ModelSpec) -> ModelSpec:
+    """The draft model: a spec as given, ``mtp`` (the target's own MTP module) or a catalog name or path."""
+    if isinstance(draft, ModelSpec):
+        return draft
+    return catalog.resolve_draft(target, draft, "draft")[0]
+
+
 def _gpus(gpu: str | GpuSpec | Sequence[str | GpuSpec], field: str = "gpu") -> tuple[GpuSpec, ...]:
     if isinstance(gpu, GpuSpec):
         return (gpu,)
@@ -346,7 +353,7 @@ def question(
     preset = checks.choice("preset", preset, PRESETS)
     native_bits = catalog.native_weight_bits(spec.name) if modern_defaults(preset) else None
     ep = ep_degrees_offered(spec, default_ep_degrees(spec, preset) if ep_degrees is None else ep_degrees)
-    draft_spec = None if draft is None else _model(draft, "draft")[0]
+    draft_spec = None if draft is None else _draft(spec, draft)
     if gamma_max is None:
         gamma_max = 0 if draft_spec is None else DEFAULT_DRAFT_GAMMA_MAX
     gamma_max = checks.positive_int("gamma_max", gamma_max, minimum=0, maximum=MAX_GAMMA)

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from roofline_opt import api, catalog
+from roofline_opt.cli import main
+from roofline_opt.errors import InvalidInput
 from roofline_opt.optimize.enumerate import best_point, enumerate_best, feasible_points
 from roofline_opt.optimize.queries import cheapest, fastest
 from roofline_opt.optimize.testing import assert_same_optimum
@@ -18,6 +20,7 @@ from roofline_opt.physics import evaluator as ev
 from roofline_opt.physics import queueing as qm
 from roofline_opt.physics import requests as rq
 from roofline_opt.physics import tpot_percentiles as tq
+from roofline_opt.physics.mtp import mtp_module
 from roofline_opt.physics.specs import PRESETS
 
 SMALL = dict(tp_degrees=(1, 2, 4, 8), pp_degrees=(1, 2), tp_modes=("1d",), max_batch=256)
@@ -104,6 +107,31 @@ QUESTIONS = {
         tp_degrees=(4, 8),
         pp_degrees=(1,),
     ),
+    "deepseek-mtp-h200": dict(
+        model="deepseek-v3",
+        gpu="h200",
+        draft="mtp",
+        weight_bits=8,
+        isl=1000,
+        osl=1000,
+        tpot_ms=40,
+        gamma_max=2,
+        pp_degrees=(1,),
+    ),
+    "deepseek-mtp-p90-agg-disagg": dict(
+        model="deepseek-v3",
+        gpu="h200",
+        draft="mtp",
+        weight_bits=8,
+        isl=2000,
+        osl=500,
+        ttft_ms=3000,
+        tpot_ms=50,
+        percentile=90,
+        gamma_max=2,
+        serving=("agg", "disagg"),
+        max_instances=2,
+    ),
 }
 FACTORS = (None, 1.0, 2.0)
 
@@ -145,7 +173,7 @@ def test_the_fastest_answer_drafts_and_its_figures_are_the_evaluators():
     answer = fastest(q, None)
     assert answer.setup.gamma > 0
     s = answer.setup
-    layout = ev.Layout.of(s.tp, s.tp_2d, s.pp, q.context, s.ep, 1, s.kv_bits)
+    layout = ev.Layout.of(s.tp, s.tp_2d, s.pp, q.context, 1, s.ep, s.kv_bits)
     spec = rq.Speculation(q.draft, s.gamma, q.acceptance)
     fig = rq.aggregated_figures(
         q.model, q.gpus[0], q.preset, s.weight_bits, layout, s.batch, q.whole_requests, s.chunk_tokens, 1.0, spec
@@ -253,7 +281,7 @@ def test_the_fastest_disaggregated_answer_drafts_and_pairs_a_drafting_prefill():
         ),
         (
             q.gpus[0],
-            ev.Layout.of(s.tp, s.tp_2d, s.pp, q.context, s.ep, 1, s.kv_bits),
+            ev.Layout.of(s.tp, s.tp_2d, s.pp, q.context, 1, s.ep, s.kv_bits),
             float(s.batch),
             s.decode_instances,
         ),
@@ -272,7 +300,7 @@ def test_a_drafted_answer_at_a_percentile_reports_the_queueing_models_figures_of
     s = answer.setup
     assert s.gamma > 0
     spec = rq.Speculation(q.draft, s.gamma, q.acceptance)
-    layout = ev.Layout.of(s.tp, s.tp_2d, s.pp, q.context, s.ep, 1, s.kv_bits)
+    layout = ev.Layout.of(s.tp, s.tp_2d, s.pp, q.context, 1, s.ep, s.kv_bits)
     args = (q.slo_percentile, q.model, q.gpus[0], q.preset, s.weight_bits, layout, float(s.batch), q.whole_requests)
     if s.disaggregated:
         tpot = tq.decode_percentile_tpot_s(*args, q.arrival_scv, spec)
@@ -303,3 +331,35 @@ def test_evaluate_prices_a_drafting_setup_as_the_evaluator():
     fig = _agg(PRESETS["default"], 32.0, rq.Speculation(DRAFT, 2.0, 0.7))
     assert row["tpot_s"] == pytest.approx(float(fig["tpot_s"]), rel=1e-12)
     assert row["ttft_s"] == pytest.approx(float(fig["ttft_s"]), rel=1e-12)
+
+
+def test_mtp_drafts_with_the_models_own_module_on_its_expert_parallel_layout():
+    """``draft="mtp"``: one block of the model's own architecture (its MoE layer, experts split as the target's),
+    so the cheapest answer's rounds are priced with that block at the answer's gamma."""
+    q, *_ = _setting("deepseek-mtp-h200")
+    assert q.draft == mtp_module(q.model) and q.draft.n_layers == 1 and q.draft.n_experts == q.model.n_experts
+    answer = cheapest(q, None)
+    s = answer.setup
+    assert s.gamma > 0 and s.ep > 1
+    layout = ev.Layout.of(s.tp, s.tp_2d, s.pp, q.context, 1, s.ep, s.kv_bits, dp_attention=s.dp_attention)
+    assert layout.for_draft(q.draft).ep == layout.ep
+    spec = rq.Speculation(q.draft, s.gamma, q.acceptance)
+    fig = rq.aggregated_figures(
+        q.model, q.gpus[0], q.preset, s.weight_bits, layout, s.batch, q.whole_requests, s.chunk_tokens, 1.0, spec
+    )
+    assert answer.figures["tpot_s"] == pytest.approx(float(fig["tpot_s"]), rel=1e-12)
+
+
+def test_mtp_for_a_model_without_an_mtp_module_is_one_line_naming_the_draft():
+    with pytest.raises(InvalidInput, match="multi-token-prediction") as err:
+        api.question("llama-3-70b", "h100-sxm", draft="mtp", isl=2000, osl=500)
+    assert err.value.field == "draft" and "\n" not in str(err.value)
+
+
+def test_a_query_with_mtp_launches_the_engines_mtp_speculator(tmp_path, capsys):
+    args = ["cheapest", "--model", "deepseek-v3", "--gpu", "h200", "--weight-bits", "8", "--draft", "mtp"]
+    args += ["--gamma-max", "1", "--isl", "1000", "--osl", "1000", "--tpot-ms", "40", "--tp-degrees", "8"]
+    assert main([*args, "--emit", str(tmp_path), "--engine", "sglang,vllm"]) == 0
+    capsys.readouterr()
+    assert "--speculative-algorithm NEXTN" in (tmp_path / "sglang.serve.sh").read_text()
+    assert '"method":"mtp"' in (tmp_path / "vllm.serve.sh").read_text()

@@ -25,6 +25,7 @@ from roofline_opt.catalog.cards import (
     native_weight_bits,
     packaged_root,
     resolve_alias,
+    resolve_draft,
     resolve_model,
     split_precision_suffix,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "load_gpu",
     "load_model",
     "model_from_hf_config",
+    "resolve_draft",
     "resolve_model",
     "split_precision_suffix",
 ]

@@ -21,6 +21,7 @@ from roofline_opt import checks
 from roofline_opt.catalog.hf_config import model_from_hf_config
 from roofline_opt.catalog.parse import read_yaml, spec_from_mapping
 from roofline_opt.errors import InvalidInput
+from roofline_opt.physics.mtp import MTP_DRAFT, MTP_MODELS, mtp_module
 from roofline_opt.physics.specs import WEIGHT_BITS, GpuSpec, ModelSpec
 
 DATA_ENV = "ROOFLINE_OPT_DATA"
@@ -226,6 +227,18 @@ def resolve_model(name_or_path: str, field: str = "model") -> tuple[ModelSpec, i
     if not Path(name_or_path).expanduser().exists() and (found := _catalog_name(name_or_path)):
         return load_model(found[0], field), found[1]
     return load_model(name_or_path, field), None
+
+
+def resolve_draft(target: ModelSpec, name_or_path: str, field: str = "draft") -> tuple[ModelSpec, int | None]:
+    """A draft model for ``target`` and the weight bits its name's suffix selects: ``mtp`` is the target's own
+    multi-token-prediction module (``physics.mtp``), only for a model that has one; else ``resolve_model``."""
+    if str(name_or_path).strip().casefold() != MTP_DRAFT:
+        return resolve_model(name_or_path, field)
+    if target.name not in MTP_MODELS:
+        having = ", ".join(sorted(MTP_MODELS))
+        msg = f"{MTP_DRAFT} drafts with the model's own multi-token-prediction module, which only {having} has"
+        raise InvalidInput(field, f"{msg}: name a draft model for {target.name} instead.")
+    return mtp_module(target), None
 
 
 def model_aliases(name: str) -> list[str]:

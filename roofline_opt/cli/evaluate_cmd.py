@@ -216,7 +216,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         dest="tokens_per_step",
         help=f"tokens per sequence per step, S (default {d['tokens_per_step']})",
     )
-    p.add_argument("--draft", help="draft model for speculative decoding (runs at 16-bit unless its name says)")
+    p.add_argument(
+        "--draft",
+        help="draft model for speculative decoding (runs at 16-bit unless its name says); mtp: the model's own "
+        "multi-token-prediction module (deepseek-v3)",
+    )
     p.add_argument("--acceptance", help=f"draft acceptance in (0, 1) (default {d['acceptance']})")
     p.add_argument(
         "--gamma-max",

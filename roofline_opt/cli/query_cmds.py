@@ -469,7 +469,8 @@ SHARED_HELP = {
     "lists it), else 16; 16 under --preset paper)",
     "--context": f"tokens already in each sequence's KV cache: every figure assumes decoding at this context "
     f"(default {DEFAULT_CONTEXT}; with --isl/--osl or --workload: isl + osl / 2)",
-    "--draft": "draft model for speculative decoding on the same GPUs (draft lengths 0..--gamma-max offered)",
+    "--draft": "draft model for speculative decoding on the same GPUs (draft lengths 0..--gamma-max offered); mtp: "
+    "the model's own multi-token-prediction module (deepseek-v3)",
     "--acceptance": "draft token acceptance probability in (0, 1)",
     "--gamma-max": "longest draft the solver may choose, 0..G (0: no speculative decoding; default: "
     f"{DEFAULT_DRAFT_GAMMA_MAX} with --draft, else 0)",

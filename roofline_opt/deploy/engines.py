@@ -19,6 +19,7 @@ from typing import Any
 
 from roofline_opt.deploy.answer import Deployment, Instance
 from roofline_opt.deploy.flags import TABLES
+from roofline_opt.physics.mtp import is_mtp_draft
 
 SERVE_PORT = {"vllm": 8000, "sglang": 30000, "trtllm": 8000, "dynamo": 8000}
 """Port each engine's server listens on (its default)."""
@@ -118,7 +119,7 @@ def _common_checks(engine: str, dep: Deployment, inst: Instance) -> None:
 
 
 def _draft_is_mtp(dep: Deployment) -> bool:
-    return dep.draft is not None and dep.draft.endswith("-mtp")
+    return dep.draft is not None and is_mtp_draft(dep.draft)
 
 
 def _batch_tokens(dep: Deployment, inst: Instance) -> int | None:

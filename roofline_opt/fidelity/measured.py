@@ -19,8 +19,9 @@ from roofline_opt import catalog, checks, files
 from roofline_opt.errors import InvalidInput
 from roofline_opt.fidelity import kv_precision, recipes
 from roofline_opt.fidelity import layouts as parse
-from roofline_opt.fidelity.names import MTP_MODELS, gpu_card_name, model_candidates, unmodelled_reason
+from roofline_opt.fidelity.names import gpu_card_name, model_candidates, unmodelled_reason
 from roofline_opt.optimize.space import MAX_CONTEXT
+from roofline_opt.physics.mtp import MTP_MODELS
 from roofline_opt.physics.specs import GpuSpec, KvMemoryRule, ModelSpec
 
 MEASURED_COLUMNS = (

@@ -21,10 +21,6 @@ MODEL_ALIASES = {
 }
 """Normalised names of the same architecture under another name -> catalog card."""
 
-MTP_MODELS = frozenset({"deepseek-v3"})
-"""Cards whose checkpoints carry a multi-token-prediction module (DeepSeek-V3/R1: one module, config
-``num_nextn_predict_layers: 1``)."""
-
 _SUFFIXES = re.compile(
     r"-(instruct|chat|hf|base|it|fp8|bf16|fp16|awq|gptq|int4|int8|w8a8|w4a16|nvfp4|fp4|dynamic|turbo|preview|\d{4}"
     r"|v\d+(\.\d+)*)$"

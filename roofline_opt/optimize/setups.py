@@ -195,6 +195,16 @@ class Specs:
             return value.name
         return _text(field, value)
 
+    def draft(self, model_text: str, text: str, field: str) -> tuple[ModelSpec, int | None]:
+        """The draft spec of a name or path for the setup's model (``mtp``: its own MTP module) and the weight bits
+        its name's suffix sets (None without one)."""
+        from roofline_opt import catalog
+
+        key = f"{model_text}\x00{text}"
+        if key not in self._models:
+            self._models[key] = catalog.resolve_draft(self.model(model_text, "model")[0], text, field)
+        return self._models[key]
+
     def model(self, text: str, field: str) -> tuple[ModelSpec, int | None]:
         """The model spec of a name or path and the weight bits its name's suffix sets (None without one)."""
         from roofline_opt import catalog
@@ -299,7 +309,7 @@ def check(values: Mapping[str, Any], label: Callable[[str], str], specs: Specs) 
     draft_text = "" if _blank(values["draft"]) else specs.name(label("draft"), values["draft"])
     draft_bits = evaluator.DRAFT_WEIGHT_BITS
     if draft_text:
-        draft_bits = specs.model(draft_text, label("draft"))[1] or evaluator.DRAFT_WEIGHT_BITS
+        draft_bits = specs.draft(model_text, draft_text, label("draft"))[1] or evaluator.DRAFT_WEIGHT_BITS
         check_runs(label("draft"), gpu, draft_bits)
     gamma_max = checks.positive_int(label("gamma_max"), values["gamma_max"], minimum=0, maximum=MAX_GAMMA)
     if bool(gamma_max) != bool(draft_text):
@@ -428,7 +438,7 @@ def request_speculation(setup: SetupRow, specs: Specs, field: str = "draft") -> 
     """The draft of a setup of whole requests, proposing exactly ``gamma_max`` tokens per round (None without one)."""
     if not setup.draft or setup.gamma_max == 0:
         return None
-    draft = specs.model(setup.draft, field)[0]
+    draft = specs.draft(setup.model, setup.draft, field)[0]
     return rq.Speculation(draft, float(setup.gamma_max), setup.acceptance, setup.draft_weight_bits)
 
 
@@ -483,7 +493,7 @@ def _evaluate_group(setups: list[SetupRow], specs: Specs) -> dict[str, np.ndarra
     if first.is_request:
         return _evaluate_request(first, specs)
     model = specs.model(first.model, "model")[0]
-    draft = specs.model(first.draft, "draft")[0] if first.draft else None
+    draft = specs.draft(first.model, first.draft, "draft")[0] if first.draft else None
 
     def column(name: str) -> np.ndarray:
         return np.array([getattr(s, name) for s in setups])
@@ -558,7 +568,7 @@ def _inputs(setup: SetupRow, specs: Specs) -> dict[str, Any]:
     inputs = ordered_fields(setup, ROW_ORDER)
     inputs["model"] = specs.model(setup.model, "model")[0].name
     inputs["gpu"] = specs.gpu(setup.gpu, "gpu").name
-    inputs["draft"] = specs.model(setup.draft, "draft")[0].name if setup.draft else None
+    inputs["draft"] = specs.draft(setup.model, setup.draft, "draft")[0].name if setup.draft else None
     inputs["layout"] = layout_label(setup.tp, setup.tp_2d, setup.pp, setup.ep, dp_attention=setup.dp_attention)
     inputs["usd_per_gpu_hour"] = specs.gpu(setup.gpu, "gpu").usd_per_hour
     if not setup.is_request:

@@ -13,12 +13,27 @@ from dataclasses import replace
 
 from roofline_opt.physics.specs import ModelSpec
 
+MTP_MODELS = frozenset({"deepseek-v3"})
+"""Cards whose checkpoints carry a multi-token-prediction module (DeepSeek-V3/R1: one module, config
+``num_nextn_predict_layers: 1``)."""
+
+MTP_DRAFT = "mtp"
+"""The draft name that asks for the model's own MTP module (``--draft mtp``)."""
+
+MTP_SUFFIX = "-mtp"
+"""The suffix of the MTP module's model name (``mtp_module``)."""
+
+
+def is_mtp_draft(name: str) -> bool:
+    """Whether a draft name is the model's own MTP module: ``mtp`` as asked, or the module's name."""
+    return name == MTP_DRAFT or name.endswith(MTP_SUFFIX)
+
 
 def mtp_module(model: ModelSpec) -> ModelSpec:
     """The draft model of ``model``'s MTP module: one layer of its (MoE) architecture and one output head."""
     return replace(
         model,
-        name=f"{model.name}-mtp",
+        name=f"{model.name}{MTP_SUFFIX}",
         n_layers=1,
         n_dense_layers=0,
         tie_embeddings=True,
