@@ -368,6 +368,16 @@ def test_the_id_is_the_resolved_question_not_its_spelling(tmp_path: Path) -> Non
     assert ids[0] == ids[1] != ids[2]
 
 
+def test_a_question_drafting_with_mtp_is_answered_with_the_models_own_module(tmp_path: Path) -> None:
+    """``draft: mtp`` names no card of its own (the module is the model's, whose card is in the id): it drafts."""
+    question = {"model": "deepseek-v3", "gpu": "h200", "weight_bits": 8, "draft": "mtp", "gamma_max": 1}
+    study = {"kind": "fastest", "questions": [{**question, "tp_degrees": [8], "pp_degrees": [1], "max_batch": 64}]}
+    (q,) = load_study(write_study(tmp_path, "mtp", study)).questions
+    row = execute.answer_row(q.kind, q.id, q.values)
+    assert row["status"] == "ok", row["message"]
+    assert row["gamma"] == 1
+
+
 @pytest.mark.parametrize(
     ("study", "field"),
     [
