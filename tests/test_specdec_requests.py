@@ -356,6 +356,12 @@ def test_mtp_for_a_model_without_an_mtp_module_is_one_line_naming_the_draft():
     assert err.value.field == "draft" and "\n" not in str(err.value)
 
 
+def test_an_unknown_draft_is_one_line_that_offers_mtp():
+    with pytest.raises(InvalidInput, match="Or give mtp") as err:
+        api.question("deepseek-v3", "h200", draft="nonsense", isl=2000, osl=500)
+    assert err.value.field == "draft" and "\n" not in str(err.value)
+
+
 def test_a_query_with_mtp_launches_the_engines_mtp_speculator(tmp_path, capsys):
     args = ["cheapest", "--model", "deepseek-v3", "--gpu", "h200", "--weight-bits", "8", "--draft", "mtp"]
     args += ["--gamma-max", "1", "--isl", "1000", "--osl", "1000", "--tpot-ms", "40", "--tp-degrees", "8"]

@@ -232,10 +232,14 @@ def resolve_model(name_or_path: str, field: str = "model") -> tuple[ModelSpec, i
 def resolve_draft(target: ModelSpec, name_or_path: str, field: str = "draft") -> tuple[ModelSpec, int | None]:
     """A draft model for ``target`` and the weight bits its name's suffix selects: ``mtp`` is the target's own
     multi-token-prediction module (``physics.mtp``), only for a model that has one; else ``resolve_model``."""
+    having = ", ".join(sorted(MTP_MODELS))
     if str(name_or_path).strip().casefold() != MTP_DRAFT:
-        return resolve_model(name_or_path, field)
+        try:
+            return resolve_model(name_or_path, field)
+        except InvalidInput as exc:
+            more = f"{MTP_DRAFT}: the model's own multi-token-prediction module ({having})"
+            raise InvalidInput(exc.field, f"{exc.message} Or give {more}.") from exc
     if target.name not in MTP_MODELS:
-        having = ", ".join(sorted(MTP_MODELS))
         msg = f"{MTP_DRAFT} drafts with the model's own multi-token-prediction module, which only {having} has"
         raise InvalidInput(field, f"{msg}: name a draft model for {target.name} instead.")
     return mtp_module(target), None
