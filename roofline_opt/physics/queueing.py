@@ -586,11 +586,6 @@ def mean_decode_batch(
     return b
 
 
-def _tokens_per_round(spec: rq.Speculation | None):
-    """Tokens a sequence gains per step: 1, or speculating the expected tokens per round E (per layout)."""
-    return 1.0 if spec is None else spec.tokens_per_round
-
-
 def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: rq.Workload, chunk_tokens, spec=None):
     """(work (..., k), TTFT once at the head (..., k), shift (...), mean step (...)) of an aggregated instance's
     prompt queue at a mean decode batch, elementwise over layouts, batches and chunks (chunk 0: a whole prompt of the
@@ -598,7 +593,7 @@ def _aggregated_parts(model, gpu, preset, weight_bits, layout, batch, workload: 
     (``spec``), a step is a round: the mean step is the mean TPOT times E."""
     given = np.asarray(chunk_tokens, dtype=float)
     mean_token = rq.tpot_step(model, gpu, preset, weight_bits, layout, batch, workload, given, 1.0, spec).step_time_s
-    mean_step = mean_token * _tokens_per_round(spec)
+    mean_step = mean_token * rq.tokens_per_round(spec)
     return _served_parts(model, gpu, preset, weight_bits, layout, batch, workload, chunk_tokens, mean_step, spec)
 
 
@@ -679,7 +674,7 @@ def _busy_period_percentile_s(
     work, head, shift, mean_step = parts
     chunk = np.asarray(chunk_tokens, dtype=float)
     chunk = np.where(chunk > 0, chunk, float(max(workload.max_isl, 1)))
-    rounds = workload.mean_osl / _tokens_per_round(spec)
+    rounds = workload.mean_osl / rq.tokens_per_round(spec)
     busy = rounds * chunk / max(workload.mean_computed_isl, 1.0)
     utilisation = np.asarray(rate, dtype=float) * (work @ w)
     residual = mean_step / 2.0  # the step under way at an arrival ends the work it holds (``_beyond``)
@@ -705,7 +700,7 @@ def aggregated_utilisation(
 def _arrival_rate(batch, workload: rq.Workload, mean_step, spec: rq.Speculation | None) -> np.ndarray:
     """Requests/s that keep a mean of ``batch`` sequences decoding (Little's law: B / (O TPOT), TPOT = the mean step
     over the tokens per step)."""
-    return np.asarray(batch, dtype=float) * _tokens_per_round(spec) / (workload.mean_osl * mean_step)
+    return np.asarray(batch, dtype=float) * rq.tokens_per_round(spec) / (workload.mean_osl * mean_step)
 
 
 def aggregated_percentile_ttft_s(

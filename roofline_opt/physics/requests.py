@@ -261,6 +261,11 @@ class Round:
         return self._sum(lambda s: s.gemm_memory_s)
 
 
+def tokens_per_round(spec: Speculation | None):
+    """Tokens a sequence gains per step: 1, or speculating the expected tokens per round E (per layout)."""
+    return 1.0 if spec is None else spec.tokens_per_round
+
+
 def host_per_token_s(fig) -> np.ndarray:
     """Seconds per token of a TPOT figure outside its steps: speculative rounds' host time over their tokens (0 for a
     plain step), so ``step_terms``' weighted step times plus this are its time per token."""
@@ -428,7 +433,7 @@ def tpot_step(
     zero = np.zeros(np.broadcast_shapes(batch.shape, agg.shape))
     if workload is None:
         return _round(model, gpu, preset, weight_bits, layout, batch, spec)(zero, zero, zero)
-    per_output = batch * agg / workload.mean_osl * (1.0 if spec is None else spec.tokens_per_round)
+    per_output = batch * agg / workload.mean_osl * tokens_per_round(spec)
     prompt = per_output * workload.mean_computed_isl
     attention = per_output * workload.mean_osl * workload.prompt_attention_per_output
     kv = prompt + per_output * workload.mean_osl * workload.prefix_reads_per_output(chunk_tokens)
@@ -451,7 +456,7 @@ def tpot_step(
 def stable_batch_limit(workload: Workload, chunk_tokens, spec: Speculation | None = None) -> np.ndarray:
     """Largest B whose prefill load B * I / O fits the per-step chunk budget (else prompts queue without bound);
     speculating, B * E * I / O per round."""
-    ratio = workload.prompt_tokens_per_output * (1.0 if spec is None else spec.tokens_per_round)
+    ratio = workload.prompt_tokens_per_output * tokens_per_round(spec)
     chunk = np.asarray(chunk_tokens, dtype=float)
     if workload.prompt_tokens_per_output <= 0:
         return np.full(np.broadcast_shapes(chunk.shape, np.shape(ratio)), np.inf)

@@ -265,7 +265,7 @@ def _chunk_bound_s(
     per token."""
     given = np.asarray(chunk_tokens, dtype=float)
     chunk = np.where(given > 0, given, float(max(workload.max_isl, 1)))
-    tokens = 1.0 if spec is None else spec.tokens_per_round
+    tokens = rq.tokens_per_round(spec)
     rounds = workload.mean_osl / tokens
     busy = np.maximum(np.asarray(batch, dtype=float), rounds * chunk / max(workload.mean_computed_isl, 1.0))
     prompt = (chunk, chunk * (chunk - 1.0) / 2.0, chunk)
